@@ -1,0 +1,164 @@
+"""oxygen-demo: run the engine on a synthetic camera + joint-state stream and watch it work.
+
+Prints per-frame action rate, language tokens/s, active batch and the textual memory as it grows.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .engine.config import MODES, EngineConfig, load_model_config
+from .engine.engine import Engine, FrameOutput
+from .engine.metrics import ratio_check, summarize, warmup_frames
+from .engine.synthetic import SyntheticStream
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="oxygen-demo", description=__doc__)
+    p.add_argument("--preset", default="tiny", help="model preset: tiny, small, balanced, pi05")
+    p.add_argument("--model-config", default=None, help="JSON/YAML overriding preset fields")
+    p.add_argument("--checkpoint", default=None, help="LeRobot pi05 checkpoint folder to load")
+    p.add_argument("--mode", default="oxygen", choices=MODES)
+    p.add_argument("--k", type=int, default=4, help="decode steps per frame")
+    p.add_argument("--N", type=int, default=12, help="max decode steps per request")
+    p.add_argument("--S", type=int, default=10, help="denoising steps")
+    p.add_argument("--frames", type=int, default=30, help="frames to measure")
+    p.add_argument("--warmup", type=int, default=None,
+                   help="frames before measuring (default: ceil(N/k)+1, the batch ramp-up)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--memory-every", type=int, default=1, help="a memory request every M frames")
+    p.add_argument("--memory-prompt", default="Memory: what happened?\n")
+    p.add_argument("--max-active", type=int, default=32, help="max active language requests")
+    p.add_argument("--threads", type=int, default=2, help="torch CPU threads")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--dtype", default="float32")
+    p.add_argument("--compare", default=None, choices=MODES,
+                   help="also run this mode (e.g. isolated) and print measured vs predicted ratio")
+    p.add_argument("--json", action="store_true", help="last stdout line: one JSON summary")
+    p.add_argument("--dump", default=None, metavar="PATH",
+                   help="write every request's tokens and margins and every frame's actions")
+    p.add_argument("--quiet", action="store_true", help="no per-frame lines")
+    args = p.parse_args(argv)
+    for name in ("k", "N", "S", "frames"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name} must be >= 1")
+    return args
+
+
+def build_engine(args: argparse.Namespace, mode: str, model: torch.nn.Module | None = None,
+                 tokenizer: Any = None) -> Engine:
+    mc = load_model_config(args.preset, args.model_config)
+    if args.checkpoint and model is None:
+        from .engine.model import load_checkpoint
+
+        model, mc, tokenizer, _ = load_checkpoint(args.checkpoint, args.device, args.dtype)
+    ec = EngineConfig(mode=mode, decode_steps_per_frame=args.k, max_decode_steps=args.N,
+                      denoise_steps=args.S, max_active_requests=args.max_active,
+                      memory_every_n_frames=args.memory_every, memory_prompt=args.memory_prompt,
+                      seed=args.seed, device=args.device, dtype=args.dtype)
+    return Engine(mc, ec, model=model, tokenizer=tokenizer)
+
+
+def run_mode(engine: Engine, args: argparse.Namespace, log: bool, drain: bool) -> tuple[list[FrameOutput], list[FrameOutput]]:
+    """Warm-up frames, then measured frames; with drain, keep stepping (no new requests) until
+    every request has finished. Returns (all frames, measured frames)."""
+    stream = SyntheticStream(engine.model_config, seed=args.seed)
+    warm = args.warmup if args.warmup is not None else warmup_frames(args.k, args.N)
+    outputs: list[FrameOutput] = []
+    memory: dict[int, str] = {}
+    i = 0
+    while i < warm + args.frames or (drain and engine.has_unfinished()):
+        if i == warm + args.frames:
+            engine.update_config(memory_every_n_frames=0)
+        out = engine.step(stream.frame(i))
+        outputs.append(out)
+        for u in out.updates:
+            if u.kind == "memory":
+                memory[u.id] = u.text
+        if log:
+            latest = max(memory) if memory else None
+            text = memory.get(latest, "") if latest else ""
+            tag = "warm" if i < warm else "    "
+            print(f"{tag} frame {out.frame:4d} {out.frame_ms:7.1f} ms  {1e3 / out.frame_ms:6.1f} Hz  "
+                  f"{out.tokens_this_frame / out.frame_ms * 1e3:7.1f} tok/s  batch {out.batch_size:2d}  "
+                  f"kv {out.kv.blocks_used:4d}/{out.kv.blocks_total}  memory[{latest}]: {text!r}",
+                  flush=True)
+        i += 1
+    measured = outputs[warm: warm + args.frames]
+    return outputs, measured
+
+
+def dump(path: str, engine: Engine, outputs: list[FrameOutput], args: argparse.Namespace) -> None:
+    data = {
+        "mode": engine.config.mode, "preset": args.preset, "k": args.k, "N": args.N, "S": args.S,
+        "seed": args.seed,
+        "requests": [
+            {"id": r.id, "frame": r.birth_frame, "kind": r.kind.value, "tokens": r.output_ids,
+             "margins": r.margins, "finish_reason": r.finish_reason}
+            for r in sorted(engine.requests.values(), key=lambda r: r.id)
+        ],
+        "frames": [{"frame": o.frame, "actions": o.actions.tolist()} for o in outputs],
+    }
+    Path(path).write_text(json.dumps(data))
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    torch.set_num_threads(args.threads)
+    log = not args.quiet
+    try:
+        engine = build_engine(args, args.mode)
+    except ValueError as exc:
+        print(f"oxygen-demo: {exc}", file=sys.stderr)
+        return 2
+    if log:
+        mc = engine.model_config
+        print(f"oxygen-demo: preset {mc.name} ({sum(p.numel() for p in engine.model.parameters()) / 1e6:.2f}M "
+              f"params), mode {args.mode}, k={args.k} N={args.N} S={args.S}, attention "
+              f"{engine.runner.backend}, KV pool {engine.kv.usage().blocks_total} blocks", flush=True)
+    start = time.perf_counter()
+    outputs, measured = run_mode(engine, args, log, drain=args.dump is not None)
+    summary = summarize(measured, [o.decode_steps for o in measured], [o.admitted for o in measured])
+    result: dict[str, Any] = {
+        "mode": args.mode, "preset": args.preset, "k": args.k, "N": args.N, "S": args.S,
+        "frames": len(measured), "action_hz": summary.action_hz, "tokens_per_s": summary.tokens_per_s,
+        "frame_ms_p50": summary.frame_ms_p50, "frame_ms_p99": summary.frame_ms_p99,
+        "mean_batch": summary.mean_batch, "kv_peak_bytes": summary.kv_peak_bytes,
+        "stage_ms": summary.stage_ms, "decode_step_ms": summary.decode_step_ms,
+        "attention_backend": engine.runner.backend,
+    }
+    if args.dump:
+        dump(args.dump, engine, outputs, args)
+    if args.compare:
+        other = build_engine(args, args.compare, model=engine.model, tokenizer=engine.tokenizer)
+        _, measured_o = run_mode(other, args, log=False, drain=False)
+        base = summarize(measured_o, [o.decode_steps for o in measured_o],
+                         [o.admitted for o in measured_o])
+        check = ratio_check(summary, base, args.N)
+        result.update(check)
+        result[f"{args.compare}_action_hz"] = base.action_hz
+        result[f"{args.compare}_tokens_per_s"] = base.tokens_per_s
+        print(f"{args.mode} vs {args.compare}: action-frequency ratio measured "
+              f"{check['ratio_measured']:.2f}x, predicted from stage costs "
+              f"{check['ratio_predicted']:.2f}x (error {check['ratio_error'] * 100:.1f}%); "
+              f"{args.mode} {summary.action_hz:.1f} Hz / {summary.tokens_per_s:.0f} tok/s, "
+              f"{args.compare} {base.action_hz:.1f} Hz / {base.tokens_per_s:.0f} tok/s", flush=True)
+    result["wall_s"] = time.perf_counter() - start
+    if log or not args.json:
+        print(f"summary: {summary.action_hz:.1f} Hz actions, {summary.tokens_per_s:.1f} tokens/s, "
+              f"frame p50 {summary.frame_ms_p50:.1f} ms p99 {summary.frame_ms_p99:.1f} ms, "
+              f"mean batch {summary.mean_batch:.1f}, KV peak {summary.kv_peak_bytes / 1e6:.2f} MB",
+              flush=True)
+    if args.json:
+        print(json.dumps(result), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""The oxygen engine: model, unified KV cache, scheduler, runner. Never imports rclpy."""

@@ -1,0 +1,242 @@
+"""Model and engine configuration: frozen dataclasses validated on construction."""
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+MODES = ("oxygen", "shared", "isolated", "parallel")
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+def _positive(name: str, value: int | float) -> None:
+    if value <= 0:
+        raise ValueError(f"{name} must be > 0, got {value!r}")
+
+
+@dataclass(frozen=True)
+class ExpertConfig:
+    """One transformer expert of the MoT: its own width and MLP, the shared depth and heads."""
+
+    width: int
+    mlp_dim: int
+
+    def __post_init__(self) -> None:
+        _positive("expert width", self.width)
+        _positive("expert mlp_dim", self.mlp_dim)
+
+
+@dataclass(frozen=True)
+class VisionConfig:
+    """SigLIP vision tower shape."""
+
+    image_size: int = 224
+    patch_size: int = 14
+    width: int = 1152
+    depth: int = 27
+    num_heads: int = 16
+    mlp_dim: int = 4304
+
+    def __post_init__(self) -> None:
+        for name in ("image_size", "patch_size", "width", "depth", "num_heads", "mlp_dim"):
+            _positive(f"vision.{name}", getattr(self, name))
+        if self.image_size % self.patch_size:
+            raise ValueError(
+                f"vision.image_size {self.image_size} is not a multiple of patch_size {self.patch_size}"
+            )
+        if self.width % self.num_heads:
+            raise ValueError(f"vision.width {self.width} not divisible by num_heads {self.num_heads}")
+
+    @property
+    def tokens_per_image(self) -> int:
+        return (self.image_size // self.patch_size) ** 2
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """A pi0.5-class Mixture-of-Transformers VLA.
+
+    Expert 0 is the VLM (prefix + language); experts 1.. are action experts (pi0.5 has one).
+    All experts share depth, heads and head_dim so their K/V can be attended to jointly.
+    """
+
+    name: str = "custom"
+    vocab_size: int = 257152
+    depth: int = 18
+    num_heads: int = 8
+    num_kv_heads: int = 1
+    head_dim: int = 256
+    vlm: ExpertConfig = ExpertConfig(2048, 16384)
+    action_experts: tuple[ExpertConfig, ...] = (ExpertConfig(1024, 4096),)
+    vision: VisionConfig = VisionConfig()
+    num_cameras: int = 3
+    max_prompt_tokens: int = 200
+    action_horizon: int = 50
+    action_dim: int = 32
+    state_bins: int = 256
+    rope_theta: float = 10000.0
+    rms_eps: float = 1e-6
+    eos_token_id: int = 1
+    pad_token_id: int = 0
+    bos_token_id: int = 2
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "depth", "num_heads", "num_kv_heads", "head_dim", "num_cameras",
+                     "max_prompt_tokens", "action_horizon", "action_dim", "state_bins"):
+            _positive(name, getattr(self, name))
+        if self.num_heads % self.num_kv_heads:
+            raise ValueError(
+                f"num_heads {self.num_heads} must be a multiple of num_kv_heads {self.num_kv_heads}"
+            )
+        if self.head_dim % 2:
+            raise ValueError(f"head_dim must be even for RoPE, got {self.head_dim}")
+        if not self.action_experts:
+            raise ValueError("a MoT VLA needs at least one action expert (E >= 2)")
+        for tok in ("eos_token_id", "pad_token_id", "bos_token_id"):
+            if not 0 <= getattr(self, tok) < self.vocab_size:
+                raise ValueError(f"{tok} {getattr(self, tok)} outside vocab of {self.vocab_size}")
+
+    @property
+    def num_experts(self) -> int:
+        return 1 + len(self.action_experts)
+
+    @property
+    def max_prefix_tokens(self) -> int:
+        return self.num_cameras * self.vision.tokens_per_image + self.max_prompt_tokens
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def replace(self, **overrides: Any) -> "ModelConfig":
+        return model_config_from_dict({**self.to_dict(), **overrides})
+
+
+def model_config_from_dict(d: dict[str, Any]) -> ModelConfig:
+    """Build a ModelConfig from plain data (JSON/YAML), nested dicts for experts and vision."""
+    d = dict(d)
+    known = {f.name for f in dataclasses.fields(ModelConfig)}
+    unknown = set(d) - known
+    if unknown:
+        raise ValueError(f"unknown model config fields: {sorted(unknown)}; known: {sorted(known)}")
+    if isinstance(d.get("vlm"), dict):
+        d["vlm"] = ExpertConfig(**d["vlm"])
+    if "action_experts" in d:
+        d["action_experts"] = tuple(
+            e if isinstance(e, ExpertConfig) else ExpertConfig(**e) for e in d["action_experts"]
+        )
+    if isinstance(d.get("vision"), dict):
+        d["vision"] = VisionConfig(**d["vision"])
+    return ModelConfig(**d)
+
+
+PRESETS: dict[str, ModelConfig] = {
+    # Tests: a whole frame well under 0.2 s on one CPU core.
+    "tiny": ModelConfig(
+        name="tiny", vocab_size=512, depth=2, num_heads=4, num_kv_heads=1, head_dim=32,
+        vlm=ExpertConfig(128, 256), action_experts=(ExpertConfig(64, 128),),
+        vision=VisionConfig(image_size=32, patch_size=8, width=64, depth=1, num_heads=2, mlp_dim=128),
+        num_cameras=2, max_prompt_tokens=48, action_horizon=10, action_dim=8,
+    ),
+    # Benchmarks: pi0.5 proportions (wide VLM, expert half as wide, 50-step horizon), shrunk for a CPU.
+    "small": ModelConfig(
+        name="small", vocab_size=2048, depth=8, num_heads=8, num_kv_heads=1, head_dim=64,
+        vlm=ExpertConfig(512, 2048), action_experts=(ExpertConfig(256, 1024),),
+        vision=VisionConfig(image_size=112, patch_size=14, width=256, depth=4, num_heads=4, mlp_dim=1024),
+        num_cameras=2, max_prompt_tokens=64, action_horizon=50, action_dim=32,
+    ),
+    # Benchmarks: stage costs on a CPU in the paper's RTX 4090 proportions (few image tokens,
+    # LIBERO-like 10-step horizon, an action expert much narrower than the VLM).
+    "balanced": ModelConfig(
+        name="balanced", vocab_size=2048, depth=8, num_heads=8, num_kv_heads=1, head_dim=64,
+        vlm=ExpertConfig(512, 2048), action_experts=(ExpertConfig(128, 512),),
+        vision=VisionConfig(image_size=56, patch_size=14, width=128, depth=2, num_heads=2, mlp_dim=512),
+        num_cameras=1, max_prompt_tokens=48, action_horizon=10, action_dim=32,
+    ),
+    # Real pi0.5 shapes (PaliGemma 2B + Gemma 300m action expert, SigLIP So400m/14): for GPUs.
+    "pi05": ModelConfig(name="pi05"),
+}
+
+
+def load_model_config(preset: str, overrides_file: str | Path | None = None) -> ModelConfig:
+    """A preset, optionally overridden field by field from a JSON or YAML file."""
+    if preset not in PRESETS:
+        raise ValueError(f"unknown preset {preset!r}; choose one of {sorted(PRESETS)}")
+    cfg = PRESETS[preset]
+    if overrides_file is None:
+        return cfg
+    path = Path(overrides_file)
+    text = path.read_text()
+    if path.suffix in (".yaml", ".yml"):
+        import yaml
+
+        data = yaml.safe_load(text) or {}
+    else:
+        data = json.loads(text)
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a mapping of ModelConfig fields, got {type(data).__name__}")
+    base = cfg.to_dict()
+    for key, value in data.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            base[key] = {**base[key], **value}
+        else:
+            base[key] = value
+    return model_config_from_dict(base)
+
+
+@dataclass
+class EngineConfig:
+    """Scheduling knobs. k, N, S, mode and the memory fields may change between frames."""
+
+    mode: str = "oxygen"
+    decode_steps_per_frame: int = 4  # k
+    max_decode_steps: int = 12  # N
+    denoise_steps: int = 10  # S
+    max_active_requests: int = 32
+    memory_every_n_frames: int = 1  # M; 0 disables periodic memory requests
+    memory_prompt: str = "Memory: what happened?\n"
+    instruction: str = "pick up the cube"
+    block_size: int = 16
+    num_blocks: int = 0  # 0: sized from the model and max_active_requests
+    seed: int = 0
+    device: str = "cpu"
+    dtype: str = "float32"
+    attention_backend: str = "auto"  # auto | cpp | reference
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
+        if not 1 <= self.decode_steps_per_frame <= 1024:
+            raise ValueError(
+                f"decode_steps_per_frame (k) must be in [1, 1024], got {self.decode_steps_per_frame}"
+            )
+        if not 1 <= self.max_decode_steps <= 4096:
+            raise ValueError(f"max_decode_steps (N) must be in [1, 4096], got {self.max_decode_steps}")
+        if not 1 <= self.denoise_steps <= 1000:
+            raise ValueError(f"denoise_steps (S) must be in [1, 1000], got {self.denoise_steps}")
+        if not 1 <= self.max_active_requests <= 4096:
+            raise ValueError(
+                f"max_active_requests must be in [1, 4096], got {self.max_active_requests}"
+            )
+        if self.memory_every_n_frames < 0:
+            raise ValueError(f"memory_every_n_frames must be >= 0, got {self.memory_every_n_frames}")
+        if self.block_size not in (1, 2, 4, 8, 16, 32, 64, 128, 256):
+            raise ValueError(f"block_size must be a power of two <= 256, got {self.block_size}")
+        if self.num_blocks < 0:
+            raise ValueError(f"num_blocks must be >= 0 (0 = auto), got {self.num_blocks}")
+        if self.dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {DTYPES}, got {self.dtype!r}")
+        if self.attention_backend not in ("auto", "cpp", "reference"):
+            raise ValueError(
+                f"attention_backend must be auto, cpp or reference, got {self.attention_backend!r}"
+            )
+        if not (self.device == "cpu" or self.device.startswith("cuda")):
+            raise ValueError(f"device must be cpu or cuda[:N], got {self.device!r}")
+
+    def replace(self, **changes: Any) -> "EngineConfig":
+        return dataclasses.replace(self, **changes)

@@ -1,0 +1,383 @@
+"""Engine.step(): one control frame, read top to bottom.
+
+observation -> one prefill (vision + prompt) -> S-step denoise to an action chunk -> new language
+requests attach to this frame's prefix -> schedule -> suffix prefill of admitted requests ->
+k batched decode steps over every running request -> retire finished -> FrameOutput.
+The four modes share this code and these weights; they differ only in scheduling.
+"""
+from __future__ import annotations
+
+import hashlib
+import itertools
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from .config import EngineConfig, ModelConfig
+from .kv import KVManager, KVUsage
+from .model import format_prompt, init_model
+from .observation import Observation
+from .request import Request, RequestKind
+from .runner import ModelRunner, SeqView
+from .scheduler import Scheduler
+from .tokenizer import Tokenizer, build_tiny_tokenizer
+
+STAGES = ("vision_prefill", "denoise", "admit", "decode", "kv")
+
+
+@dataclass(frozen=True)
+class RequestUpdate:
+    """A language request's progress in one frame (streamed to ~/memory and ~/answer)."""
+
+    id: int
+    kind: str
+    prompt: str
+    new_tokens: tuple[int, ...]
+    text: str
+    num_tokens: int
+    is_final: bool
+    frames_spanned: int
+    birth_frame: int
+    stamp: float
+    finish_reason: str | None
+
+
+@dataclass(frozen=True)
+class FrameOutput:
+    frame: int
+    stamp: float
+    mode: str
+    k: int
+    n: int
+    s: int
+    actions: np.ndarray  # [horizon, action_dim], model space (normalised, padded)
+    updates: tuple[RequestUpdate, ...]
+    timings_ms: dict[str, float]
+    frame_ms: float
+    batch_size: int  # requests advanced by decode this frame
+    tokens_this_frame: int
+    num_waiting: int
+    num_running: int
+    kv: KVUsage
+    decode_steps: int = 0  # batched decode steps run this frame
+    admitted: int = 0  # requests admitted (suffix prefilled) this frame
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Engine:
+    def __init__(self, model_config: ModelConfig, config: EngineConfig,
+                 model: torch.nn.Module | None = None, tokenizer: Tokenizer | None = None) -> None:
+        self.model_config = model_config
+        self.config = config
+        self.model = model if model is not None else init_model(
+            model_config, seed=config.seed, device=config.device, dtype=config.dtype)
+        self.model.eval()
+        self.tokenizer = tokenizer or build_tiny_tokenizer(min(model_config.vocab_size, 2048))
+        if self.tokenizer.vocab_size > model_config.vocab_size:
+            raise ValueError(f"tokenizer has {self.tokenizer.vocab_size} tokens, model vocab is "
+                             f"{model_config.vocab_size}")
+        num_blocks = config.num_blocks or self.auto_num_blocks(model_config, config)
+        self.runner = ModelRunner(self.model, model_config, num_blocks, config.block_size,
+                                  config.device, config.dtype, config.attention_backend)
+        self.kv = KVManager(num_blocks, config.block_size, self.runner.bytes_per_block)
+        self.scheduler = Scheduler(self.kv, config.max_active_requests,
+                                   reserved_blocks=self.frame_blocks(model_config, config))
+        self.requests: dict[int, Request] = {}
+        self._ids = itertools.count(1)  # KV sequence ids
+        self._req_ids = itertools.count(1)  # request ids: the same in every mode
+        self._pending: list[Request] = []  # asked, attaches to the next frame's observation
+        self._prefix_len: dict[int, int] = {}  # request id -> its frame's prefix token count
+        self._lock = threading.Lock()  # parallel mode: two threads touch the KV manager
+        self.frame = 0
+
+    # -- sizing ---------------------------------------------------------------------------------
+    @staticmethod
+    def frame_blocks(mc: ModelConfig, ec: EngineConfig) -> int:
+        """Blocks one frame's action path needs: the prefix plus the action scratch (+ CoW)."""
+        return -(-(mc.max_prefix_tokens + mc.action_horizon) // ec.block_size) + 2
+
+    @staticmethod
+    def auto_num_blocks(mc: ModelConfig, ec: EngineConfig) -> int:
+        per_request = -(-(mc.max_prefix_tokens + mc.max_prompt_tokens + ec.max_decode_steps)
+                        // ec.block_size) + 2
+        return (ec.max_active_requests + 2) * per_request + 2 * Engine.frame_blocks(mc, ec)
+
+    # -- requests -------------------------------------------------------------------------------
+    def ask(self, prompt: str, priority: int = 1, kind: RequestKind = RequestKind.QUESTION,
+            max_new_tokens: int | None = None) -> int:
+        """Queue a language request on the next observation; returns its id."""
+        ids = self._encode_suffix(prompt)
+        n = self.config.max_decode_steps if max_new_tokens is None else max_new_tokens
+        if not 1 <= n <= 4096:
+            raise ValueError(f"max_new_tokens must be in [1, 4096], got {n}")
+        req = Request(id=next(self._req_ids), kind=kind, prompt=prompt, prompt_ids=ids,
+                      priority=priority, max_new_tokens=n)
+        self._pending.append(req)
+        return req.id
+
+    def _encode_suffix(self, prompt: str) -> list[int]:
+        if not isinstance(prompt, str) or not prompt.strip():
+            raise ValueError("a language request needs a non-empty prompt")
+        ids = self.tokenizer.encode(prompt, add_bos=False)
+        limit = self.model_config.max_prompt_tokens
+        if not ids or len(ids) > limit:
+            raise ValueError(f"prompt is {len(ids)} tokens; it must be 1..{limit} (max_prompt_tokens)")
+        return ids
+
+    def update_config(self, **changes: Any) -> None:
+        """k, N, S, mode, memory and instruction changes take effect on the next frame."""
+        new = self.config.replace(**changes)
+        fixed = ("block_size", "num_blocks", "device", "dtype", "seed", "attention_backend")
+        for name in fixed:
+            if getattr(new, name) != getattr(self.config, name):
+                raise ValueError(f"{name} cannot change while the engine runs")
+        self.config = new
+        self.scheduler.set_max_active(new.max_active_requests)
+
+    def has_unfinished(self) -> bool:
+        return bool(self._pending) or self.scheduler.num_unfinished > 0
+
+    # -- one frame ------------------------------------------------------------------------------
+    def step(self, obs: Observation) -> FrameOutput:
+        cfg = self.config
+        obs.validate(self.model_config)
+        start = time.perf_counter()
+        frame = self.frame
+        self.frame += 1
+        timings = dict.fromkeys(STAGES, 0.0)
+        self._counts = {"decode_steps": 0, "admitted": 0}
+        prompt_ids = self._action_prompt(obs)
+        noise = self._noise(frame)
+        born = self._births(frame, obs)
+        if cfg.mode == "parallel":
+            actions, updates, batch = self._parallel_frame(frame, obs, prompt_ids, noise, born, timings)
+        else:
+            prefix_seq, plen = self._prefill(obs, prompt_ids, timings, cacheable=True)
+            actions = self._denoise(prefix_seq, plen, noise, timings)
+            if cfg.mode == "isolated":
+                self._free(prefix_seq, timings)
+                updates, batch = self._isolated_language(frame, obs, prompt_ids, born, timings)
+            else:
+                for req in born:
+                    self._attach(req, prefix_seq, plen, timings)
+                self._free(prefix_seq, timings)
+                k = cfg.max_decode_steps if cfg.mode == "shared" else cfg.decode_steps_per_frame
+                updates, batch = self._advance(frame, k, timings)
+        frame_ms = (time.perf_counter() - start) * 1e3
+        return FrameOutput(
+            frame=frame, stamp=obs.stamp, mode=cfg.mode, k=cfg.decode_steps_per_frame,
+            n=cfg.max_decode_steps, s=cfg.denoise_steps, actions=actions.cpu().numpy(),
+            updates=tuple(updates), timings_ms={k_: v * 1e3 for k_, v in timings.items()},
+            frame_ms=frame_ms, batch_size=batch,
+            tokens_this_frame=sum(len(u.new_tokens) for u in updates),
+            num_waiting=len(self.scheduler.waiting), num_running=len(self.scheduler.running),
+            kv=self.kv.usage(), decode_steps=self._counts["decode_steps"],
+            admitted=self._counts["admitted"],
+        )
+
+    # -- stages ---------------------------------------------------------------------------------
+    def _action_prompt(self, obs: Observation) -> list[int]:
+        text = format_prompt(obs.instruction, np.asarray(obs.state, dtype=np.float32),
+                             bins=self.model_config.state_bins)
+        ids = self.tokenizer.encode(text, add_bos=True)
+        if len(ids) > self.model_config.max_prompt_tokens:
+            raise ValueError(f"instruction + state prompt is {len(ids)} tokens; the model takes at "
+                             f"most {self.model_config.max_prompt_tokens} (max_prompt_tokens)")
+        return ids
+
+    def _noise(self, frame: int) -> torch.Tensor:
+        gen = torch.Generator().manual_seed(self.config.seed * 1_000_003 + frame)
+        mc = self.model_config
+        return torch.randn(mc.action_horizon, mc.action_dim, generator=gen)
+
+    def _births(self, frame: int, obs: Observation) -> list[Request]:
+        cfg = self.config
+        born, self._pending = self._pending, []
+        if cfg.memory_every_n_frames and frame % cfg.memory_every_n_frames == 0:
+            born.insert(0, Request(
+                id=next(self._req_ids), kind=RequestKind.MEMORY, prompt=cfg.memory_prompt,
+                prompt_ids=self._encode_suffix(cfg.memory_prompt), priority=0,
+                max_new_tokens=cfg.max_decode_steps))
+        for req in born:
+            req.birth_frame, req.stamp = frame, obs.stamp
+            self.requests[req.id] = req
+        return born
+
+    def _prefill(self, obs: Observation, prompt_ids: list[int], timings: dict[str, float],
+                 cacheable: bool) -> tuple[int, int]:
+        t0 = time.perf_counter()
+        images = obs.valid_images()
+        n_tokens = images.shape[0] * self.model_config.vision.tokens_per_image + len(prompt_ids)
+        seq = next(self._ids)
+        with self._lock:
+            self.kv.create(seq)
+            blocks = self.kv.append(seq, self._observation_keys(images, prompt_ids, n_tokens),
+                                    cacheable=False)
+        if blocks is None:  # the scheduler keeps frame_blocks free, so this is a sizing bug
+            raise RuntimeError("KV pool cannot hold this frame's prefix: raise num_blocks")
+        t1 = time.perf_counter()
+        self.runner.prefill_observation(images, prompt_ids, SeqView(blocks.block_ids, n_tokens))
+        timings["kv"] += t1 - t0
+        timings["vision_prefill"] += time.perf_counter() - t1
+        return seq, n_tokens
+
+    @staticmethod
+    def _observation_keys(images: np.ndarray, prompt_ids: list[int], n: int) -> list[int]:
+        """Per-token keys for the prefix cache: the prefix is bidirectional, so every token's key
+        depends on the whole observation (images and prompt)."""
+        h = hashlib.blake2b(images.tobytes(), digest_size=8)
+        h.update(np.asarray(prompt_ids, dtype=np.int64).tobytes())
+        root = int.from_bytes(h.digest(), "little") & ((1 << 62) - 1)
+        return [root ^ (i << 1) for i in range(n)]
+
+    def _denoise(self, prefix_seq: int, plen: int, noise: torch.Tensor,
+                 timings: dict[str, float]) -> torch.Tensor:
+        t0 = time.perf_counter()
+        seq = next(self._ids)
+        horizon = self.model_config.action_horizon
+        with self._lock:
+            self.kv.create(seq, parent=prefix_seq)
+            blocks = self.kv.append(seq, [], reserve=horizon, cacheable=False)
+        if blocks is None:
+            raise RuntimeError("KV pool cannot hold this frame's action scratch: raise num_blocks")
+        self.runner.copy_blocks(blocks.copies)
+        t1 = time.perf_counter()
+        actions = self.runner.denoise(SeqView(blocks.block_ids, plen), plen, noise,
+                                      self.config.denoise_steps)
+        t2 = time.perf_counter()
+        self._free(seq, timings)
+        timings["kv"] += t1 - t0
+        timings["denoise"] += t2 - t1
+        return actions
+
+    def _attach(self, req: Request, prefix_seq: int, plen: int, timings: dict[str, float]) -> None:
+        t0 = time.perf_counter()
+        req.prefix_seq_id, req.seq_id = prefix_seq, next(self._ids)
+        self._prefix_len[req.id] = plen
+        with self._lock:
+            self.scheduler.add(req)
+        timings["kv"] += time.perf_counter() - t0
+
+    def _free(self, seq: int, timings: dict[str, float]) -> None:
+        t0 = time.perf_counter()
+        with self._lock:
+            self.kv.free(seq)
+        timings["kv"] += time.perf_counter() - t0
+
+    def _advance(self, frame: int, k: int, timings: dict[str, float]) -> tuple[list[RequestUpdate], int]:
+        """Admit what fits, then advance every running request by up to k tokens, batched."""
+        t0 = time.perf_counter()
+        with self._lock:
+            out = self.scheduler.schedule(frame, k)
+        t1 = time.perf_counter()
+        first = self._admit(out.admitted, out.admitted_blocks)
+        t2 = time.perf_counter()
+        decode = list(out.decode)
+        admitted_ids = {r.id for r in out.admitted}
+        seqs, steps, last = [], [], []
+        for r in decode:
+            new = r.id in admitted_ids
+            pool_len = self._prefix_len[r.id] + len(r.prompt_ids) + (0 if new else len(r.output_ids) - 1)
+            seqs.append(SeqView(self.kv.block_table(r.seq_id), pool_len))
+            budget = k - 1 if new else k
+            remaining = r.max_new_tokens - (1 if new else len(r.output_ids))
+            steps.append(max(0, min(budget, remaining)))
+            last.append(-1 if new else r.output_ids[-1])
+        t3 = time.perf_counter()
+        tokens: dict[int, list[int]] = {}
+        margins: dict[int, list[float]] = {}
+        if decode:
+            first_tokens = torch.as_tensor(last, dtype=torch.long)
+            if out.admitted:
+                pos = [i for i, r in enumerate(decode) if r.id in admitted_ids]
+                order = {r.id: j for j, r in enumerate(out.admitted)}
+                first_tokens[pos] = first[0].cpu()[[order[decode[i].id] for i in pos]]
+            dec_t, dec_m = self.runner.decode(seqs, first_tokens, steps)
+            f_tok, f_mar = (first[0].tolist(), first[1].tolist()) if out.admitted else ([], [])
+            for i, r in enumerate(decode):
+                if r.id in admitted_ids:
+                    j = order[r.id]
+                    tokens[r.id] = [f_tok[j]] + dec_t[i]
+                    margins[r.id] = [f_mar[j]] + dec_m[i]
+                else:
+                    tokens[r.id], margins[r.id] = dec_t[i], dec_m[i]
+        t4 = time.perf_counter()
+        self._counts["decode_steps"] += max(steps, default=0)
+        self._counts["admitted"] += len(out.admitted)
+        with self._lock:
+            before = {r.id: len(r.output_ids) for r in decode}
+            self.scheduler.update(frame, tokens, margins, self.model_config.eos_token_id)
+        updates = [self._update(r, r.output_ids[before[r.id]:]) for r in decode]
+        t5 = time.perf_counter()
+        timings["kv"] += (t1 - t0) + (t3 - t2) + (t5 - t4)
+        timings["admit"] += t2 - t1
+        timings["decode"] += t4 - t3
+        return updates, len(decode)
+
+    def _admit(self, admitted: tuple[Request, ...], blocks: tuple) -> tuple[torch.Tensor, torch.Tensor] | None:
+        if not admitted:
+            return None
+        for b in blocks:
+            self.runner.copy_blocks(b.copies)
+        seqs = [SeqView(b.block_ids, self._prefix_len[r.id]) for r, b in zip(admitted, blocks)]
+        skip = [min(b.num_cached_tokens, len(r.prompt_ids) - 1) for r, b in zip(admitted, blocks)]
+        return self.runner.prefill_suffix(seqs, [r.prompt_ids for r in admitted], skip)
+
+    def _update(self, r: Request, new_tokens: list[int]) -> RequestUpdate:
+        ids = r.output_ids
+        if r.finish_reason == "eos" and ids and ids[-1] == self.model_config.eos_token_id:
+            ids = ids[:-1]
+        return RequestUpdate(
+            id=r.id, kind=r.kind.value, prompt=r.prompt, new_tokens=tuple(new_tokens),
+            text=self.tokenizer.decode(ids), num_tokens=len(r.output_ids), is_final=r.is_finished,
+            frames_spanned=len(r.frames_spanned), birth_frame=r.birth_frame, stamp=r.stamp,
+            finish_reason=r.finish_reason)
+
+    def _isolated_language(self, frame: int, obs: Observation, prompt_ids: list[int],
+                           born: list[Request], timings: dict[str, float]
+                           ) -> tuple[list[RequestUpdate], int]:
+        """The baseline: every language request prefills the observation again on its own and
+        decodes all N tokens at batch 1 before the next frame."""
+        updates: list[RequestUpdate] = []
+        for req in born:
+            prefix_seq, plen = self._prefill(obs, prompt_ids, timings, cacheable=False)
+            self._attach(req, prefix_seq, plen, timings)
+            self._free(prefix_seq, timings)
+            saved = self.scheduler.max_active
+            self.scheduler.set_max_active(1)
+            try:
+                ups, _ = self._advance(frame, req.max_new_tokens, timings)
+            finally:
+                self.scheduler.set_max_active(saved)
+            updates.extend(ups)
+        return updates, 1 if born else 0
+
+    def _parallel_frame(self, frame: int, obs: Observation, prompt_ids: list[int],
+                        noise: torch.Tensor, born: list[Request], timings: dict[str, float]
+                        ) -> tuple[torch.Tensor, list[RequestUpdate], int]:
+        """Isolated execution with the two paths in two threads at once (contending)."""
+        lang_timings = dict.fromkeys(STAGES, 0.0)
+        result: dict[str, Any] = {}
+
+        def language() -> None:
+            try:
+                result["lang"] = self._isolated_language(frame, obs, prompt_ids, born, lang_timings)
+            except BaseException as exc:  # re-raised in the caller's thread
+                result["error"] = exc
+
+        worker = threading.Thread(target=language, name="oxygen-language")
+        worker.start()
+        prefix_seq, plen = self._prefill(obs, prompt_ids, timings, cacheable=False)
+        actions = self._denoise(prefix_seq, plen, noise, timings)
+        self._free(prefix_seq, timings)
+        worker.join()
+        if "error" in result:
+            raise result["error"]
+        for key, value in lang_timings.items():
+            timings[key] += value
+        updates, batch = result["lang"]
+        return actions, updates, batch

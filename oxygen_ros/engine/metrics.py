@@ -1,0 +1,101 @@
+"""Run summaries and the ratio prediction from measured stage costs (used by demo and bench)."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from .engine import FrameOutput
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    mode: str
+    frames: int
+    action_hz: float
+    tokens_per_s: float
+    frame_ms_mean: float
+    frame_ms_p50: float
+    frame_ms_p99: float
+    mean_batch: float
+    stage_ms: dict[str, float]  # mean per frame
+    decode_steps_per_frame: float  # mean batched decode steps actually run
+    decode_step_ms: float  # mean cost of one batched decode step in this run
+    admit_ms_per_request: float
+    requests_per_frame: float
+    kv_peak_bytes: int
+    kv_peak_blocks: int
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def summarize(outputs: Sequence[FrameOutput], decode_steps: Sequence[int],
+              admitted: Sequence[int]) -> RunSummary:
+    """outputs: the measured frames; decode_steps[i] / admitted[i]: batched decode steps run and
+    requests admitted (suffix-prefilled) in frame i."""
+    if not outputs:
+        raise ValueError("no frames to summarize")
+    ms = np.array([o.frame_ms for o in outputs])
+    total_s = ms.sum() / 1e3
+    tokens = sum(o.tokens_this_frame for o in outputs)
+    stages = {k: float(np.mean([o.timings_ms[k] for o in outputs])) for k in outputs[0].timings_ms}
+    steps = float(np.sum(decode_steps))
+    n_adm = float(np.sum(admitted))
+    return RunSummary(
+        mode=outputs[0].mode, frames=len(outputs), action_hz=len(outputs) / total_s,
+        tokens_per_s=tokens / total_s, frame_ms_mean=float(ms.mean()),
+        frame_ms_p50=float(np.percentile(ms, 50)), frame_ms_p99=float(np.percentile(ms, 99)),
+        mean_batch=float(np.mean([o.batch_size for o in outputs])), stage_ms=stages,
+        decode_steps_per_frame=steps / len(outputs),
+        decode_step_ms=(stages["decode"] * len(outputs) / steps) if steps else 0.0,
+        admit_ms_per_request=(stages["admit"] * len(outputs) / n_adm) if n_adm else 0.0,
+        requests_per_frame=n_adm / len(outputs),
+        kv_peak_bytes=max(o.kv.peak_bytes for o in outputs),
+        kv_peak_blocks=max(o.kv.peak_blocks for o in outputs),
+    )
+
+
+def predicted_frame_ms(mode: str, prefill_ms: float, denoise_ms: float, admit_ms: float,
+                       decode_step_ms: float, decode_steps: float, requests_per_frame: float,
+                       n: int) -> float:
+    """Frame latency the stage costs alone predict (no scheduler, KV or Python glue).
+
+    isolated: P + D + r * (P + A1 + (N-1) * d1)   — each request prefills again, decodes alone
+    shared/oxygen: P + D + A + steps * d(B)        — one prefill; batched decode steps
+    """
+    if mode in ("isolated", "parallel"):
+        return prefill_ms + denoise_ms + requests_per_frame * (prefill_ms + admit_ms
+                                                               + (n - 1) * decode_step_ms)
+    return prefill_ms + denoise_ms + admit_ms * requests_per_frame + decode_steps * decode_step_ms
+
+
+def ratio_check(run: RunSummary, iso: RunSummary, n: int) -> dict[str, float]:
+    """Measured action-frequency ratio of `run` over isolated, beside the ratio predicted from
+    the stage costs the same two runs measured."""
+    prefill = (run.stage_ms["vision_prefill"] + iso.stage_ms["vision_prefill"]
+               / max(1.0, 1.0 + iso.requests_per_frame)) / 2
+    denoise = (run.stage_ms["denoise"] + iso.stage_ms["denoise"]) / 2
+    t_iso = predicted_frame_ms("isolated", prefill, denoise, iso.admit_ms_per_request,
+                               iso.decode_step_ms, 0.0, iso.requests_per_frame, n)
+    t_run = predicted_frame_ms(run.mode, prefill, denoise, run.admit_ms_per_request,
+                               run.decode_step_ms, run.decode_steps_per_frame,
+                               run.requests_per_frame, n)
+    measured = run.action_hz / iso.action_hz
+    predicted = t_iso / t_run
+    return {
+        "ratio_measured": measured,
+        "ratio_predicted": predicted,
+        "ratio_error": abs(measured - predicted) / predicted,
+        "predicted_frame_ms": t_run,
+        "predicted_isolated_frame_ms": t_iso,
+        "oracle_frame_ms": prefill + denoise + run.admit_ms_per_request * run.requests_per_frame
+        + (iso.decode_step_ms * run.decode_steps_per_frame),
+    }
+
+
+def warmup_frames(k: int, n: int) -> int:
+    """Frames until the active batch reaches its steady state."""
+    return math.ceil(n / k) + 1

@@ -1,0 +1,170 @@
+"""pi0.5-class Mixture-of-Transformers on packed tokens (no batch dim, knows nothing about paging).
+
+Expert 0 is the VLM (Gemma, RMSNorm); experts 1.. are action experts (Gemma with adaRMS in every
+norm, gated residuals). All experts share depth / heads / head_dim, so per layer their K/V live in
+the same space; *where* K/V go and what each query sees is the AttentionContext's business:
+
+    ctx.attend(layer, q [T,Hq,D], k [T,Hkv,D], v [T,Hkv,D]) -> [T,Hq,D]
+
+q and k are passed AFTER RoPE. The context applies the attention scale ``model.attn_scale``
+(= head_dim ** -0.5) and a float32 softmax; the model applies no scaling of its own.
+"""
+from __future__ import annotations
+
+import math
+from typing import Protocol
+
+import torch
+from torch import nn
+
+from ..config import ModelConfig
+from .layers import AdaRMSNorm, GemmaMLP, RMSNorm, apply_rope, rope_cos_sin, sinusoidal_time_embedding
+from .vision import VisionEncoder
+
+
+class AttentionContext(Protocol):
+    def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor: ...
+
+
+class DecoderLayer(nn.Module):
+    """One expert's weights for one layer (attention projections, two norms, MLP)."""
+
+    def __init__(self, config: ModelConfig, width: int, mlp_dim: int, adarms: bool) -> None:
+        super().__init__()
+        h, kv, d = config.num_heads, config.num_kv_heads, config.head_dim
+        self.q_proj = nn.Linear(width, h * d, bias=False)
+        self.k_proj = nn.Linear(width, kv * d, bias=False)
+        self.v_proj = nn.Linear(width, kv * d, bias=False)
+        self.o_proj = nn.Linear(h * d, width, bias=False)
+        if adarms:
+            self.input_norm = AdaRMSNorm(width, width, config.rms_eps)
+            self.post_norm = AdaRMSNorm(width, width, config.rms_eps)
+        else:
+            self.input_norm = RMSNorm(width, config.rms_eps)
+            self.post_norm = RMSNorm(width, config.rms_eps)
+        self.mlp = GemmaMLP(width, mlp_dim)
+
+
+class Expert(nn.Module):
+    def __init__(self, config: ModelConfig, width: int, mlp_dim: int, adarms: bool) -> None:
+        super().__init__()
+        self.width = width
+        self.adarms = adarms
+        self.layers = nn.ModuleList(DecoderLayer(config, width, mlp_dim, adarms)
+                                    for _ in range(config.depth))
+        self.norm = AdaRMSNorm(width, width, config.rms_eps) if adarms else RMSNorm(width, config.rms_eps)
+
+
+class ActionHead(nn.Module):
+    """Per-action-expert projections: action_in_proj, action_out_proj, time MLP."""
+
+    def __init__(self, action_dim: int, width: int) -> None:
+        super().__init__()
+        self.action_in_proj = nn.Linear(action_dim, width)
+        self.action_out_proj = nn.Linear(width, action_dim)
+        self.time_mlp_in = nn.Linear(width, width)
+        self.time_mlp_out = nn.Linear(width, width)
+
+
+def _residual(x: torch.Tensor, y: torch.Tensor, gate: torch.Tensor | None) -> torch.Tensor:
+    return x + y if gate is None else x + y * gate
+
+
+class MoTModel(nn.Module):
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.attn_scale = config.head_dim ** -0.5
+        self.vision = VisionEncoder(config)
+        self.token_embedding = nn.Embedding(config.vocab_size, config.vlm.width)
+        self.experts = nn.ModuleList([Expert(config, config.vlm.width, config.vlm.mlp_dim, False)])
+        self.experts.extend(Expert(config, e.width, e.mlp_dim, True) for e in config.action_experts)
+        self.action_heads = nn.ModuleList(ActionHead(config.action_dim, e.width)
+                                          for e in config.action_experts)
+
+    # ---- device / dtype helpers -------------------------------------------------------------
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.token_embedding.weight.dtype
+
+    @property
+    def device(self) -> torch.device:
+        return self.token_embedding.weight.device
+
+    def expert_width(self, expert: int) -> int:
+        return self.experts[expert].width
+
+    # ---- embeddings ---------------------------------------------------------------------------
+    def embed_images(self, images: torch.Tensor) -> torch.Tensor:
+        """[N, 3, H, W] float in [-1, 1] -> [N, tokens_per_image, W_vlm] (projector output, unscaled)."""
+        return self.vision(images)
+
+    def embed_tokens(self, ids: torch.Tensor) -> torch.Tensor:
+        """long [T] -> [T, W_vlm], multiplied by sqrt(W_vlm) cast to the weight dtype (Gemma)."""
+        w = self.token_embedding.weight
+        scale = torch.tensor(math.sqrt(self.config.vlm.width), dtype=w.dtype, device=w.device)
+        return self.token_embedding(ids.to(w.device)) * scale
+
+    def lm_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """[T, W_vlm] (final-normed) -> [T, vocab] with the tied embedding matrix."""
+        return hidden.to(self.dtype) @ self.token_embedding.weight.t()
+
+    # ---- action expert projections -------------------------------------------------------
+    def _head(self, expert: int) -> ActionHead:
+        if not 1 <= expert < self.config.num_experts:
+            raise ValueError(f"expert {expert} is not an action expert (1..{self.config.num_experts - 1})")
+        return self.action_heads[expert - 1]
+
+    def action_in(self, expert: int, x: torch.Tensor) -> torch.Tensor:
+        head = self._head(expert)
+        return head.action_in_proj(x.to(head.action_in_proj.weight.dtype))
+
+    def action_out(self, expert: int, h: torch.Tensor) -> torch.Tensor:
+        head = self._head(expert)
+        return head.action_out_proj(h.to(head.action_out_proj.weight.dtype))
+
+    def time_cond(self, expert: int, t: float | torch.Tensor) -> torch.Tensor:
+        """adaRMS conditioning: silu(time_mlp_out(silu(time_mlp_in(sinusoid(t))))) -> [W_e] ([B, W_e])."""
+        head = self._head(expert)
+        w = head.time_mlp_in.weight
+        emb = sinusoidal_time_embedding(t, self.expert_width(expert), device=w.device).to(w.dtype)
+        act = nn.functional.silu
+        return act(head.time_mlp_out(act(head.time_mlp_in(emb))))
+
+    time_embedding = time_cond  # name used in docs/architecture.md
+
+    # ---- the transformer ------------------------------------------------------------------
+    def forward_tokens(self, expert: int, hidden: torch.Tensor, positions: torch.Tensor,
+                       ctx: AttentionContext, adarms_cond: torch.Tensor | None = None) -> torch.Tensor:
+        """Run all layers of ``expert`` on packed tokens; returns the expert's final-normed hidden."""
+        if not 0 <= expert < self.config.num_experts:
+            raise ValueError(f"expert must be in [0, {self.config.num_experts}), got {expert}")
+        ex = self.experts[expert]
+        if hidden.dim() != 2 or hidden.shape[1] != ex.width:
+            raise ValueError(f"hidden for expert {expert} must be [T, {ex.width}], got {tuple(hidden.shape)}")
+        if positions.shape != hidden.shape[:1]:
+            raise ValueError(f"positions must be [T]={hidden.shape[0]}, got {tuple(positions.shape)}")
+        if ex.adarms:
+            if adarms_cond is None:
+                raise ValueError(f"expert {expert} uses adaRMS: pass adarms_cond [T, {ex.width}]")
+            if adarms_cond.dim() == 1:
+                adarms_cond = adarms_cond.expand(hidden.shape[0], -1)
+        else:
+            adarms_cond = None
+        cfg = self.config
+        t = hidden.shape[0]
+        if ctx is None:
+            raise ValueError("forward_tokens needs an AttentionContext")
+        cos, sin = rope_cos_sin(positions.to(hidden.device), cfg.head_dim, cfg.rope_theta)
+        h = hidden.to(ex.layers[0].q_proj.weight.dtype)
+        for i, layer in enumerate(ex.layers):
+            normed, gate = layer.input_norm(h, adarms_cond)
+            q = apply_rope(layer.q_proj(normed).view(t, cfg.num_heads, cfg.head_dim), cos, sin)
+            k = apply_rope(layer.k_proj(normed).view(t, cfg.num_kv_heads, cfg.head_dim), cos, sin)
+            v = layer.v_proj(normed).view(t, cfg.num_kv_heads, cfg.head_dim)
+            att = ctx.attend(i, q, k, v)
+            h = _residual(h, layer.o_proj(att.reshape(t, -1).to(h.dtype)), gate)
+            normed, gate = layer.post_norm(h, adarms_cond)
+            h = _residual(h, layer.mlp(normed), gate)
+        out, _ = ex.norm(h, adarms_cond)  # the final norm's gate is unused
+        return out

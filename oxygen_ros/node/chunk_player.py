@@ -1,0 +1,138 @@
+"""ChunkPlayer: turns action chunks (one per inference) into a fixed-rate command stream. Pure (no rclpy).
+
+- A chunk is `[horizon, joints]` in robot units, stamped with its SOURCE observation's stamp;
+  step i is meant for time `stamp + i * dt`. `value_at(now)` plays step floor((now - stamp) / dt):
+  steps already in the past when the chunk arrives (inference latency) are skipped.
+- A new chunk replacing the current one is blended in linearly over `crossfade_s`, starting
+  from the exact value the player was outputting at that moment (so never a jump, even when a
+  chunk arrives during a running fade).
+- After the last step the player holds the last step. When the newest chunk's observation is
+  older than `observation_timeout_s` the player is *stale*: it holds the last value it output
+  (it does not keep walking an old plan) and reports `stale=True`.
+- Optional per-joint limits clip every output. A chunk with NaN/inf (or the wrong shape) is
+  rejected (`set_chunk` returns False) and the last good chunk keeps playing; `value_at` never
+  returns a non-finite value.
+All times are seconds on one clock (the node uses its ROS clock, as the stamps do).
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Sample:
+    values: np.ndarray  # [joints] float64, finite, clipped
+    stale: bool  # newest chunk older than observation_timeout_s (holding)
+    index: int  # chunk step played (-1 while holding a stale value)
+    fading: bool  # inside a cross-fade window
+    chunk_age_s: float  # now - the current chunk's observation stamp
+
+
+class ChunkPlayer:
+    def __init__(self, num_joints: int, dt: float, crossfade_s: float = 0.1,
+                 observation_timeout_s: float = 0.5, lower: np.ndarray | None = None,
+                 upper: np.ndarray | None = None) -> None:
+        if num_joints < 1:
+            raise ValueError(f"num_joints must be >= 1, got {num_joints}")
+        if not dt > 0:
+            raise ValueError(f"dt must be > 0, got {dt}")
+        self.num_joints = num_joints
+        self.dt = float(dt)
+        self._lock = threading.Lock()
+        self.configure(crossfade_s=crossfade_s, observation_timeout_s=observation_timeout_s,
+                       lower=lower, upper=upper)
+        self._chunk: np.ndarray | None = None
+        self._stamp = 0.0
+        self._fade_from: np.ndarray | None = None
+        self._fade_start = 0.0
+        self._last: np.ndarray | None = None
+        self.accepted = 0
+        self.rejected = 0
+
+    def configure(self, crossfade_s: float | None = None, observation_timeout_s: float | None = None,
+                  lower: np.ndarray | None = None, upper: np.ndarray | None = None) -> None:
+        """Change the live settings. lower/upper: both None = no limits (pass both to set)."""
+        if crossfade_s is not None:
+            if crossfade_s < 0:
+                raise ValueError(f"crossfade_s must be >= 0, got {crossfade_s}")
+            self.crossfade_s = float(crossfade_s)
+        if observation_timeout_s is not None:
+            if not observation_timeout_s > 0:
+                raise ValueError(f"observation_timeout_s must be > 0, got {observation_timeout_s}")
+            self.observation_timeout_s = float(observation_timeout_s)
+        lo = None if lower is None or len(lower) == 0 else np.asarray(lower, dtype=np.float64)
+        hi = None if upper is None or len(upper) == 0 else np.asarray(upper, dtype=np.float64)
+        for name, arr in (("lower", lo), ("upper", hi)):
+            if arr is not None and (arr.shape != (self.num_joints,) or not np.all(np.isfinite(arr))):
+                raise ValueError(f"{name} limits must be {self.num_joints} finite values")
+        if lo is not None and hi is not None and np.any(lo > hi):
+            raise ValueError("lower limits must be <= upper limits")
+        self.lower, self.upper = lo, hi
+
+    # -- input ----------------------------------------------------------------------------------
+    def set_chunk(self, chunk: np.ndarray, stamp: float, now: float) -> bool:
+        """Replace the chunk (observation stamp `stamp`, arriving at `now`). False if rejected."""
+        a = np.asarray(chunk, dtype=np.float64)
+        if a.ndim != 2 or a.shape[0] < 1 or a.shape[1] != self.num_joints or not np.all(np.isfinite(a)):
+            with self._lock:
+                self.rejected += 1
+            return False
+        with self._lock:
+            if self._chunk is not None and stamp < self._stamp:
+                self.rejected += 1  # older than what plays: out of order, ignore
+                return False
+            current = self._value_locked(now) if self._chunk is not None else None
+            if current is not None and self.crossfade_s > 0:
+                self._fade_from, self._fade_start = current.values.copy(), float(now)
+            else:
+                self._fade_from = None
+            self._chunk, self._stamp = a.copy(), float(stamp)
+            self.accepted += 1
+            return True
+
+    def clear(self) -> None:
+        with self._lock:
+            self._chunk, self._fade_from, self._last = None, None, None
+
+    @property
+    def has_chunk(self) -> bool:
+        return self._chunk is not None
+
+    # -- output ---------------------------------------------------------------------------------
+    def value_at(self, now: float) -> Sample | None:
+        """The command for time `now`, or None before the first chunk."""
+        with self._lock:
+            if self._chunk is None:
+                return None
+            return self._value_locked(now)
+
+    def _value_locked(self, now: float) -> Sample:
+        age = now - self._stamp
+        if age > self.observation_timeout_s and self._last is not None:
+            return Sample(self._last.copy(), True, -1, False, age)
+        idx = int(np.floor(max(age, 0.0) / self.dt + 1e-9))
+        idx = min(idx, self._chunk.shape[0] - 1)
+        target = self._chunk[idx]
+        fading = False
+        if self._fade_from is not None:
+            a = (now - self._fade_start) / self.crossfade_s if self.crossfade_s > 0 else 1.0
+            if a < 1.0:
+                a = max(a, 0.0)
+                target = (1.0 - a) * self._fade_from + a * target
+                fading = True
+            else:
+                self._fade_from = None
+        values = self._clip(target)
+        self._last = values
+        return Sample(values.copy(), age > self.observation_timeout_s, idx, fading, age)
+
+    def _clip(self, v: np.ndarray) -> np.ndarray:
+        out = np.asarray(v, dtype=np.float64)
+        if self.lower is not None:
+            out = np.maximum(out, self.lower)
+        if self.upper is not None:
+            out = np.minimum(out, self.upper)
+        return out

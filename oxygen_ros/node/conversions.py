@@ -1,0 +1,365 @@
+"""ROS messages <-> engine values. The ONLY module that knows both ROS message types and engine types.
+
+Images: sensor_msgs/Image (rgb8, bgr8, mono8, rgba8, bgra8; row padding via `step` honoured)
+-> RGB uint8 [H, W, 3] -> resized to the model's square image size with *area* (box) resampling:
+each output pixel is the overlap-weighted mean of the input pixels it covers (separable weight
+matrices, rounded half-to-even). For integer down-scaling factors this is the plain block mean
+(what OpenCV's INTER_AREA computes); for up-scaling it degenerates to nearest/linear overlap.
+The aspect ratio is not preserved (the image is stretched to a square), like LeRobot's resize.
+When ROS 2's cv_bridge is importable (on the robot) it decodes instead of the numpy path;
+both give identical arrays (test/node/test_conversions.py checks this where cv_bridge exists).
+
+Joint states: JointState -> float32 vector ordered by `joint_names` (ValueError naming missing
+joints or non-finite values), normalised to [-1, 1] by `StateMapping` (checkpoint statistics,
+else joint limits, else passed through clipped).
+
+Stamps: every engine float stamp is derived from a header stamp, but outgoing messages use the
+exact builtin_interfaces/Time of the source observation (kept by the node per frame), never a
+float round trip.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from builtin_interfaces.msg import Duration, Time
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from sensor_msgs.msg import Image, JointState
+from std_msgs.msg import Header
+from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+from visualization_msgs.msg import Marker, MarkerArray
+
+from oxygen_ros.engine.engine import FrameOutput, RequestUpdate
+from oxygen_ros.msg import FrameStats, TextMemory
+
+ENCODINGS = {"rgb8": 3, "bgr8": 3, "mono8": 1, "rgba8": 4, "bgra8": 4}
+
+try:  # ROS 2 cv_bridge: only on the robot (PyPI's cv-bridge is a ROS 1 port and is not used)
+    from cv_bridge import CvBridge as _CvBridge  # type: ignore[import-not-found]
+except Exception:  # noqa: BLE001 - any import failure means "not available"
+    _CvBridge = None
+
+_bridge = None
+
+
+def cv_bridge_available() -> bool:
+    return _CvBridge is not None
+
+
+# -- time -------------------------------------------------------------------------------------
+def stamp_to_sec(stamp: Time) -> float:
+    return float(stamp.sec) + float(stamp.nanosec) * 1e-9
+
+
+def sec_to_stamp(t: float) -> Time:
+    ns = int(round(t * 1e9))
+    return Time(sec=ns // 1_000_000_000, nanosec=ns % 1_000_000_000)
+
+
+def copy_stamp(stamp: Time) -> Time:
+    return Time(sec=stamp.sec, nanosec=stamp.nanosec)
+
+
+# -- images -----------------------------------------------------------------------------------
+def decode_image_numpy(msg: Image) -> np.ndarray:
+    """sensor_msgs/Image -> RGB uint8 [H, W, 3] (a copy). ValueError naming the problem."""
+    enc = msg.encoding
+    if enc not in ENCODINGS:
+        raise ValueError(f"unsupported image encoding {enc!r}; supported: {sorted(ENCODINGS)}")
+    ch = ENCODINGS[enc]
+    h, w, step = int(msg.height), int(msg.width), int(msg.step)
+    if h <= 0 or w <= 0:
+        raise ValueError(f"image has an empty size {w}x{h}")
+    if step < w * ch:
+        raise ValueError(f"image step {step} is smaller than width*channels = {w * ch} for {enc}")
+    data = msg.data
+    try:
+        buf = np.frombuffer(memoryview(data).cast("B"), dtype=np.uint8)
+    except TypeError:  # a plain list of ints
+        buf = np.asarray(data, dtype=np.uint8).reshape(-1)
+    if buf.size != step * h:
+        raise ValueError(f"image data has {buf.size} bytes; {enc} {w}x{h} with step {step} "
+                         f"needs step*height = {step * h}")
+    rows = buf.reshape(h, step)[:, : w * ch].reshape(h, w, ch)
+    if enc == "rgb8":
+        return rows.copy()
+    if enc == "bgr8":
+        return rows[:, :, ::-1].copy()
+    if enc == "rgba8":
+        return rows[:, :, :3].copy()
+    if enc == "bgra8":
+        return rows[:, :, 2::-1].copy()
+    return np.repeat(rows, 3, axis=2)  # mono8
+
+
+def decode_image(msg: Image, use_cv_bridge: bool | None = None) -> np.ndarray:
+    """RGB uint8 [H, W, 3]; cv_bridge decodes when available (use_cv_bridge=None: auto)."""
+    global _bridge
+    if use_cv_bridge is None:
+        use_cv_bridge = _CvBridge is not None
+    if not use_cv_bridge:
+        return decode_image_numpy(msg)
+    if _CvBridge is None:
+        raise RuntimeError("cv_bridge is not importable")
+    if msg.encoding not in ENCODINGS:
+        raise ValueError(f"unsupported image encoding {msg.encoding!r}; supported: {sorted(ENCODINGS)}")
+    if len(msg.data) != int(msg.step) * int(msg.height):
+        raise ValueError(f"image data has {len(msg.data)} bytes; {msg.encoding} {msg.width}x{msg.height} "
+                         f"with step {msg.step} needs step*height = {int(msg.step) * int(msg.height)}")
+    if _bridge is None:
+        _bridge = _CvBridge()
+    return np.ascontiguousarray(_bridge.imgmsg_to_cv2(msg, desired_encoding="rgb8"), dtype=np.uint8)
+
+
+def encode_image(rgb: np.ndarray, encoding: str = "rgb8", stamp: Time | None = None,
+                 frame_id: str = "camera", pad: int = 0) -> Image:
+    """RGB uint8 [H, W, 3] -> sensor_msgs/Image (tests and tools); `pad` extra bytes per row."""
+    if encoding not in ENCODINGS:
+        raise ValueError(f"unsupported image encoding {encoding!r}")
+    rgb = np.asarray(rgb, dtype=np.uint8)
+    h, w = rgb.shape[:2]
+    if encoding == "rgb8":
+        px = rgb
+    elif encoding == "bgr8":
+        px = rgb[:, :, ::-1]
+    elif encoding == "rgba8":
+        px = np.concatenate([rgb, np.full((h, w, 1), 255, np.uint8)], axis=2)
+    elif encoding == "bgra8":
+        px = np.concatenate([rgb[:, :, ::-1], np.full((h, w, 1), 255, np.uint8)], axis=2)
+    else:
+        px = rgb[:, :, :1]
+    ch = ENCODINGS[encoding]
+    rows = np.zeros((h, w * ch + pad), np.uint8)
+    rows[:, : w * ch] = px.reshape(h, w * ch)
+    msg = Image()
+    msg.header = Header(stamp=stamp or Time(), frame_id=frame_id)
+    msg.height, msg.width, msg.encoding = h, w, encoding
+    msg.is_bigendian, msg.step = 0, w * ch + pad
+    msg.data = rows.tobytes()
+    return msg
+
+
+def _area_weights(n_in: int, n_out: int) -> np.ndarray:
+    """[n_out, n_in] row-stochastic overlap weights of output cells over input cells."""
+    scale = n_in / n_out
+    edges = np.arange(n_out + 1, dtype=np.float64) * scale
+    lo, hi = edges[:-1, None], edges[1:, None]
+    j = np.arange(n_in, dtype=np.float64)[None, :]
+    overlap = np.clip(np.minimum(hi, j + 1) - np.maximum(lo, j), 0.0, None)
+    return overlap / overlap.sum(axis=1, keepdims=True)
+
+
+_weight_cache: dict[tuple[int, int], np.ndarray] = {}
+
+
+def resize_area(rgb: np.ndarray, size: int | tuple[int, int]) -> np.ndarray:
+    """Area (box) resampling of uint8 [H, W, C] to `size` (square int or (height, width))."""
+    out_h, out_w = (size, size) if isinstance(size, int) else size
+    h, w = rgb.shape[:2]
+    if (h, w) == (out_h, out_w):
+        return np.ascontiguousarray(rgb)
+    wh = _weight_cache.setdefault((h, out_h), _area_weights(h, out_h)).astype(np.float32)
+    ww = _weight_cache.setdefault((w, out_w), _area_weights(w, out_w)).astype(np.float32)
+    x = rgb.astype(np.float32)
+    y = np.einsum("oh,hwc->owc", wh, x)
+    y = np.einsum("pw,owc->opc", ww, y)
+    return np.clip(np.rint(y), 0, 255).astype(np.uint8)
+
+
+def image_to_model(msg: Image, image_size: int, use_cv_bridge: bool | None = None) -> np.ndarray:
+    """sensor_msgs/Image -> uint8 [image_size, image_size, 3] RGB, ready for an Observation."""
+    return resize_area(decode_image(msg, use_cv_bridge), image_size)
+
+
+# -- joint states -------------------------------------------------------------------------------
+def joint_state_to_vector(msg: JointState, joint_names: Sequence[str]) -> np.ndarray:
+    """JointState.position ordered by joint_names (float32). ValueError naming missing/NaN joints."""
+    names = list(msg.name)
+    pos = list(msg.position)
+    if len(pos) != len(names):
+        raise ValueError(f"joint state has {len(names)} names but {len(pos)} positions")
+    index = {n: i for i, n in enumerate(names)}
+    missing = [j for j in joint_names if j not in index]
+    if missing:
+        raise ValueError(f"joint state is missing joints {missing}")
+    vec = np.array([pos[index[j]] for j in joint_names], dtype=np.float64)
+    bad = [joint_names[i] for i in np.flatnonzero(~np.isfinite(vec))]
+    if bad:
+        raise ValueError(f"joint state has non-finite positions for joints {bad}")
+    return vec.astype(np.float32)
+
+
+@dataclass
+class StateMapping:
+    """Robot units <-> model space ([-1, 1]).
+
+    Priority: checkpoint statistics (`norm`: engine NormStats with normalize_state /
+    unnormalize_actions) > joint limits (lower..upper maps linearly to -1..1) > identity
+    (state clipped to [-1, 1], actions passed through)."""
+
+    num_joints: int
+    lower: np.ndarray | None = None
+    upper: np.ndarray | None = None
+    norm: Any = None
+
+    def __post_init__(self) -> None:
+        if (self.lower is None) != (self.upper is None):
+            raise ValueError("joint limits need both lower and upper")
+        if self.lower is not None:
+            self.lower = np.asarray(self.lower, dtype=np.float32)
+            self.upper = np.asarray(self.upper, dtype=np.float32)
+            if self.lower.shape != (self.num_joints,) or self.upper.shape != (self.num_joints,):
+                raise ValueError(f"joint limits must have {self.num_joints} entries, got "
+                                 f"{self.lower.size} lower and {self.upper.size} upper")
+            if np.any(self.lower > self.upper):
+                raise ValueError("joint_limits_lower must be <= joint_limits_upper for every joint")
+
+    def to_model(self, state: np.ndarray) -> np.ndarray:
+        s = np.asarray(state, dtype=np.float32)
+        if self.norm is not None:
+            out = self.norm.normalize_state(s)
+        elif self.lower is not None:
+            span = np.where(self.upper > self.lower, self.upper - self.lower, np.float32(1.0))
+            out = 2.0 * (s - self.lower) / span - 1.0
+        else:
+            out = s
+        return np.clip(out, -1.0, 1.0).astype(np.float32)
+
+    def to_robot(self, actions: np.ndarray) -> np.ndarray:
+        """[horizon, >= num_joints] model-space actions -> [horizon, num_joints] robot units."""
+        a = np.asarray(actions, dtype=np.float32)
+        if a.ndim != 2 or a.shape[1] < self.num_joints:
+            raise ValueError(f"action chunk shape {list(a.shape)} has fewer than "
+                             f"{self.num_joints} action dims")
+        if self.norm is not None:
+            out = self.norm.unnormalize_actions(a)[:, : self.num_joints]
+        else:
+            out = a[:, : self.num_joints]
+            if self.lower is not None:
+                out = (out + 1.0) * (self.upper - self.lower) / 2.0 + self.lower
+        return np.ascontiguousarray(out, dtype=np.float32)
+
+
+def joint_command(names: Sequence[str], values: np.ndarray, stamp: Time) -> JointState:
+    msg = JointState()
+    msg.header = Header(stamp=stamp, frame_id="")
+    msg.name = list(names)
+    msg.position = [float(v) for v in values]
+    return msg
+
+
+def chunk_to_trajectory(chunk: np.ndarray, names: Sequence[str], stamp: Time, dt: float,
+                        frame_id: str = "base_link") -> JointTrajectory:
+    """[horizon, joints] (robot units) -> JointTrajectory; point i at time_from_start i*dt
+    relative to header.stamp (the source observation's stamp)."""
+    chunk = np.asarray(chunk, dtype=np.float64)
+    if chunk.ndim != 2 or chunk.shape[1] != len(names):
+        raise ValueError(f"chunk shape {list(chunk.shape)} does not match {len(names)} joint names")
+    msg = JointTrajectory()
+    msg.header = Header(stamp=stamp, frame_id=frame_id)
+    msg.joint_names = list(names)
+    points = []
+    for i, row in enumerate(chunk):
+        ns = int(round(i * dt * 1e9))
+        p = JointTrajectoryPoint()
+        p.positions = [float(v) for v in row]
+        p.time_from_start = Duration(sec=ns // 1_000_000_000, nanosec=ns % 1_000_000_000)
+        points.append(p)
+    msg.points = points
+    return msg
+
+
+# -- engine outputs -----------------------------------------------------------------------------
+def frame_stats(out: FrameOutput, stamp: Time, action_rate_hz: float = 0.0,
+                tokens_per_s: float = 0.0) -> FrameStats:
+    msg = FrameStats()
+    msg.header = Header(stamp=stamp, frame_id="")
+    msg.frame = int(out.frame)
+    msg.mode = str(out.mode)
+    msg.k, msg.n, msg.s = int(out.k), int(out.n), int(out.s)
+    t = out.timings_ms
+    msg.frame_ms = float(out.frame_ms)
+    msg.vision_prefill_ms = float(t.get("vision_prefill", 0.0))
+    msg.denoise_ms = float(t.get("denoise", 0.0))
+    msg.admit_ms = float(t.get("admit", 0.0))
+    msg.decode_ms = float(t.get("decode", 0.0))
+    msg.kv_ms = float(t.get("kv", 0.0))
+    msg.batch_size = int(out.batch_size)
+    msg.tokens_this_frame = int(out.tokens_this_frame)
+    msg.waiting_requests = int(out.num_waiting)
+    msg.action_rate_hz = float(action_rate_hz)
+    msg.tokens_per_s = float(tokens_per_s)
+    msg.kv_blocks_used = int(out.kv.blocks_used)
+    msg.kv_blocks_total = int(out.kv.blocks_total)
+    msg.kv_bytes_used = int(out.kv.bytes_used)
+    return msg
+
+
+def text_kind(update: RequestUpdate) -> str:
+    """Engine kinds 'memory' | 'question' -> TextMemory kinds 'memory' | 'answer'."""
+    return "memory" if update.kind == "memory" else "answer"
+
+
+def text_memory(update: RequestUpdate, stamp: Time, frame_id: str = "") -> TextMemory:
+    """RequestUpdate -> TextMemory; `stamp` is the SOURCE observation's header stamp."""
+    msg = TextMemory()
+    msg.header = Header(stamp=stamp, frame_id=frame_id)
+    msg.request_id = int(update.id)
+    msg.kind = text_kind(update)
+    msg.prompt = update.prompt
+    msg.text = update.text
+    msg.token_count = int(update.num_tokens)
+    msg.is_final = bool(update.is_final)
+    msg.frames_spanned = int(update.frames_spanned)
+    msg.source_frame = int(update.birth_frame)
+    msg.finish_reason = (update.finish_reason or "") if update.is_final else ""
+    return msg
+
+
+def markers(memory_text: str, stats_text: str, stamp: Time, frame_id: str = "base_link",
+            ns: str = "oxygen") -> MarkerArray:
+    """Two view-facing text markers above the robot: latest memory, and engine stats."""
+    out = MarkerArray()
+    for i, (text, z, scale, rgb) in enumerate((
+            (memory_text or "(no memory yet)", 1.2, 0.08, (1.0, 1.0, 1.0)),
+            (stats_text, 1.0, 0.05, (0.6, 0.9, 1.0)))):
+        m = Marker()
+        m.header = Header(stamp=stamp, frame_id=frame_id)
+        m.ns, m.id = ns, i
+        m.type, m.action = Marker.TEXT_VIEW_FACING, Marker.ADD
+        m.pose.position.z = z
+        m.pose.orientation.w = 1.0
+        m.scale.z = scale
+        m.color.r, m.color.g, m.color.b, m.color.a = rgb[0], rgb[1], rgb[2], 1.0
+        m.text = text
+        out.markers.append(m)
+    return out
+
+
+LEVELS = {"OK": DiagnosticStatus.OK, "WARN": DiagnosticStatus.WARN,
+          "ERROR": DiagnosticStatus.ERROR, "STALE": DiagnosticStatus.STALE}
+
+
+def diagnostic_status(name: str, level: str, message: str, values: dict[str, Any],
+                      hardware_id: str = "") -> DiagnosticStatus:
+    st = DiagnosticStatus()
+    st.level = LEVELS[level]
+    st.name, st.message, st.hardware_id = name, message, hardware_id
+    st.values = [KeyValue(key=str(k), value=_fmt(v)) for k, v in values.items()]
+    return st
+
+
+def diagnostic_array(statuses: list[DiagnosticStatus], stamp: Time) -> DiagnosticArray:
+    msg = DiagnosticArray()
+    msg.header = Header(stamp=stamp, frame_id="")
+    msg.status = statuses
+    return msg
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        return "nan" if math.isnan(v) else f"{v:.4g}"
+    return str(v)

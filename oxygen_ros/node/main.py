@@ -1,0 +1,51 @@
+"""Entry point of the `oxygen_node` executable (lib/oxygen_ros/oxygen_node, and the pip script).
+
+    oxygen_node --ros-args --params-file config/oxygen.yaml [-p autostart:=true]
+
+With autostart true the node configures and activates itself; otherwise it waits unconfigured
+for lifecycle transitions (`ros2 lifecycle set /oxygen configure`, a launch file, a manager).
+"""
+from __future__ import annotations
+
+import sys
+
+import rclpy
+from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.lifecycle import TransitionCallbackReturn
+
+from . import params as P
+from .oxygen_node import OxygenNode
+
+
+def main(args: list[str] | None = None) -> int:
+    rclpy.init(args=args)
+    node = None
+    executor = MultiThreadedExecutor(num_threads=4)
+    rc = 0
+    try:
+        node = OxygenNode()
+        executor.add_node(node)
+        if P.get(node, "autostart"):
+            if node.trigger_configure() == TransitionCallbackReturn.SUCCESS:
+                if node.trigger_activate() != TransitionCallbackReturn.SUCCESS:
+                    node.get_logger().error("autostart: activate failed")
+            else:
+                node.get_logger().error("autostart: configure failed; node stays unconfigured")
+        executor.spin()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    except Exception as exc:  # noqa: BLE001
+        print(f"oxygen_node: {type(exc).__name__}: {exc}", file=sys.stderr)
+        rc = 1
+    finally:
+        if node is not None:
+            node.stop()
+        executor.shutdown(timeout_sec=1.0)
+        if node is not None:
+            node.destroy_node()
+        rclpy.try_shutdown()
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,274 @@
+"""The node's parameters: one table (name, default, type, range, when it may change) + validation.
+
+Kinds (documented in docs/node-section.md):
+- ``live``: accepted in any state. Engine knobs (k, N, S, max_active_requests, mode, memory.*,
+  instruction) reach the engine through Engine.update_config before the NEXT frame; player /
+  pairing knobs (observation_timeout_s, crossfade_s, stamp_tolerance_s, joint limits,
+  markers.frame_id) apply on the next control tick / next pairing.
+- ``configure``: read in on_configure (model, topics, joints, control rate). Accepted while the
+  node is unconfigured; REJECTED while configured (inactive or active), with a reason saying so:
+  run `ros2 lifecycle set /oxygen cleanup`, set them, then configure again.
+- ``read_only``: only from the command line / params file (autostart).
+
+This module imports nothing from ROS at import time (the table and `validate` are pure);
+`declare` builds rcl_interfaces descriptors. It knows no engine types (mode / preset names are
+checked against the engine's in test/node/test_params.py).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable
+
+MODES = ("oxygen", "shared", "isolated", "parallel")
+PRESETS = ("tiny", "small", "balanced", "pi05")
+DTYPES = ("float32", "bfloat16", "float16")
+
+LIVE, CONFIGURE, READ_ONLY = "live", "configure", "read_only"
+
+
+@dataclass(frozen=True)
+class Spec:
+    name: str
+    type: str  # bool | int | double | string | string_array | double_array
+    default: Any
+    description: str
+    kind: str = LIVE
+    range: tuple[float, float] | None = None  # inclusive
+    choices: tuple[str, ...] | None = None
+    nonempty: bool = False
+
+    @property
+    def range_text(self) -> str:
+        if self.range:
+            lo, hi = self.range
+            return f"[{_num(lo)}, {_num(hi)}]"
+        if self.choices:
+            return " | ".join(self.choices)
+        return ""
+
+
+def _num(v: float) -> str:
+    return str(int(v)) if float(v).is_integer() else str(v)
+
+
+PARAMETERS: tuple[Spec, ...] = (
+    # engine (live: next frame)
+    Spec("decode_steps_per_frame", "int", 4, "k: batched decode steps per control frame", LIVE, (1, 64)),
+    Spec("max_decode_steps", "int", 12, "N: max new tokens per language request (memory, answers)",
+         LIVE, (1, 512)),
+    Spec("denoise_steps", "int", 10, "S: flow-matching denoise steps per action chunk", LIVE, (1, 100)),
+    Spec("max_active_requests", "int", 32, "language requests decoding at once (batch cap)", LIVE,
+         (1, 256)),
+    Spec("mode", "string", "oxygen", "scheduling mode", LIVE, choices=MODES),
+    Spec("memory.enabled", "bool", True, "emit a textual memory request periodically", LIVE),
+    Spec("memory.every_n_frames", "int", 1, "one memory request every n frames", LIVE, (1, 100000)),
+    Spec("memory.prompt", "string", "Memory: what happened?\n", "prompt of memory requests", LIVE,
+         nonempty=True),
+    Spec("instruction", "string", "pick up the cube", "task instruction (also set by ~/instruction)",
+         LIVE, nonempty=True),
+    # control / inputs (live)
+    Spec("observation_timeout_s", "double", 0.5,
+         "commands go stale (hold) when the newest chunk's observation is older than this; inputs "
+         "silent this long are reported stale", LIVE, (0.01, 60.0)),
+    Spec("crossfade_s", "double", 0.1, "linear blend from the old to a new action chunk", LIVE,
+         (0.0, 5.0)),
+    Spec("stamp_tolerance_s", "double", 0.05, "max stamp difference between paired camera frames "
+         "and joint states", LIVE, (0.0, 10.0)),
+    Spec("joint_limits_lower", "double_array", [], "per-joint lower limits (empty = none): clip "
+         "commands; with no checkpoint statistics also the normalisation range", LIVE),
+    Spec("joint_limits_upper", "double_array", [], "per-joint upper limits (empty = none)", LIVE),
+    Spec("markers.frame_id", "string", "base_link", "frame of the RViz text markers", LIVE,
+         nonempty=True),
+    # configure-time
+    Spec("control_rate_hz", "double", 50.0, "rate of ~/joint_command; chunk step dt = 1/rate",
+         CONFIGURE, (1.0, 1000.0)),
+    Spec("camera_topics", "string_array", ["/camera/image_raw"], "camera image topics, model "
+         "camera order", CONFIGURE, nonempty=True),
+    Spec("joint_state_topic", "string", "/joint_states", "sensor_msgs/JointState input", CONFIGURE,
+         nonempty=True),
+    Spec("joint_names", "string_array",
+         ["joint_1", "joint_2", "joint_3", "joint_4", "joint_5", "joint_6"],
+         "joints of the state vector and of the commands, in model order", CONFIGURE, nonempty=True),
+    Spec("model.preset", "string", "tiny", "model shape when no checkpoint is given", CONFIGURE,
+         choices=PRESETS),
+    Spec("model.checkpoint", "string", "", "LeRobot pi0.5 folder (config.json + model.safetensors); "
+         "empty = random weights of model.preset", CONFIGURE),
+    Spec("model.device", "string", "cpu", "cpu or cuda[:N]", CONFIGURE, nonempty=True),
+    Spec("model.dtype", "string", "float32", "weight / KV dtype", CONFIGURE, choices=DTYPES),
+    Spec("model.num_threads", "int", 0, "torch CPU threads (0 = torch default)", CONFIGURE, (0, 256)),
+    Spec("kv.num_blocks", "int", 0, "KV pool blocks (0 = sized from max_decode_steps and "
+         "max_active_requests at configure)", CONFIGURE, (0, 10_000_000)),
+    Spec("autostart", "bool", False, "configure + activate on start-up (oxygen_node executable)",
+         READ_ONLY),
+)
+
+SPECS: dict[str, Spec] = {s.name: s for s in PARAMETERS}
+ENGINE_KEYS = ("decode_steps_per_frame", "max_decode_steps", "denoise_steps", "max_active_requests",
+               "mode", "memory.enabled", "memory.every_n_frames", "memory.prompt", "instruction")
+
+
+def validate_value(spec: Spec, value: Any) -> str | None:
+    """A reason string when `value` is not acceptable for `spec`, else None."""
+    t = spec.type
+    ok_type = {
+        "bool": lambda v: isinstance(v, bool),
+        "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
+        "double": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+        "string": lambda v: isinstance(v, str),
+        "string_array": lambda v: isinstance(v, (list, tuple)) and all(isinstance(x, str) for x in v),
+        "double_array": lambda v: isinstance(v, (list, tuple)) and all(
+            isinstance(x, (int, float)) and not isinstance(x, bool) for x in v),
+    }[t]
+    if not ok_type(value):
+        return f"{spec.name} must be a {t}, got {value!r}"
+    if t == "double" and not math.isfinite(value):
+        return f"{spec.name} must be finite, got {value!r}"
+    if t == "double_array" and not all(math.isfinite(x) for x in value):
+        return f"{spec.name} must hold finite numbers, got {list(value)!r}"
+    if spec.range is not None:
+        lo, hi = spec.range
+        if not lo <= value <= hi:
+            return f"{spec.name} must be in [{_num(lo)}, {_num(hi)}], got {value!r}"
+    if spec.choices is not None and value not in spec.choices:
+        return f"{spec.name} must be one of {', '.join(spec.choices)}; got {value!r}"
+    if spec.nonempty:
+        if t == "string" and not value.strip():
+            return f"{spec.name} must not be empty"
+        if t == "string_array":
+            if not value:
+                return f"{spec.name} must not be empty"
+            if any(not x.strip() for x in value):
+                return f"{spec.name} must not contain empty names"
+            if len(set(value)) != len(value):
+                return f"{spec.name} has duplicates: {list(value)!r}"
+    if spec.name == "model.device" and not (value == "cpu" or value.startswith("cuda")):
+        return f"model.device must be cpu or cuda[:N], got {value!r}"
+    return None
+
+
+def validate(changes: dict[str, Any], current: dict[str, Any], configured: bool) -> str | None:
+    """Validate a set of parameter changes against the current values. Returns a reason or None.
+
+    `current` holds every parameter's value; `configured`: the node is inactive or active."""
+    for name, value in changes.items():
+        spec = SPECS.get(name)
+        if spec is None:
+            continue  # not ours (e.g. use_sim_time): rclpy handles it
+        if spec.kind == READ_ONLY:
+            return f"{name} is read-only (set it on the command line or in the params file)"
+        if spec.kind == CONFIGURE and configured:
+            return (f"{name} is read at configure time and cannot change while the node is "
+                    f"configured: run 'ros2 lifecycle set /oxygen cleanup', set it, configure again")
+        reason = validate_value(spec, value)
+        if reason:
+            return reason
+    merged = {**current, **changes}
+    lo, hi = list(merged.get("joint_limits_lower") or []), list(merged.get("joint_limits_upper") or [])
+    names = list(merged.get("joint_names") or [])
+    if ("joint_limits_lower" in changes or "joint_limits_upper" in changes
+            or "joint_names" in changes):
+        if len(lo) != len(hi):
+            return (f"joint_limits_lower has {len(lo)} entries and joint_limits_upper {len(hi)}: "
+                    "set both (or both empty); use one request to change both")
+        if lo and len(lo) != len(names):
+            return f"joint limits have {len(lo)} entries for {len(names)} joint_names"
+        bad = [names[i] for i, (a, b) in enumerate(zip(lo, hi)) if a > b]
+        if bad:
+            return f"joint_limits_lower > joint_limits_upper for joints {bad}"
+    return None
+
+
+def engine_changes(values: dict[str, Any]) -> dict[str, Any]:
+    """Parameter values -> Engine.update_config / EngineConfig keyword arguments."""
+    out: dict[str, Any] = {}
+    for key in ("decode_steps_per_frame", "max_decode_steps", "denoise_steps",
+                "max_active_requests", "mode", "instruction"):
+        if key in values:
+            out[key] = values[key]
+    if "memory.enabled" in values or "memory.every_n_frames" in values:
+        enabled = values.get("memory.enabled", True)
+        out["memory_every_n_frames"] = int(values.get("memory.every_n_frames", 1)) if enabled else 0
+    if "memory.prompt" in values:
+        out["memory_prompt"] = values["memory.prompt"]
+    return out
+
+
+# -- rclpy glue ---------------------------------------------------------------------------------
+_PTYPE = {"bool": "BOOL", "int": "INTEGER", "double": "DOUBLE", "string": "STRING",
+          "string_array": "STRING_ARRAY", "double_array": "DOUBLE_ARRAY"}
+
+
+def descriptor(spec: Spec):
+    from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
+
+    d = ParameterDescriptor()
+    d.name = spec.name
+    d.description = f"{spec.description} [{spec.kind}]"
+    d.read_only = spec.kind == READ_ONLY
+    if spec.choices:
+        d.additional_constraints = "one of: " + ", ".join(spec.choices)
+    elif spec.kind == CONFIGURE:
+        d.additional_constraints = "configure-time: rejected while the node is configured"
+    if spec.range is not None:
+        lo, hi = spec.range
+        if spec.type == "int":
+            d.integer_range = [IntegerRange(from_value=int(lo), to_value=int(hi), step=1)]
+        else:
+            d.floating_point_range = [FloatingPointRange(from_value=float(lo), to_value=float(hi),
+                                                         step=0.0)]
+    return d
+
+
+def declare(node) -> None:
+    """Declare every parameter on `node` (values from --params-file / overrides win)."""
+    from rclpy.parameter import Parameter
+
+    for spec in PARAMETERS:
+        ptype = getattr(Parameter.Type, _PTYPE[spec.type])
+        if spec.type == "double_array" and not spec.default:
+            # an empty list cannot carry its type: declare typed without a value (`get` below
+            # returns [] while unset); a params file's `[]` arrives as "not set" too
+            node.declare_parameter(spec.name, ptype, descriptor(spec))
+        else:
+            default = float(spec.default) if spec.type == "double" else spec.default
+            node.declare_parameter(spec.name, default, descriptor(spec))
+
+
+def get(node, name: str) -> Any:
+    from rclpy.parameter import Parameter
+
+    spec = SPECS[name]
+    ptype = getattr(Parameter.Type, _PTYPE[spec.type])
+    p = node.get_parameter_or(name, Parameter(name, ptype, list(spec.default)
+                                              if isinstance(spec.default, list) else spec.default))
+    value = p.value
+    if value is None:
+        return list(spec.default) if isinstance(spec.default, list) else spec.default
+    if spec.type in ("string_array", "double_array"):
+        return list(value)
+    return value
+
+
+def values(node) -> dict[str, Any]:
+    return {s.name: get(node, s.name) for s in PARAMETERS}
+
+
+def on_set_callback(node, is_configured: Callable[[], bool],
+                    apply: Callable[[dict[str, Any]], None]):
+    """An rclpy on-set-parameters callback: validate, then `apply(changes)` (only when valid)."""
+    from rcl_interfaces.msg import SetParametersResult
+
+    def callback(parameters) -> SetParametersResult:
+        changes = {p.name: (list(p.value) if isinstance(p.value, (list, tuple)) or
+                            type(p.value).__name__ == "array" else p.value)
+                   for p in parameters if p.name in SPECS}
+        if not changes:
+            return SetParametersResult(successful=True)
+        reason = validate(changes, values(node), is_configured())
+        if reason:
+            return SetParametersResult(successful=False, reason=reason)
+        apply(changes)
+        return SetParametersResult(successful=True)
+
+    return callback

@@ -1,0 +1,113 @@
+"""ChunkPlayer: timing by stamp, cross-fade, hold, stale, limits, NaN rejection (pure, no ROS)."""
+import numpy as np
+import pytest
+
+from oxygen_ros.node.chunk_player import ChunkPlayer
+
+DT = 0.02
+
+
+def ramp(n=10, j=2, start=0.0, step=1.0):
+    return np.stack([start + step * np.arange(n)] * j, axis=1).astype(np.float64)
+
+
+def test_nothing_before_first_chunk():
+    p = ChunkPlayer(2, DT)
+    assert p.value_at(0.0) is None
+    assert not p.has_chunk
+
+
+def test_indexes_by_time_since_stamp_and_skips_past_steps():
+    p = ChunkPlayer(2, DT, crossfade_s=0.0, observation_timeout_s=10.0)
+    assert p.set_chunk(ramp(), stamp=100.0, now=100.0)
+    for i in range(10):
+        s = p.value_at(100.0 + i * DT + 1e-4)
+        assert s.index == i and np.allclose(s.values, i)
+    # a chunk arriving 0.05 s after its observation: steps 0 and 1 are already past
+    p2 = ChunkPlayer(2, DT, crossfade_s=0.0, observation_timeout_s=10.0)
+    p2.set_chunk(ramp(), stamp=100.0, now=100.05)
+    s = p2.value_at(100.05)
+    assert s.index == 2 and np.allclose(s.values, 2.0)
+
+
+def test_holds_last_step_after_chunk_end():
+    p = ChunkPlayer(2, DT, crossfade_s=0.0, observation_timeout_s=10.0)
+    p.set_chunk(ramp(), 0.0, 0.0)
+    s = p.value_at(5.0)
+    assert s.index == 9 and np.allclose(s.values, 9.0) and not s.stale
+
+
+def test_crossfade_is_continuous_and_reaches_new_chunk():
+    p = ChunkPlayer(2, DT, crossfade_s=0.1, observation_timeout_s=10.0)
+    p.set_chunk(np.zeros((50, 2)), 0.0, 0.0)
+    p.value_at(0.03)
+    p.set_chunk(np.full((50, 2), 10.0), 0.03, 0.03)
+    prev = p.value_at(0.03).values
+    assert np.allclose(prev, 0.0)  # no jump at the switch
+    outs = []
+    for t in np.arange(0.031, 0.2, 0.001):
+        v = p.value_at(t).values
+        assert np.all(np.abs(v - prev) <= 10.0 * 0.001 / 0.1 + 1e-9)  # bounded slope
+        prev = v
+        outs.append(v[0])
+    assert np.isclose(outs[-1], 10.0)
+    assert p.value_at(0.2).fading is False
+
+
+def test_new_chunk_during_fade_does_not_jump():
+    p = ChunkPlayer(1, DT, crossfade_s=0.1, observation_timeout_s=10.0)
+    p.set_chunk(np.zeros((50, 1)), 0.0, 0.0)
+    p.set_chunk(np.full((50, 1), 10.0), 0.0, 0.0)
+    mid = p.value_at(0.05).values.copy()
+    assert 4.0 < mid[0] < 6.0
+    p.set_chunk(np.full((50, 1), -10.0), 0.05, 0.05)
+    assert np.allclose(p.value_at(0.05).values, mid)
+
+
+def test_stale_holds_last_output_and_reports():
+    p = ChunkPlayer(2, DT, crossfade_s=0.0, observation_timeout_s=0.1)
+    p.set_chunk(ramp(), 0.0, 0.0)
+    last = p.value_at(0.05).values
+    s = p.value_at(1.0)
+    assert s.stale and np.allclose(s.values, last)
+    # a fresh chunk recovers
+    p.set_chunk(ramp(start=5.0), 1.0, 1.0)
+    s = p.value_at(1.0)
+    assert not s.stale and np.allclose(s.values, 5.0)
+
+
+def test_clip_to_limits():
+    p = ChunkPlayer(2, DT, crossfade_s=0.0, lower=np.array([-1.0, 0.0]), upper=np.array([1.0, 0.5]))
+    p.set_chunk(np.array([[5.0, -5.0]]), 0.0, 0.0)
+    assert np.allclose(p.value_at(0.0).values, [1.0, 0.0])
+    p.configure(lower=None, upper=None)
+    assert np.allclose(p.value_at(0.0).values, [5.0, -5.0])
+
+
+def test_nan_chunk_rejected_keeps_last_good():
+    p = ChunkPlayer(2, DT, crossfade_s=0.0, observation_timeout_s=10.0)
+    p.set_chunk(ramp(), 0.0, 0.0)
+    bad = ramp()
+    bad[3, 1] = np.nan
+    assert not p.set_chunk(bad, 0.01, 0.01)
+    assert not p.set_chunk(np.full((10, 2), np.inf), 0.01, 0.01)
+    assert not p.set_chunk(np.zeros((10, 3)), 0.01, 0.01)  # wrong joint count
+    assert p.rejected == 3 and p.accepted == 1
+    for t in np.linspace(0, 1, 50):
+        assert np.all(np.isfinite(p.value_at(t).values))
+
+
+def test_older_chunk_ignored():
+    p = ChunkPlayer(1, DT, crossfade_s=0.0, observation_timeout_s=10.0)
+    p.set_chunk(np.ones((5, 1)), 1.0, 1.0)
+    assert not p.set_chunk(np.zeros((5, 1)), 0.5, 1.0)
+    assert np.allclose(p.value_at(1.0).values, 1.0)
+
+
+def test_bad_settings():
+    with pytest.raises(ValueError):
+        ChunkPlayer(0, DT)
+    with pytest.raises(ValueError):
+        ChunkPlayer(2, 0.0)
+    with pytest.raises(ValueError):
+        ChunkPlayer(2, DT, lower=np.array([1.0, 1.0]), upper=np.array([0.0, 0.0]))

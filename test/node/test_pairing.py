@@ -1,0 +1,88 @@
+"""Pairer (stamp matching) and Mailbox (drop-oldest single slot): pure, no ROS."""
+import threading
+import time
+
+import pytest
+
+from oxygen_ros.node.pairing import Mailbox, Pairer
+
+
+def test_pairs_newest_complete_within_tolerance():
+    p = Pairer(1, tolerance_s=0.02)
+    p.add_state(1.00, "s100")
+    p.add_image(0, 1.001, "i1")
+    pair = p.newest_pair()
+    assert pair.images == ("i1",) and pair.state == "s100" and pair.stamp == 1.001
+    assert p.newest_pair() is None  # each camera frame used once
+    p.add_image(0, 1.10, "i2")  # no state near 1.10 yet
+    assert p.newest_pair() is None
+    p.add_state(1.095, "s2")
+    assert p.newest_pair().images == ("i2",)
+
+
+def test_prefers_newest_and_nearest_state():
+    p = Pairer(1, tolerance_s=0.05)
+    for k in range(10):
+        p.add_state(k * 0.01, f"s{k}")
+    p.add_image(0, 0.031, "a")
+    p.add_image(0, 0.072, "b")
+    pair = p.newest_pair()
+    assert pair.images == ("b",) and pair.state == "s7"
+    assert p.newest_pair() is None  # "a" is older than what was used
+
+
+def test_multi_camera_needs_all_within_tolerance():
+    p = Pairer(2, tolerance_s=0.01)
+    p.add_state(1.0, "s")
+    p.add_image(0, 1.0, "c0")
+    assert p.newest_pair() is None  # camera 1 missing
+    p.add_image(1, 1.5, "late")
+    assert p.newest_pair() is None  # out of tolerance
+    p.add_image(1, 1.005, "c1")
+    pair = p.newest_pair()
+    assert pair.images == ("c0", "c1") and pair.image_stamps == (1.0, 1.005)
+
+
+def test_out_of_order_messages_are_sorted():
+    p = Pairer(1, tolerance_s=0.001)
+    p.add_state(2.0, "s2")
+    p.add_state(1.0, "s1")
+    p.add_image(0, 1.0, "i")
+    assert p.newest_pair().state == "s1"
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError):
+        Pairer(0)
+    with pytest.raises(ValueError):
+        Pairer(1, tolerance_s=-1)
+
+
+def test_mailbox_drop_oldest():
+    m = Mailbox()
+    assert m.get(timeout=0.01) is None
+    m.put(1)
+    m.put(2)
+    m.put(3)
+    assert m.dropped == 2 and m.get(timeout=0) == 3
+    assert m.get(timeout=0.01) is None
+
+
+def test_mailbox_wakes_waiter_and_close():
+    m = Mailbox()
+    got = []
+    t = threading.Thread(target=lambda: got.append(m.get(timeout=5)))
+    t.start()
+    time.sleep(0.05)
+    m.put("x")
+    t.join(2)
+    assert got == ["x"]
+    t = threading.Thread(target=lambda: got.append(m.get(timeout=5)))
+    t0 = time.monotonic()
+    t.start()
+    m.close()
+    t.join(2)
+    assert got[-1] is None and time.monotonic() - t0 < 2
+    m.reopen()
+    m.put(5)
+    assert m.get(0) == 5

@@ -1,0 +1,106 @@
+"""Parameter table and validation, without spinning a node."""
+import pytest
+
+from oxygen_ros.node import params as P
+
+CURRENT = {s.name: s.default for s in P.PARAMETERS}
+
+
+def test_names_and_defaults_are_valid():
+    assert len(P.SPECS) == len(P.PARAMETERS)
+    for spec in P.PARAMETERS:
+        assert spec.description
+        assert P.validate_value(spec, spec.default) is None, spec.name
+
+
+def test_required_parameters_declared():
+    need = {"decode_steps_per_frame", "max_decode_steps", "denoise_steps", "max_active_requests",
+            "mode", "memory.enabled", "memory.every_n_frames", "memory.prompt", "instruction",
+            "control_rate_hz", "observation_timeout_s", "camera_topics", "joint_state_topic",
+            "joint_names", "joint_limits_lower", "joint_limits_upper", "stamp_tolerance_s",
+            "model.preset", "model.checkpoint", "model.device", "model.dtype", "autostart"}
+    assert need <= set(P.SPECS)
+    assert P.SPECS["decode_steps_per_frame"].range == (1, 64)
+    assert P.SPECS["max_decode_steps"].range == (1, 512)
+    assert P.SPECS["denoise_steps"].range == (1, 100)
+    assert P.SPECS["max_active_requests"].range == (1, 256)
+    assert P.SPECS["control_rate_hz"].range == (1, 1000)
+    assert P.SPECS["camera_topics"].default == ["/camera/image_raw"]
+    assert P.SPECS["joint_state_topic"].default == "/joint_states"
+
+
+def test_choices_match_the_engine():
+    from oxygen_ros.engine.config import DTYPES, MODES, PRESETS
+
+    assert set(P.MODES) == set(MODES)
+    assert set(P.PRESETS) == set(PRESETS)
+    assert set(P.DTYPES) == set(DTYPES)
+
+
+@pytest.mark.parametrize("changes, words", [
+    ({"mode": "fast"}, ["mode must be one of", "oxygen"]),
+    ({"decode_steps_per_frame": 0}, ["decode_steps_per_frame", "[1, 64]"]),
+    ({"decode_steps_per_frame": 65}, ["[1, 64]"]),
+    ({"max_decode_steps": 513}, ["max_decode_steps", "[1, 512]"]),
+    ({"denoise_steps": 0}, ["denoise_steps"]),
+    ({"max_active_requests": 1000}, ["max_active_requests"]),
+    ({"decode_steps_per_frame": 2.5}, ["must be a int"]),
+    ({"instruction": "  "}, ["instruction must not be empty"]),
+    ({"control_rate_hz": 0.5}, ["control_rate_hz"]),
+    ({"observation_timeout_s": float("nan")}, ["finite"]),
+    ({"autostart": True}, ["read-only"]),
+    ({"joint_limits_lower": [0.0] * 6}, ["joint_limits_upper", "both"]),
+    ({"joint_limits_lower": [0.0] * 5, "joint_limits_upper": [1.0] * 5}, ["5 entries for 6"]),
+    ({"joint_limits_lower": [1.0] * 6, "joint_limits_upper": [0.0] * 6}, ["joint_limits_lower >"]),
+    ({"model.device": "tpu"}, ["model.device"]),
+    ({"joint_names": ["a", "a"]}, ["duplicates"]),
+])
+def test_invalid_values_rejected_with_reasons(changes, words):
+    reason = P.validate(changes, CURRENT, configured=False)
+    assert reason is not None
+    for w in words:
+        assert w in reason, reason
+
+
+def test_valid_live_changes_accepted_in_any_state():
+    for configured in (False, True):
+        assert P.validate({"decode_steps_per_frame": 2, "mode": "shared", "max_decode_steps": 24,
+                           "denoise_steps": 5, "memory.enabled": False,
+                           "joint_limits_lower": [-1.0] * 6, "joint_limits_upper": [1.0] * 6},
+                          CURRENT, configured) is None
+
+
+@pytest.mark.parametrize("name, value", [
+    ("model.preset", "small"), ("model.checkpoint", "/x"), ("model.device", "cuda"),
+    ("camera_topics", ["/a"]), ("joint_state_topic", "/j"), ("joint_names", ["a"]),
+    ("control_rate_hz", 100.0), ("kv.num_blocks", 10),
+])
+def test_configure_time_parameters_rejected_while_configured(name, value):
+    reason = P.validate({name: value}, CURRENT, configured=True)
+    assert reason and "configure" in reason and "cleanup" in reason
+    if name != "joint_names":
+        assert P.validate({name: value}, CURRENT, configured=False) is None
+
+
+def test_engine_changes_mapping():
+    assert P.engine_changes({"decode_steps_per_frame": 2, "mode": "shared"}) == {
+        "decode_steps_per_frame": 2, "mode": "shared"}
+    assert P.engine_changes({"memory.enabled": False, "memory.every_n_frames": 3}) == {
+        "memory_every_n_frames": 0}
+    assert P.engine_changes({"memory.enabled": True, "memory.every_n_frames": 3,
+                             "memory.prompt": "m"}) == {"memory_every_n_frames": 3, "memory_prompt": "m"}
+    # every engine change is accepted by EngineConfig
+    from oxygen_ros.engine.config import EngineConfig
+
+    EngineConfig(**P.engine_changes(CURRENT))
+
+
+@pytest.mark.ros
+def test_descriptors_build():
+    pytest.importorskip("rcl_interfaces")
+    d = P.descriptor(P.SPECS["decode_steps_per_frame"])
+    assert d.integer_range[0].from_value == 1 and d.integer_range[0].to_value == 64
+    d = P.descriptor(P.SPECS["control_rate_hz"])
+    assert d.floating_point_range[0].to_value == 1000.0
+    assert P.descriptor(P.SPECS["autostart"]).read_only
+    assert "oxygen" in P.descriptor(P.SPECS["mode"]).additional_constraints
