@@ -21,7 +21,7 @@ from .config import EngineConfig, ModelConfig
 from .kv import KVManager, KVUsage
 from .model import format_prompt, init_model
 from .observation import Observation
-from .request import Request, RequestKind
+from .request import Request, RequestKind, RequestStatus
 from .runner import ModelRunner, SeqView
 from .scheduler import Scheduler
 from .tokenizer import Tokenizer, build_tiny_tokenizer
@@ -91,6 +91,10 @@ class Engine:
         self._req_ids = itertools.count(1)  # request ids: the same in every mode
         self._pending: list[Request] = []  # asked, attaches to the next frame's observation
         self._prefix_len: dict[int, int] = {}  # request id -> its frame's prefix token count
+        # request id -> (images, prompt ids) of its source observation, kept while it is live so
+        # a request parked under KV pressure can be re-prefilled from exactly what it saw
+        self._source: dict[int, tuple[np.ndarray, list[int]]] = {}
+        self._parked: list[Request] = []
         self._lock = threading.Lock()  # parallel mode: two threads touch the KV manager
         self.frame = 0
 
@@ -139,7 +143,7 @@ class Engine:
         self.scheduler.set_max_active(new.max_active_requests)
 
     def has_unfinished(self) -> bool:
-        return bool(self._pending) or self.scheduler.num_unfinished > 0
+        return bool(self._pending or self._parked) or self.scheduler.num_unfinished > 0
 
     # -- one frame ------------------------------------------------------------------------------
     def step(self, obs: Observation) -> FrameOutput:
@@ -156,17 +160,19 @@ class Engine:
         if cfg.mode == "parallel":
             actions, updates, batch = self._parallel_frame(frame, obs, prompt_ids, noise, born, timings)
         else:
-            prefix_seq, plen = self._prefill(obs, prompt_ids, timings, cacheable=True)
+            prefix_seq, plen = self._prefill(obs.valid_images(), prompt_ids, timings)
             actions = self._denoise(prefix_seq, plen, noise, timings)
             if cfg.mode == "isolated":
                 self._free(prefix_seq, timings)
                 updates, batch = self._isolated_language(frame, obs, prompt_ids, born, timings)
             else:
                 for req in born:
+                    self._source[req.id] = (obs.valid_images(), prompt_ids)
                     self._attach(req, prefix_seq, plen, timings)
                 self._free(prefix_seq, timings)
                 k = cfg.max_decode_steps if cfg.mode == "shared" else cfg.decode_steps_per_frame
                 updates, batch = self._advance(frame, k, timings)
+        self._relieve_pressure(timings)
         frame_ms = (time.perf_counter() - start) * 1e3
         return FrameOutput(
             frame=frame, stamp=obs.stamp, mode=cfg.mode, k=cfg.decode_steps_per_frame,
@@ -174,7 +180,8 @@ class Engine:
             updates=tuple(updates), timings_ms={k_: v * 1e3 for k_, v in timings.items()},
             frame_ms=frame_ms, batch_size=batch,
             tokens_this_frame=sum(len(u.new_tokens) for u in updates),
-            num_waiting=len(self.scheduler.waiting), num_running=len(self.scheduler.running),
+            num_waiting=len(self.scheduler.waiting) + len(self._parked),
+            num_running=len(self.scheduler.running),
             kv=self.kv.usage(), decode_steps=self._counts["decode_steps"],
             admitted=self._counts["admitted"],
         )
@@ -207,10 +214,9 @@ class Engine:
             self.requests[req.id] = req
         return born
 
-    def _prefill(self, obs: Observation, prompt_ids: list[int], timings: dict[str, float],
-                 cacheable: bool) -> tuple[int, int]:
+    def _prefill(self, images: np.ndarray, prompt_ids: list[int], timings: dict[str, float]
+                 ) -> tuple[int, int]:
         t0 = time.perf_counter()
-        images = obs.valid_images()
         n_tokens = images.shape[0] * self.model_config.vision.tokens_per_image + len(prompt_ids)
         seq = next(self._ids)
         with self._lock:
@@ -270,6 +276,7 @@ class Engine:
 
     def _advance(self, frame: int, k: int, timings: dict[str, float]) -> tuple[list[RequestUpdate], int]:
         """Admit what fits, then advance every running request by up to k tokens, batched."""
+        self._unpark(timings)
         t0 = time.perf_counter()
         with self._lock:
             out = self.scheduler.schedule(frame, k)
@@ -312,11 +319,47 @@ class Engine:
             before = {r.id: len(r.output_ids) for r in decode}
             self.scheduler.update(frame, tokens, margins, self.model_config.eos_token_id)
         updates = [self._update(r, r.output_ids[before[r.id]:]) for r in decode]
+        for r in decode:
+            if r.is_finished:
+                self._source.pop(r.id, None)
+                self._prefix_len.pop(r.id, None)
         t5 = time.perf_counter()
         timings["kv"] += (t1 - t0) + (t3 - t2) + (t5 - t4)
         timings["admit"] += t2 - t1
         timings["decode"] += t4 - t3
         return updates, len(decode)
+
+    def _relieve_pressure(self, timings: dict[str, float]) -> None:
+        """Keep room for the next frame's action path. Waiting requests hold their source
+        frame's prefix; when the pool runs short, the lowest-priority, newest ones are parked:
+        their blocks are freed, their observation is kept, and they are re-prefilled from it
+        when room returns (recomputation, like vLLM's preemption), so nothing is lost and the
+        tokens they produce are unchanged."""
+        t0 = time.perf_counter()
+        need = self.scheduler.reserved_blocks
+        with self._lock:
+            for req in reversed(self.scheduler.waiting):
+                if self.kv.can_fit(need):
+                    break
+                self.scheduler.abort(req.id)
+                self._parked.append(req)
+        self._parked.sort(key=lambda r: (-r.priority, r.id))
+        timings["kv"] += time.perf_counter() - t0
+
+    def _unpark(self, timings: dict[str, float]) -> None:
+        bs = self.config.block_size
+        while self._parked and len(self.scheduler.running) < self.scheduler.max_active:
+            req = self._parked[0]
+            images, prompt_ids = self._source[req.id]
+            plen = images.shape[0] * self.model_config.vision.tokens_per_image + len(prompt_ids)
+            need = -(-plen // bs) + -(-(len(req.prompt_ids) + req.max_new_tokens) // bs) + 1
+            if not self.kv.can_fit(need + self.scheduler.reserved_blocks):
+                return
+            self._parked.pop(0)
+            prefix_seq, plen = self._prefill(images, prompt_ids, timings)
+            req.status = RequestStatus.WAITING
+            self._attach(req, prefix_seq, plen, timings)
+            self._free(prefix_seq, timings)
 
     def _admit(self, admitted: tuple[Request, ...], blocks: tuple) -> tuple[torch.Tensor, torch.Tensor] | None:
         if not admitted:
@@ -344,7 +387,8 @@ class Engine:
         decodes all N tokens at batch 1 before the next frame."""
         updates: list[RequestUpdate] = []
         for req in born:
-            prefix_seq, plen = self._prefill(obs, prompt_ids, timings, cacheable=False)
+            self._source[req.id] = (obs.valid_images(), prompt_ids)
+            prefix_seq, plen = self._prefill(obs.valid_images(), prompt_ids, timings)
             self._attach(req, prefix_seq, plen, timings)
             self._free(prefix_seq, timings)
             saved = self.scheduler.max_active
@@ -371,7 +415,7 @@ class Engine:
 
         worker = threading.Thread(target=language, name="oxygen-language")
         worker.start()
-        prefix_seq, plen = self._prefill(obs, prompt_ids, timings, cacheable=False)
+        prefix_seq, plen = self._prefill(obs.valid_images(), prompt_ids, timings)
         actions = self._denoise(prefix_seq, plen, noise, timings)
         self._free(prefix_seq, timings)
         worker.join()

@@ -303,6 +303,9 @@ def test_commands_at_control_rate_while_active(client, node_proc):
     print(f"joint_command: {rate:.1f} Hz, |period-nominal| p99 {p99 * 1e3:.2f} ms, "
           f"max {np.max(periods) * 1e3:.1f} ms; inference {len(stats) / 4.0:.1f} Hz, "
           f"frame {frame_ms:.1f} ms")
+    late = [(round(float(stamps[i] - stamps[0]), 3), round(float(p) * 1e3, 1))
+            for i, p in enumerate(periods) if abs(p - nominal) > 0.25 * nominal]
+    print(f"late ticks (t, period ms): {late[:20]}")
     assert 0.9 * RATE_HZ <= rate <= 1.1 * RATE_HZ
     assert p99 <= 0.25 * nominal
     assert all(m.name == JOINTS and len(m.position) == len(JOINTS) for m in cmds)

@@ -90,13 +90,16 @@ def _canonical(key: str) -> str | None:
     return key
 
 
+
+
 def init_model(config: ModelConfig, seed: int = 0, device: str | torch.device = "cpu",
                dtype: torch.dtype | str = torch.float32) -> MoTModel:
     """Deterministic random init (same seed -> same weights on any device); inference-only
     (requires_grad off, eval mode), as is the model load_checkpoint returns.
 
-    Linear weights ~ N(0, 1/fan_in) (o/down projections further / sqrt(2*depth)), embeddings
-    ~ N(0, 1/W_vlm) (so sqrt(W)-scaled inputs and tied logits are O(1)), norm weights ~ N(0, 0.1),
+    Linear weights ~ N(0, 1/fan_in) (residual branches as large as the input, so the output
+    depends on context), embeddings ~ N(0, 1/W_vlm) (so sqrt(W)-scaled inputs and tied logits
+    are O(1)), norm weights ~ N(0, 0.1) except the VLM's final norm (see below),
     adaRMS dense small weights with bias (scale, shift, gate) = (0, 0, 1), biases 0.
     """
     if isinstance(dtype, str):
@@ -104,7 +107,6 @@ def init_model(config: ModelConfig, seed: int = 0, device: str | torch.device = 
     with torch.device("cpu"):
         model = MoTModel(config)
     gen = torch.Generator().manual_seed(seed)
-    resid_scale = 1.0 / math.sqrt(2 * config.depth)
     with torch.no_grad():
         for name, p in model.named_parameters():
             if name.startswith("vision.tower.") and "patch_embedding" not in name \
@@ -127,13 +129,15 @@ def init_model(config: ModelConfig, seed: int = 0, device: str | torch.device = 
             elif name.endswith("dense.bias"):
                 p.zero_()
                 p[2 * p.shape[0] // 3:] = 1.0  # gate = 1
+            elif name == "experts.0.norm.weight":
+                # (1 + w) ~ N(0, 1): random per-channel gains with random signs, so the tied
+                # LM head does not simply echo the input token (a random tied model otherwise
+                # predicts its own input forever, which makes greedy-decoding tests vacuous).
+                p.normal_(-1.0, 1.0, generator=gen)
             elif p.dim() == 1 and name.endswith("norm.weight"):
                 p.normal_(0.0, 0.1, generator=gen)
             elif p.dim() == 2:
-                std = p.shape[1] ** -0.5
-                if name.endswith(("o_proj.weight", "down_proj.weight")):
-                    std *= resid_scale
-                p.normal_(0.0, std, generator=gen)
+                p.normal_(0.0, p.shape[1] ** -0.5, generator=gen)
             else:
                 p.zero_()
     return model.to(device=device, dtype=dtype).eval().requires_grad_(False)

@@ -1,0 +1,167 @@
+"""Engine.step(): bad input, live knobs, KV accounting, and the zero-copy decode path."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import oxygen_ros.engine.runner as runner_mod
+from oxygen_ros.engine.config import PRESETS, EngineConfig
+from oxygen_ros.engine.engine import Engine
+from oxygen_ros.engine.model import init_model
+from oxygen_ros.engine.observation import Observation
+from oxygen_ros.engine.synthetic import SyntheticStream
+from oxygen_ros.engine.tokenizer import build_tiny_tokenizer
+
+MC = PRESETS["tiny"]
+
+
+@pytest.fixture(scope="module")
+def parts():
+    return init_model(MC, seed=0), build_tiny_tokenizer(512)
+
+
+def make(parts, **cfg) -> Engine:
+    model, tok = parts
+    return Engine(MC, EngineConfig(**cfg), model=model, tokenizer=tok)
+
+
+def obs(i: int = 0) -> Observation:
+    return SyntheticStream(MC, seed=0).frame(i)
+
+
+@pytest.mark.parametrize("change,match", [
+    (dict(images=np.zeros((2, 16, 16, 3), np.uint8)), r"shape \[cameras, 32, 32, 3\]"),
+    (dict(images=np.zeros((2, 32, 32, 3), np.float32)), "must be uint8"),
+    (dict(images=np.zeros((3, 32, 32, 3), np.uint8)), "takes 1..2"),
+    (dict(state=np.array([0.1, np.nan, 0.2], np.float32)), r"non-finite values at joint indices \[1\]"),
+    (dict(instruction="  "), "instruction must be a non-empty string"),
+    (dict(camera_valid=(False, False)), "every camera is masked"),
+])
+def test_bad_observation_raises_naming_the_problem(parts, change, match):
+    engine = make(parts)
+    good = obs()
+    bad = Observation(**{**dict(images=good.images, state=good.state,
+                                instruction=good.instruction, stamp=good.stamp), **change})
+    with pytest.raises(ValueError, match=match):
+        engine.step(bad)
+    engine.step(good)  # the engine is unharmed
+
+
+def test_bad_requests_and_knobs(parts):
+    engine = make(parts)
+    with pytest.raises(ValueError, match="non-empty prompt"):
+        engine.ask("")
+    with pytest.raises(ValueError, match=r"prompt is \d+ tokens; it must be 1..48"):
+        engine.ask("pick up the red cube " * 40)
+    with pytest.raises(ValueError, match="max_new_tokens"):
+        engine.ask("hello?", max_new_tokens=0)
+    for field, value, match in [("decode_steps_per_frame", 0, r"\(k\)"),
+                                ("max_decode_steps", 0, r"\(N\)"),
+                                ("denoise_steps", 0, r"\(S\)"), ("mode", "turbo", "mode must be")]:
+        with pytest.raises(ValueError, match=match):
+            engine.update_config(**{field: value})
+        with pytest.raises(ValueError, match=match):
+            EngineConfig(**{field: value})
+    with pytest.raises(ValueError, match="block_size cannot change"):
+        engine.update_config(block_size=32)
+
+
+def test_long_instruction_is_rejected_not_truncated(parts):
+    engine = make(parts)
+    o = obs()
+    long = Observation(images=o.images, state=o.state, instruction="stack the blocks " * 30)
+    with pytest.raises(ValueError, match="max_prompt_tokens"):
+        engine.step(long)
+
+
+def test_batch_follows_k_and_kv_returns_to_baseline(parts):
+    engine = make(parts, decode_steps_per_frame=4, max_decode_steps=12, denoise_steps=2)
+    batches = [engine.step(obs(i)).batch_size for i in range(6)]
+    assert batches == [1, 2, 3, 3, 3, 3]  # steady state ceil(N/k) = 3
+    engine.update_config(decode_steps_per_frame=2)  # live change: ceil(12/2) = 6
+    batches = [engine.step(obs(i)).batch_size for i in range(6, 14)]
+    assert batches[-1] == 6
+    engine.update_config(memory_every_n_frames=0)
+    i = 14
+    while engine.has_unfinished():
+        out = engine.step(obs(i))
+        i += 1
+    assert out.kv.blocks_used == 0 and out.num_running == 0
+    assert out.kv.peak_blocks > 0 and out.kv.peak_bytes == out.kv.peak_blocks * engine.runner.bytes_per_block
+
+
+def test_frame_output_reports_stages_and_streams_text(parts):
+    engine = make(parts, decode_steps_per_frame=3, max_decode_steps=6, denoise_steps=2)
+    rid = engine.ask("What is on the table?\n")
+    outs = [engine.step(obs(i)) for i in range(3)]
+    assert outs[0].actions.shape == (MC.action_horizon, MC.action_dim)
+    assert np.isfinite(outs[0].actions).all()
+    assert set(outs[0].timings_ms) == {"vision_prefill", "denoise", "admit", "decode", "kv"}
+    answer = [u for o in outs for u in o.updates if u.id == rid]
+    assert [u.num_tokens for u in answer] == [3, 6] and answer[-1].is_final
+    assert answer[-1].frames_spanned == 2 and answer[-1].kind == "question"
+    assert answer[-1].stamp == outs[0].stamp  # the stamp of the observation it came from
+    assert answer[-1].finish_reason in ("length", "eos")
+
+
+def test_decode_reads_the_pool_in_place(parts, monkeypatch):
+    """Batched decode hands the attention op the pool tensors themselves (no per-request or
+    per-frame gather); the only copies are one copy-on-write block per forked sequence."""
+    engine = make(parts, decode_steps_per_frame=2, max_decode_steps=8, denoise_steps=1)
+    assert engine.runner.backend == "cpp"
+    real = runner_mod.paged_attention
+    pool_ptrs = {c.data_ptr() for c in engine.runner.k_cache + engine.runner.v_cache}
+    seen: list[int] = []
+
+    def spy(backend, q, k_cache, v_cache, *args):
+        assert k_cache.data_ptr() in pool_ptrs and v_cache.data_ptr() in pool_ptrs
+        assert k_cache.is_contiguous() and k_cache.shape[0] == engine.runner.num_blocks
+        seen.append(q.shape[0])
+        return real(backend, q, k_cache, v_cache, *args)
+
+    copies: list[int] = []
+    real_copy = engine.runner.copy_blocks
+
+    def count_copies(ops):
+        copies.append(len(ops))
+        return real_copy(ops)
+
+    monkeypatch.setattr(runner_mod, "paged_attention", spy)
+    monkeypatch.setattr(engine.runner, "copy_blocks", count_copies)
+    import oxygen_ros.engine.attention.paged as paged_mod
+    monkeypatch.setattr(paged_mod, "paged_attention_reference",
+                        lambda *a, **k: pytest.fail("gathering reference path used"))
+    for i in range(6):
+        out = engine.step(obs(i))
+    assert out.batch_size == 4 and max(seen) >= 4
+    # per frame: one CoW for the action scratch + one per admitted request, never per decode
+    assert sum(copies) <= 6 * 2
+
+
+def test_actions_depend_on_observation_and_noise_seed(parts):
+    a = make(parts, denoise_steps=3).step(obs(0)).actions
+    b = make(parts, denoise_steps=3).step(obs(0)).actions
+    c = make(parts, denoise_steps=3, seed=1).step(obs(0)).actions
+    np.testing.assert_array_equal(a, b)
+    assert np.abs(a - c).max() > 1e-3
+
+
+def test_masked_camera_equals_missing_camera(parts):
+    e1, e2 = make(parts, denoise_steps=2), make(parts, denoise_steps=2)
+    o = obs(0)
+    masked = Observation(images=o.images, state=o.state, instruction=o.instruction,
+                         camera_valid=(True, False))
+    single = Observation(images=o.images[:1], state=o.state, instruction=o.instruction)
+    np.testing.assert_allclose(e1.step(masked).actions, e2.step(single).actions, atol=1e-6)
+
+
+def test_tiny_frame_is_fast_on_one_core(parts):
+    torch.set_num_threads(1)
+    try:
+        engine = make(parts, memory_every_n_frames=0)
+        engine.step(obs(0))
+        times = [engine.step(obs(i)).frame_ms for i in range(1, 6)]
+    finally:
+        torch.set_num_threads(2)
+    assert min(times) < 200.0, times

@@ -1,0 +1,126 @@
+"""The method changes scheduling, never results: all four modes give the same greedy tokens for
+every request and the same action chunks, for several seeds, (k, N, S) and arrival patterns."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from oxygen_ros.engine.compare import compare_runs
+from oxygen_ros.engine.config import PRESETS, EngineConfig
+from oxygen_ros.engine.engine import Engine
+from oxygen_ros.engine.model import init_model
+from oxygen_ros.engine.synthetic import SyntheticStream
+from oxygen_ros.engine.tokenizer import build_tiny_tokenizer
+
+MODES = ("oxygen", "shared", "isolated", "parallel")
+PROMPTS = ["What is on the table?\n", "Describe the gripper.\n",
+           "Is the red cube inside the bowl now, or is it still on the table next to it?\n",
+           "Memory: what happened?\n"]
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return PRESETS["tiny"], build_tiny_tokenizer(512)
+
+
+def arrivals(pattern: str, frames: int, seed: int) -> dict[int, list[tuple[str, int]]]:
+    """frame -> [(prompt, priority)] questions asked before that frame."""
+    rng = np.random.default_rng(seed)
+    out: dict[int, list[tuple[str, int]]] = {}
+    for f in range(frames):
+        if pattern == "every_frame":
+            n = 1
+        elif pattern == "bursty":
+            n = 4 if f % 4 == 1 else 0
+        elif pattern == "poisson":
+            n = int(rng.poisson(1.2))
+        else:
+            raise ValueError(pattern)
+        out[f] = [(PROMPTS[int(rng.integers(len(PROMPTS)))], int(rng.integers(0, 3)))
+                  for _ in range(n)]
+    return out
+
+
+def run(model, mc, tok, mode: str, k: int, n: int, s: int, seed: int, pattern: str,
+        frames: int = 5, memory_every: int = 2, max_active: int = 32, num_blocks: int = 0) -> dict:
+    cfg = EngineConfig(mode=mode, decode_steps_per_frame=k, max_decode_steps=n, denoise_steps=s,
+                       max_active_requests=max_active, memory_every_n_frames=memory_every,
+                       seed=seed, num_blocks=num_blocks)
+    engine = Engine(mc, cfg, model=model, tokenizer=tok)
+    stream = SyntheticStream(mc, seed=seed)
+    plan = arrivals(pattern, frames, seed)
+    out_frames = []
+    f = 0
+    while f < frames or engine.has_unfinished():
+        if f == frames:
+            engine.update_config(memory_every_n_frames=0)
+        for prompt, prio in plan.get(f, []):
+            engine.ask(prompt, priority=prio)
+        out = engine.step(stream.frame(f))
+        out_frames.append({"frame": out.frame, "actions": out.actions.tolist()})
+        f += 1
+        assert f < frames + 200, "requests never finished"
+    assert engine.kv.usage().blocks_used == 0, "KV blocks leaked after every request finished"
+    return {
+        "requests": [{"id": r.id, "tokens": r.output_ids, "margins": r.margins}
+                     for r in sorted(engine.requests.values(), key=lambda r: r.id)],
+        "frames": out_frames,
+        "waited": sum(r.admitted_frame > r.birth_frame for r in engine.requests.values()),
+    }
+
+
+CASES = [
+    # seed, k, N, S, pattern
+    (0, 4, 12, 10, "every_frame"),
+    (1, 5, 12, 5, "poisson"),  # k does not divide N
+    (2, 8, 3, 4, "bursty"),  # k > N
+    (3, 3, 1, 2, "every_frame"),  # N = 1
+    (4, 1, 6, 3, "poisson"),
+]
+
+
+@pytest.mark.parametrize("seed,k,n,s,pattern", CASES)
+def test_modes_are_output_identical(tiny, seed, k, n, s, pattern):
+    mc, tok = tiny
+    model = init_model(mc, seed=seed)
+    runs = {m: run(model, mc, tok, m, k, n, s, seed, pattern) for m in MODES}
+    ref = runs["isolated"]
+    assert len(ref["requests"]) >= 3
+    assert all(len(r["tokens"]) >= 1 for r in ref["requests"])
+    for mode in ("oxygen", "shared", "parallel"):
+        result = compare_runs(ref, runs[mode], tie=1e-4, atol=1e-5)
+        assert result.ok, f"{mode} vs isolated: {result.summary()}\n" + "\n".join(result.mismatches)
+        assert result.identical + len(result.near_tie_flips) == result.requests
+
+
+def test_outputs_are_not_degenerate(tiny):
+    """Guards the fidelity test itself: different prompts and frames give different tokens."""
+    mc, tok = tiny
+    model = init_model(mc, seed=0)
+    res = run(model, mc, tok, "oxygen", 4, 12, 4, 0, "every_frame")
+    seqs = {tuple(r["tokens"]) for r in res["requests"]}
+    assert len(seqs) >= len(res["requests"]) // 2
+    assert len({t for r in res["requests"] for t in r["tokens"]}) > 10
+
+
+def test_compare_detects_a_real_difference(tiny):
+    mc, tok = tiny
+    model = init_model(mc, seed=0)
+    a = run(model, mc, tok, "oxygen", 4, 6, 2, 0, "every_frame", frames=2)
+    b = {"requests": [dict(r) for r in a["requests"]], "frames": list(a["frames"])}
+    b["requests"][0] = {**b["requests"][0], "tokens": [t + 1 for t in b["requests"][0]["tokens"]]}
+    b["frames"][0] = {"frame": 0, "actions": (np.asarray(a["frames"][0]["actions"]) + 1e-3).tolist()}
+    result = compare_runs(a, b)
+    assert not result.ok and len(result.mismatches) == 2
+
+
+def test_capacity_short_requests_wait_and_finish_identically(tiny):
+    """A pool too small, or a low max_active: requests wait, finish later, same tokens."""
+    mc, tok = tiny
+    model = init_model(mc, seed=5)
+    ref = run(model, mc, tok, "isolated", 2, 8, 2, 5, "bursty", frames=4)
+    for limits in ({"max_active": 2}, {"num_blocks": Engine.frame_blocks(mc, EngineConfig()) + 12}):
+        small = run(model, mc, tok, "oxygen", 2, 8, 2, 5, "bursty", frames=4, **limits)
+        assert small["waited"] > 0, f"{limits}: nothing had to wait; the test proves nothing"
+        result = compare_runs(ref, small)
+        assert result.ok, f"{limits}: {result.summary()}"
