@@ -76,6 +76,8 @@ class Engine:
         self.model = model if model is not None else init_model(
             model_config, seed=config.seed, device=config.device, dtype=config.dtype)
         self.model.eval()
+        if hasattr(self.model, "fuse_projections"):
+            self.model.fuse_projections()
         self.tokenizer = tokenizer or build_tiny_tokenizer(min(model_config.vocab_size, 2048))
         if self.tokenizer.vocab_size > model_config.vocab_size:
             raise ValueError(f"tokenizer has {self.tokenizer.vocab_size} tokens, model vocab is "

@@ -151,7 +151,7 @@ class ModelRunner:
             t = 1.0 + step * dt
             cond = m.time_cond(expert, t)
             hidden = m.action_in(expert, x.to(self.dtype))
-            out = m.forward_tokens(expert, hidden, positions, ctx, cond.expand(h, -1))
+            out = m.forward_tokens(expert, hidden, positions, ctx, cond)  # [W]: broadcast
             v = m.action_out(expert, out).float()
             x = x + dt * v
         return x

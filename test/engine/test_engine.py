@@ -165,3 +165,30 @@ def test_tiny_frame_is_fast_on_one_core(parts):
     finally:
         torch.set_num_threads(2)
     assert min(times) < 200.0, times
+
+
+def test_identical_suffixes_in_one_frame_hit_the_prefix_cache(parts, monkeypatch):
+    """Two people ask the same long question about the same observation: the second request's
+    full suffix blocks are the first one's (refcounted), and both get the same answer."""
+    engine = make(parts, decode_steps_per_frame=4, max_decode_steps=8, denoise_steps=1,
+                  memory_every_n_frames=0)
+    question = "Is the red cube inside the bowl now, or is it still on the table next to it?\n"
+    cached: list[int] = []
+    real_admit = engine._admit
+
+    def spy(admitted, blocks):
+        cached.extend(b.num_cached_tokens for b in blocks)
+        return real_admit(admitted, blocks)
+
+    monkeypatch.setattr(engine, "_admit", spy)
+    a, b = engine.ask(question), engine.ask(question)
+    engine.step(obs(0))
+    assert cached[0] == 0 and cached[1] >= engine.config.block_size
+    engine.step(obs(1))
+    ra, rb = engine.requests[a], engine.requests[b]
+    assert ra.is_finished and rb.is_finished
+    assert ra.output_ids == rb.output_ids
+    # the same question on a different observation must not hit
+    engine.ask(question)
+    engine.step(obs(2))
+    assert cached[2] == 0

@@ -43,6 +43,29 @@ class DecoderLayer(nn.Module):
             self.input_norm = RMSNorm(width, config.rms_eps)
             self.post_norm = RMSNorm(width, config.rms_eps)
         self.mlp = GemmaMLP(width, mlp_dim)
+        # Fused copies for inference (fuse_projections): one matmul for q/k/v and one for
+        # gate/up instead of five; plain attributes, so checkpoints keep the original names.
+        self.qkv_weight: torch.Tensor | None = None
+        self.gate_up_weight: torch.Tensor | None = None
+
+    def fuse(self) -> None:
+        with torch.no_grad():
+            self.qkv_weight = torch.cat([self.q_proj.weight, self.k_proj.weight, self.v_proj.weight])
+            self.gate_up_weight = torch.cat([self.mlp.gate_proj.weight, self.mlp.up_proj.weight])
+
+    def qkv(self, x: torch.Tensor, config: ModelConfig) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        t, h, kv, d = x.shape[0], config.num_heads, config.num_kv_heads, config.head_dim
+        if self.qkv_weight is None:
+            return (self.q_proj(x).view(t, h, d), self.k_proj(x).view(t, kv, d),
+                    self.v_proj(x).view(t, kv, d))
+        q, k, v = torch.nn.functional.linear(x, self.qkv_weight).split([h * d, kv * d, kv * d], dim=-1)
+        return q.view(t, h, d), k.view(t, kv, d), v.view(t, kv, d)
+
+    def mlp_forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.gate_up_weight is None:
+            return self.mlp(x)
+        gate, up = torch.nn.functional.linear(x, self.gate_up_weight).chunk(2, dim=-1)
+        return self.mlp.down_proj(torch.nn.functional.gelu(gate, approximate="tanh") * up)
 
 
 class Expert(nn.Module):
@@ -133,6 +156,13 @@ class MoTModel(nn.Module):
 
     time_embedding = time_cond  # name used in docs/architecture.md
 
+    def fuse_projections(self) -> "MoTModel":
+        """Inference-time fused q/k/v and gate/up weights; call again after loading weights."""
+        for expert in self.experts:
+            for layer in expert.layers:
+                layer.fuse()
+        return self
+
     # ---- the transformer ------------------------------------------------------------------
     def forward_tokens(self, expert: int, hidden: torch.Tensor, positions: torch.Tensor,
                        ctx: AttentionContext, adarms_cond: torch.Tensor | None = None) -> torch.Tensor:
@@ -147,8 +177,6 @@ class MoTModel(nn.Module):
         if ex.adarms:
             if adarms_cond is None:
                 raise ValueError(f"expert {expert} uses adaRMS: pass adarms_cond [T, {ex.width}]")
-            if adarms_cond.dim() == 1:
-                adarms_cond = adarms_cond.expand(hidden.shape[0], -1)
         else:
             adarms_cond = None
         cfg = self.config
@@ -159,12 +187,11 @@ class MoTModel(nn.Module):
         h = hidden.to(ex.layers[0].q_proj.weight.dtype)
         for i, layer in enumerate(ex.layers):
             normed, gate = layer.input_norm(h, adarms_cond)
-            q = apply_rope(layer.q_proj(normed).view(t, cfg.num_heads, cfg.head_dim), cos, sin)
-            k = apply_rope(layer.k_proj(normed).view(t, cfg.num_kv_heads, cfg.head_dim), cos, sin)
-            v = layer.v_proj(normed).view(t, cfg.num_kv_heads, cfg.head_dim)
+            q, k, v = layer.qkv(normed, cfg)
+            q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
             att = ctx.attend(i, q, k, v)
             h = _residual(h, layer.o_proj(att.reshape(t, -1).to(h.dtype)), gate)
             normed, gate = layer.post_norm(h, adarms_cond)
-            h = _residual(h, layer.mlp(normed), gate)
+            h = _residual(h, layer.mlp_forward(normed), gate)
         out, _ = ex.norm(h, adarms_cond)  # the final norm's gate is unused
         return out

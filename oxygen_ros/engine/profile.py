@@ -1,0 +1,85 @@
+"""Stage-cost micro-benchmarks on the engine's own runner: prefill, denoise, and one batched
+decode step at several batch sizes. `python -m oxygen_ros.engine.profile --preset balanced`."""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+
+import torch
+
+from .config import EngineConfig, load_model_config
+from .engine import Engine
+from .runner import SeqView
+from .synthetic import SyntheticStream
+
+
+def _median_ms(fn, repeats: int) -> float:
+    fn()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
+
+
+def stage_costs(engine: Engine, batches: tuple[int, ...] = (1, 4, 16, 30), repeats: int = 7,
+                context: int = 100) -> dict[str, float]:
+    """Median ms of each stage on this engine's weights and pool."""
+    mc, ec = engine.model_config, engine.config
+    obs = SyntheticStream(mc, seed=0).frame(0)
+    prompt = engine._action_prompt(obs)
+    images = obs.valid_images()
+    n_prefix = images.shape[0] * mc.vision.tokens_per_image + len(prompt)
+    kv, runner = engine.kv, engine.runner
+    seq = 10_000_000
+    kv.create(seq)
+    blocks = kv.append(seq, list(range(n_prefix)), reserve=mc.action_horizon, cacheable=False)
+    view = SeqView(blocks.block_ids, n_prefix)
+    out = {"prefix_tokens": float(n_prefix)}
+    out["prefill_ms"] = _median_ms(lambda: runner.prefill_observation(images, prompt, view), repeats)
+    noise = torch.randn(mc.action_horizon, mc.action_dim)
+    out["denoise_ms"] = _median_ms(lambda: runner.denoise(view, n_prefix, noise, ec.denoise_steps),
+                                   repeats)
+    kv.free(seq)
+    seqs = []
+    for b in range(max(batches)):
+        kv.create(seq + 1 + b)
+        got = kv.append(seq + 1 + b, [], reserve=context + 2, cacheable=False)
+        if got is None:
+            raise ValueError("KV pool too small for the decode micro-benchmark")
+        seqs.append(SeqView(got.block_ids, context))
+    for b in batches:
+        first = torch.zeros(b, dtype=torch.long)
+        out[f"decode_b{b}_ms"] = _median_ms(lambda: runner.decode(seqs[:b], first, [1] * b), repeats)
+    for b in range(max(batches)):
+        kv.free(seq + 1 + b)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m oxygen_ros.engine.profile", description=__doc__)
+    p.add_argument("--preset", default="tiny")
+    p.add_argument("--model-config", default=None)
+    p.add_argument("--S", type=int, default=10)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--dtype", default="float32")
+    p.add_argument("--repeats", type=int, default=7)
+    args = p.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    mc = load_model_config(args.preset, args.model_config)
+    engine = Engine(mc, EngineConfig(denoise_steps=args.S, max_active_requests=32,
+                                     device=args.device, dtype=args.dtype))
+    costs = stage_costs(engine, repeats=args.repeats)
+    costs["decode_b16_over_b1"] = costs["decode_b16_ms"] / costs["decode_b1_ms"]
+    costs["decode_b30_over_b1"] = costs["decode_b30_ms"] / costs["decode_b1_ms"]
+    print(json.dumps({k: round(v, 3) for k, v in costs.items()}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
