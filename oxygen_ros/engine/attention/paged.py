@@ -36,20 +36,40 @@ def load_cpp_op(verbose: bool = False) -> bool:
 
             build = build_directory()
             build.mkdir(parents=True, exist_ok=True)
-            cpp_extension.load(
-                name="oxygen_paged_attention",
-                sources=[str(_SOURCE)],
-                extra_cflags=["-O3", "-fopenmp", "-fopenmp-simd"],
-                extra_ldflags=["-fopenmp"],
-                build_directory=str(build),
-                is_python_module=False,
-                verbose=verbose,
-            )
+            # The op is compiled on the machine that runs it, so -march=native is safe and
+            # gives the dot products the host's vector width; fall back if a compiler lacks it.
+            for arch in (["-march=native"], []):
+                try:
+                    cpp_extension.load(
+                        name="oxygen_paged_attention" + ("_native" if arch else ""),
+                        sources=[str(_SOURCE)],
+                        extra_cflags=["-O3", "-fopenmp", "-fopenmp-simd", *arch],
+                        extra_ldflags=["-fopenmp"],
+                        build_directory=str(build),
+                        is_python_module=False,
+                        verbose=verbose,
+                    )
+                    break
+                except Exception as exc:
+                    if not arch:
+                        raise
+                    log.warning("building with -march=native failed (%s); retrying without", exc)
             _loaded = hasattr(torch.ops.oxygen, "paged_attention")
+            if _loaded:
+                _register_fake()
         except Exception as exc:  # a missing compiler must not take the engine down
             log.warning("paged attention C++ op unavailable (%s); using the reference path", exc)
             _loaded = False
         return _loaded
+
+
+def _register_fake() -> None:
+    """Shape function so torch.compile can trace through the op without running it."""
+    try:
+        torch.library.register_fake("oxygen::paged_attention")(
+            lambda q, k_cache, v_cache, block_tables, q_row, q_len, scale: torch.empty_like(q))
+    except RuntimeError:  # already registered in this process
+        pass
 
 
 def paged_attention_cpp(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
