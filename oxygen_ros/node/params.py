@@ -83,8 +83,9 @@ PARAMETERS: tuple[Spec, ...] = (
     # configure-time
     Spec("control_rate_hz", "double", 50.0, "rate of ~/joint_command; chunk step dt = 1/rate",
          CONFIGURE, (1.0, 1000.0)),
-    Spec("control_priority", "int", 0, "SCHED_FIFO priority of the control thread (0 = normal "
-         "scheduling; needs rtprio permission, else a warning)", CONFIGURE, (0, 99)),
+    Spec("control_priority", "int", 0, "SCHED_FIFO priority of the control thread, the inference "
+         "thread gets one less (0 = normal scheduling; needs rtprio permission, else a warning)",
+         CONFIGURE, (0, 99)),
     Spec("camera_topics", "string_array", ["/camera/image_raw"], "camera image topics, model "
          "camera order", CONFIGURE, nonempty=True),
     Spec("joint_state_topic", "string", "/joint_states", "sensor_msgs/JointState input", CONFIGURE,

@@ -9,7 +9,7 @@ pytest.importorskip("sensor_msgs.msg")
 conv = pytest.importorskip("oxygen_ros.node.conversions")
 
 from builtin_interfaces.msg import Time  # noqa: E402
-from sensor_msgs.msg import Image, JointState  # noqa: E402
+from sensor_msgs.msg import JointState  # noqa: E402
 
 from oxygen_ros.engine.engine import FrameOutput, RequestUpdate  # noqa: E402
 from oxygen_ros.engine.kv import KVUsage  # noqa: E402

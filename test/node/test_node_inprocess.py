@@ -1,0 +1,82 @@
+"""OxygenNode in-process (no spinning, no subprocess): checkpoint loading through
+model.checkpoint, normalisation with the checkpoint's statistics, one inference frame, and
+configure-time parameters refused while configured."""
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.ros
+rclpy = pytest.importorskip("rclpy")
+pytest.importorskip("oxygen_ros.msg")
+
+from builtin_interfaces.msg import Time  # noqa: E402
+from rclpy.lifecycle import TransitionCallbackReturn  # noqa: E402
+from rclpy.parameter import Parameter  # noqa: E402
+
+from oxygen_ros.node.oxygen_node import OxygenNode  # noqa: E402
+from oxygen_ros.node.pairing import Pair  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    from oxygen_ros.engine.config import load_model_config
+    from oxygen_ros.engine.model import NormStats, init_model, save_lerobot_checkpoint
+
+    mc = load_model_config("tiny")
+    model = init_model(mc, seed=3)
+    stats = NormStats(state_q01=np.full(6, -2.0, np.float32), state_q99=np.full(6, 2.0, np.float32),
+                      action_q01=np.full(6, -3.0, np.float32), action_q99=np.full(6, 3.0, np.float32))
+    return save_lerobot_checkpoint(model, mc, tmp_path_factory.mktemp("ckpt") / "tiny", norm_stats=stats)
+
+
+@pytest.fixture
+def ctx():
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    yield context
+    rclpy.try_shutdown(context=context)
+
+
+def test_checkpoint_configure_infer_cleanup(ctx, checkpoint):
+    node = OxygenNode(context=ctx, parameter_overrides=[
+        Parameter("model.checkpoint", value=str(checkpoint)),
+        Parameter("model.num_threads", value=1)])
+    try:
+        assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
+        assert node.mapping.norm is not None and node.model_config.name == "tiny"
+        # configure-time parameter refused while configured, live one accepted
+        res = node.set_parameters([Parameter("model.preset", value="small")])[0]
+        assert not res.successful and "configure" in res.reason
+        assert node.set_parameters([Parameter("denoise_steps", value=3)])[0].successful
+        # one frame straight through the worker's code path (publishers inactive: dropped)
+        size = node.model_config.vision.image_size
+        img = np.random.default_rng(0).integers(0, 255, (size, size, 3), dtype=np.uint8)
+        state = np.linspace(-1.5, 1.5, 6).astype(np.float32)
+        stamp = Time(sec=100, nanosec=5)
+        node._infer(Pair(stamp=100.0, images=(img,), state=state, header_stamp=stamp,
+                         image_stamps=(100.0,), state_stamp=100.0))
+        assert node.engine.config.denoise_steps == 3  # applied before the frame
+        out = node._last_out
+        assert out.s == 3 and node._stamps[out.frame] == stamp
+        sample = node.player.value_at(100.0)
+        assert sample is not None and sample.values.shape == (6,)
+        # actions unnormalised with the checkpoint's q01/q99: a = (x + 1) * 3 - 3 for 6 joints
+        expect = (out.actions[0, :6].astype(np.float64) + 1.0) * 6.0 / 2.0 - 3.0
+        assert np.allclose(sample.values, expect, atol=1e-5)
+        assert node.trigger_cleanup() == TransitionCallbackReturn.SUCCESS
+        assert node.engine is None
+        assert node.set_parameters([Parameter("model.preset", value="small")])[0].successful
+    finally:
+        node.stop()
+        node.destroy_node()
+
+
+def test_too_many_joints_fails_configure(ctx):
+    node = OxygenNode(context=ctx, parameter_overrides=[
+        Parameter("joint_names", value=[f"j{i}" for i in range(9)])])  # tiny: action_dim 8
+    try:
+        assert node.trigger_configure() == TransitionCallbackReturn.FAILURE
+        assert node.engine is None and not node._configured
+        assert node._state_machine.current_state[1] == "unconfigured"
+    finally:
+        node.stop()
+        node.destroy_node()
