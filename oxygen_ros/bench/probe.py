@@ -1,0 +1,35 @@
+"""One benchmark run in a fresh process (used for per-mode peak memory): JSON in argv[1],
+one JSON row on stdout."""
+from __future__ import annotations
+
+import json
+import sys
+
+import torch
+
+from ..engine.config import load_model_config
+from ..engine.model import init_model
+from ..engine.tokenizer import build_tiny_tokenizer
+from .sweep import Context, RunSpec, _maxrss, _rss, run
+
+
+def main() -> int:
+    p = json.loads(sys.argv[1])
+    torch.set_num_threads(p["threads"])
+    mc = load_model_config(p["preset"], p["model_config"])
+    base_before_model = _rss()
+    model = init_model(mc, seed=p["seed"], device=p["device"], dtype=p["dtype"])
+    tok = build_tiny_tokenizer(min(mc.vocab_size, 2048))
+    ctx = Context(mc, model, tok, p["device"], p["dtype"], p["seed"],
+                  attention_backend=p["attention_backend"])
+    base = _rss()
+    row, _ = run(ctx, RunSpec(**p["spec"]))
+    row.pop("trace", None)
+    row.update(rss_before_model_bytes=base_before_model, rss_after_model_bytes=base,
+               rss_maxrss_bytes=_maxrss())
+    print(json.dumps(row))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,200 @@
+"""Run one mode at one setting on a shared model, measure it, and return a plain-data row."""
+from __future__ import annotations
+
+import gc
+import json
+import resource
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+import psutil
+import torch
+
+from ..engine.config import EngineConfig, ModelConfig
+from ..engine.engine import Engine, FrameOutput
+from ..engine.metrics import RunSummary, predicted_frame_ms, summarize, warmup_frames
+from ..engine.request import RequestKind
+from ..engine.runner import SeqView
+from ..engine.synthetic import SyntheticStream
+from .power import PowerMeter
+
+PROMPT = "Memory: what happened?\n"
+
+
+@dataclass
+class RunSpec:
+    preset: str
+    mode: str
+    k: int
+    N: int
+    S: int
+    frames: int  # measured frames
+    warmup: int  # frames before measuring
+    arrivals: list[int] = field(default_factory=list)  # requests asked before each frame
+    group: str = "grid"  # grid | pattern:<name> | fluctuating
+    keep_trace: bool = False
+
+    @property
+    def total(self) -> int:
+        return self.warmup + self.frames
+
+
+def default_warmup(mode: str, k: int, n: int) -> int:
+    """Oxygen ramps its batch up over ceil(N/k)+1 frames (metrics.warmup_frames); the other modes
+    finish every request inside its frame, so one frame warms the allocator and kernels."""
+    return warmup_frames(k, n) if mode == "oxygen" else 1
+
+
+@dataclass
+class Context:
+    model_config: ModelConfig
+    model: torch.nn.Module
+    tokenizer: Any
+    device: str = "cpu"
+    dtype: str = "float32"
+    seed: int = 0
+    max_active: int = 32
+    attention_backend: str = "auto"
+    power: PowerMeter | None = None
+
+    def engine(self, mode: str, k: int, n: int, s: int) -> Engine:
+        ec = EngineConfig(mode=mode, decode_steps_per_frame=k, max_decode_steps=n, denoise_steps=s,
+                          max_active_requests=self.max_active, memory_every_n_frames=0,
+                          memory_prompt=PROMPT, seed=self.seed, device=self.device,
+                          dtype=self.dtype, attention_backend=self.attention_backend)
+        return Engine(self.model_config, ec, model=self.model, tokenizer=self.tokenizer)
+
+
+def _rss() -> int:
+    return psutil.Process().memory_info().rss
+
+
+def _maxrss() -> int:
+    """Peak resident set of this process so far (Linux ru_maxrss is in KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def _cuda(device: str) -> bool:
+    return device.startswith("cuda") and torch.cuda.is_available()
+
+
+def own_predicted_ms(s: RunSummary) -> float:
+    """Frame latency from this run's own stage costs only (no KV manager, no Python glue):
+    all prefills (P, or (1 + r) P in isolated) + D + r A + decode steps x d(B). Equals
+    metrics.predicted_frame_ms whenever no request stops early at EOS."""
+    return (s.stage_ms["vision_prefill"] + s.stage_ms["denoise"]
+            + s.admit_ms_per_request * s.requests_per_frame
+            + s.decode_steps_per_frame * s.decode_step_ms)
+
+
+def run(ctx: Context, spec: RunSpec, on_frame: Callable[[], None] | None = None) -> tuple[dict, RunSummary]:
+    eng = ctx.engine(spec.mode, spec.k, spec.N, spec.S)
+    stream = SyntheticStream(ctx.model_config, seed=ctx.seed)
+    arrivals = spec.arrivals or [1] * spec.total
+    if len(arrivals) < spec.total:
+        raise ValueError("arrivals shorter than warmup + frames")
+    cuda = _cuda(ctx.device)
+    outs: list[FrameOutput] = []
+    rss: list[int] = []
+    energy = None
+    for i in range(spec.total):
+        if i == spec.warmup:
+            if cuda:
+                torch.cuda.synchronize()
+                torch.cuda.reset_peak_memory_stats()
+            if ctx.power is not None:
+                ctx.power.start()
+        for _ in range(arrivals[i]):
+            eng.ask(PROMPT, priority=0, kind=RequestKind.MEMORY, max_new_tokens=spec.N)
+        outs.append(eng.step(stream.frame(i)))
+        rss.append(_rss())
+        if on_frame:
+            on_frame()
+    if cuda:
+        torch.cuda.synchronize()
+    if ctx.power is not None:
+        energy = ctx.power.stop()
+    measured = outs[spec.warmup:]
+    summ = summarize(measured, [o.decode_steps for o in measured], [o.admitted for o in measured])
+    d = summ.as_dict()
+    own = own_predicted_ms(summ)
+    r = summ.requests_per_frame
+    p_each = summ.stage_ms["vision_prefill"] / ((1 + r) if spec.mode in ("isolated", "parallel") else 1)
+    pred_metrics = predicted_frame_ms(spec.mode, p_each, summ.stage_ms["denoise"],
+                                      summ.admit_ms_per_request, summ.decode_step_ms,
+                                      summ.decode_steps_per_frame, r, spec.N)
+    tokens = sum(o.tokens_this_frame for o in measured)
+    row: dict[str, Any] = {
+        "preset": spec.preset, "group": spec.group, "mode": spec.mode, "k": spec.k, "N": spec.N,
+        "S": spec.S, "warmup": spec.warmup, **d,
+        "kv_ms": summ.stage_ms["kv"], "kv_share": summ.stage_ms["kv"] / summ.frame_ms_mean,
+        "max_batch": max(o.batch_size for o in measured),
+        "predicted_own_ms": own, "predicted_own_error": abs(summ.frame_ms_mean - own) / own,
+        "predicted_metrics_ms": pred_metrics, "prefill_ms_each": p_each,
+        "glue_ms": summ.frame_ms_mean - sum(summ.stage_ms.values()),
+        "rss_peak_bytes": max(rss[spec.warmup:]), "rss_maxrss_bytes": _maxrss(),
+        "cuda_peak_bytes": torch.cuda.max_memory_allocated() if cuda else None,
+        "energy_j": energy,
+        "energy_j_per_request": (energy / (tokens / spec.N)) if energy is not None and tokens else None,
+        "requests_asked": sum(arrivals[spec.warmup:spec.total]),
+    }
+    if spec.keep_trace:
+        row["trace"] = {
+            "arrivals": arrivals[:spec.total], "frame_ms": [o.frame_ms for o in outs],
+            "batch": [o.batch_size for o in outs], "kv_bytes": [o.kv.bytes_used for o in outs],
+            "kv_blocks": [o.kv.blocks_used for o in outs], "rss": rss,
+            "tokens": [o.tokens_this_frame for o in outs], "running": [o.num_running for o in outs],
+            "waiting": [o.num_waiting for o in outs],
+        }
+    del eng, outs
+    gc.collect()
+    return row, summ
+
+
+def decode_micro(ctx: Context, batches=(1, 4, 8, 16, 30), steps: int = 8, repeats: int = 5) -> dict:
+    """ModelRunner.decode at several batch sizes on a realistic context (the frame prefix plus a
+    prompt), each sequence on its own blocks. Returns ms per batched decode step by batch size."""
+    eng = ctx.engine("oxygen", 1, 30, 10)
+    runner, bs = eng.runner, eng.config.block_size
+    ctx_len = ctx.model_config.max_prefix_tokens + 8
+    nb = -(-(ctx_len + steps) // bs)
+    bmax = min(max(batches), runner.num_blocks // nb)
+    seqs = [SeqView(list(range(i * nb, (i + 1) * nb)), ctx_len) for i in range(bmax)]
+    out: dict[str, float] = {}
+    cuda = _cuda(ctx.device)
+    for b in batches:
+        b = min(b, bmax)
+        first = torch.full((b,), 5, dtype=torch.long)
+        runner.decode(seqs[:b], first, [steps] * b)  # warm
+        times = []
+        for _ in range(repeats):
+            if cuda:
+                torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            runner.decode(seqs[:b], first, [steps] * b)
+            if cuda:
+                torch.cuda.synchronize()
+            times.append((time.perf_counter() - t0) * 1e3 / steps)
+        out[str(b)] = float(np.median(times))
+    del eng
+    gc.collect()
+    return {"context_tokens": ctx_len, "steps": steps, "ms_per_step": out,
+            "ratio_30_over_1": out[str(min(30, bmax))] / out["1"]}
+
+
+def probe_in_subprocess(spec: RunSpec, preset: str, model_config: str | None, threads: int,
+                        device: str, dtype: str, seed: int, attention_backend: str,
+                        timeout: float = 1200) -> dict:
+    """Run one spec in a fresh interpreter (its own model build) so that its peak RSS is its own."""
+    payload = {"spec": asdict(spec), "preset": preset, "model_config": model_config,
+               "threads": threads, "device": device, "dtype": dtype, "seed": seed,
+               "attention_backend": attention_backend}
+    proc = subprocess.run([sys.executable, "-m", "oxygen_ros.bench.probe", json.dumps(payload)],
+                          capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0:
+        raise RuntimeError(f"memory probe failed ({proc.returncode}): {proc.stderr[-2000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
