@@ -168,14 +168,13 @@ def decode_micro(ctx: Context, batches=(1, 4, 8, 16, 30), steps: int = 8, repeat
     cuda = _cuda(ctx.device)
     for b in batches:
         b = min(b, bmax)
-        first = torch.full((b,), 5, dtype=torch.long)
-        runner.decode(seqs[:b], first, [steps] * b)  # warm
+        runner.generate(seqs[:b], [[5]] * b, [steps] * b)  # warm
         times = []
         for _ in range(repeats):
             if cuda:
                 torch.cuda.synchronize()
             t0 = time.perf_counter()
-            runner.decode(seqs[:b], first, [steps] * b)
+            runner.generate(seqs[:b], [[5]] * b, [steps] * b)
             if cuda:
                 torch.cuda.synchronize()
             times.append((time.perf_counter() - t0) * 1e3 / steps)

@@ -147,10 +147,12 @@ PRESETS: dict[str, ModelConfig] = {
         num_cameras=2, max_prompt_tokens=64, action_horizon=50, action_dim=32,
     ),
     # Benchmarks: stage costs on a CPU in the paper's RTX 4090 proportions (few image tokens,
-    # LIBERO-like 10-step horizon, an action expert much narrower than the VLM).
+    # LIBERO-like 10-step horizon, an action expert much narrower than the VLM; MLPs 8x / 4x
+    # their widths as Gemma 2B / 300m): decode reads the VLM's weights, denoising runs the
+    # small expert.
     "balanced": ModelConfig(
         name="balanced", vocab_size=2048, depth=8, num_heads=8, num_kv_heads=1, head_dim=64,
-        vlm=ExpertConfig(512, 2048), action_experts=(ExpertConfig(128, 512),),
+        vlm=ExpertConfig(512, 4096), action_experts=(ExpertConfig(128, 512),),
         vision=VisionConfig(image_size=56, patch_size=14, width=128, depth=2, num_heads=2, mlp_dim=512),
         num_cameras=1, max_prompt_tokens=48, action_horizon=10, action_dim=32,
     ),

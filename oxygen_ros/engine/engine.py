@@ -26,7 +26,7 @@ from .runner import ModelRunner, SeqView
 from .scheduler import Scheduler
 from .tokenizer import Tokenizer, build_tiny_tokenizer
 
-STAGES = ("vision_prefill", "denoise", "admit", "decode", "kv")
+STAGES = ("vision_prefill", "denoise", "admit", "decode", "kv", "detokenize")
 
 
 @dataclass(frozen=True)
@@ -277,58 +277,57 @@ class Engine:
         timings["kv"] += time.perf_counter() - t0
 
     def _advance(self, frame: int, k: int, timings: dict[str, float]) -> tuple[list[RequestUpdate], int]:
-        """Admit what fits, then advance every running request by up to k tokens, batched."""
+        """Admit what fits, then advance every running request by up to k tokens, batched; the
+        admitted requests' prompt suffixes ride in the first decode step's forward pass."""
         self._unpark(timings)
         t0 = time.perf_counter()
         with self._lock:
             out = self.scheduler.schedule(frame, k)
         t1 = time.perf_counter()
-        first = self._admit(out.admitted, out.admitted_blocks)
+        for blocks in out.admitted_blocks:
+            self.runner.copy_blocks(blocks.copies)
         t2 = time.perf_counter()
+        cached = {r.id: b.num_cached_tokens for r, b in zip(out.admitted, out.admitted_blocks)}
         decode = list(out.decode)
-        admitted_ids = {r.id for r in out.admitted}
-        seqs, steps, last = [], [], []
+        seqs, inputs, steps, read_only = [], [], [], []
         for r in decode:
-            new = r.id in admitted_ids
-            pool_len = self._prefix_len[r.id] + len(r.prompt_ids) + (0 if new else len(r.output_ids) - 1)
-            seqs.append(SeqView(self.kv.block_table(r.seq_id), pool_len))
-            budget = k - 1 if new else k
-            remaining = r.max_new_tokens - (1 if new else len(r.output_ids))
-            steps.append(max(0, min(budget, remaining)))
-            last.append(-1 if new else r.output_ids[-1])
+            table = self.kv.block_table(r.seq_id)
+            plen = self._prefix_len[r.id]
+            if r.id in cached:  # newly admitted: its suffix (less any prefix-cache hit) first
+                skip = min(cached[r.id], len(r.prompt_ids) - 1)
+                seqs.append(SeqView(table, plen + skip))
+                inputs.append(r.prompt_ids[skip:])
+                read_only.append(cached[r.id] >= len(r.prompt_ids))
+                steps.append(min(k, r.max_new_tokens))
+            else:
+                seqs.append(SeqView(table, plen + len(r.prompt_ids) + len(r.output_ids) - 1))
+                inputs.append([r.output_ids[-1]])
+                read_only.append(False)
+                steps.append(min(k, r.remaining))
         t3 = time.perf_counter()
         tokens: dict[int, list[int]] = {}
         margins: dict[int, list[float]] = {}
         if decode:
-            first_tokens = torch.as_tensor(last, dtype=torch.long)
-            if out.admitted:
-                pos = [i for i, r in enumerate(decode) if r.id in admitted_ids]
-                order = {r.id: j for j, r in enumerate(out.admitted)}
-                first_tokens[pos] = first[0].cpu()[[order[decode[i].id] for i in pos]]
-            dec_t, dec_m = self.runner.decode(seqs, first_tokens, steps)
-            f_tok, f_mar = (first[0].tolist(), first[1].tolist()) if out.admitted else ([], [])
-            for i, r in enumerate(decode):
-                if r.id in admitted_ids:
-                    j = order[r.id]
-                    tokens[r.id] = [f_tok[j]] + dec_t[i]
-                    margins[r.id] = [f_mar[j]] + dec_m[i]
-                else:
-                    tokens[r.id], margins[r.id] = dec_t[i], dec_m[i]
+            toks, mars = self.runner.generate(seqs, inputs, steps, read_only)
+            tokens = {r.id: t for r, t in zip(decode, toks)}
+            margins = {r.id: m for r, m in zip(decode, mars)}
         t4 = time.perf_counter()
         self._counts["decode_steps"] += max(steps, default=0)
         self._counts["admitted"] += len(out.admitted)
         with self._lock:
             before = {r.id: len(r.output_ids) for r in decode}
             self.scheduler.update(frame, tokens, margins, self.model_config.eos_token_id)
-        updates = [self._update(r, r.output_ids[before[r.id]:]) for r in decode]
         for r in decode:
             if r.is_finished:
                 self._source.pop(r.id, None)
                 self._prefix_len.pop(r.id, None)
         t5 = time.perf_counter()
+        updates = [self._update(r, r.output_ids[before[r.id]:]) for r in decode]
+        t6 = time.perf_counter()
         timings["kv"] += (t1 - t0) + (t3 - t2) + (t5 - t4)
         timings["admit"] += t2 - t1
         timings["decode"] += t4 - t3
+        timings["detokenize"] += t6 - t5
         return updates, len(decode)
 
     def _relieve_pressure(self, timings: dict[str, float]) -> None:
@@ -362,15 +361,6 @@ class Engine:
             req.status = RequestStatus.WAITING
             self._attach(req, prefix_seq, plen, timings)
             self._free(prefix_seq, timings)
-
-    def _admit(self, admitted: tuple[Request, ...], blocks: tuple) -> tuple[torch.Tensor, torch.Tensor] | None:
-        if not admitted:
-            return None
-        for b in blocks:
-            self.runner.copy_blocks(b.copies)
-        seqs = [SeqView(b.block_ids, self._prefix_len[r.id]) for r, b in zip(admitted, blocks)]
-        skip = [min(b.num_cached_tokens, len(r.prompt_ids) - 1) for r, b in zip(admitted, blocks)]
-        return self.runner.prefill_suffix(seqs, [r.prompt_ids for r in admitted], skip)
 
     def _update(self, r: Request, new_tokens: list[int]) -> RequestUpdate:
         ids = r.output_ids

@@ -53,8 +53,8 @@ def stage_costs(engine: Engine, batches: tuple[int, ...] = (1, 4, 16, 30), repea
             raise ValueError("KV pool too small for the decode micro-benchmark")
         seqs.append(SeqView(got.block_ids, context))
     for b in batches:
-        first = torch.zeros(b, dtype=torch.long)
-        out[f"decode_b{b}_ms"] = _median_ms(lambda: runner.decode(seqs[:b], first, [1] * b), repeats)
+        out[f"decode_b{b}_ms"] = _median_ms(lambda: runner.generate(seqs[:b], [[5]] * b, [1] * b),
+                                            repeats)
     for b in range(max(batches)):
         kv.free(seq + 1 + b)
     return out

@@ -82,7 +82,11 @@ class ModelRunner:
         self.num_blocks = num_blocks
         self.backend = select_backend(backend, self.device)
         self.scale = config.head_dim ** -0.5
-        shape = (num_blocks, block_size, config.num_kv_heads, config.head_dim)
+        # One extra block past the KV manager's range is a write sink: a token recomputed only
+        # for its logits, whose K/V already sits in a shared (prefix-cached) block, writes
+        # there instead of touching the shared block.
+        self.sink_slot = num_blocks * block_size
+        shape = (num_blocks + 1, block_size, config.num_kv_heads, config.head_dim)
         # Allocated once: every task and every frame shares this pool (gpt-fast setup_caches).
         self.k_cache = [torch.zeros(shape, dtype=self.dtype, device=self.device) for _ in range(config.depth)]
         self.v_cache = [torch.zeros(shape, dtype=self.dtype, device=self.device) for _ in range(config.depth)]
@@ -157,70 +161,67 @@ class ModelRunner:
         return x
 
     @torch.inference_mode()
-    def prefill_suffix(self, seqs: Sequence[SeqView], suffixes: Sequence[Sequence[int]],
-                       skip: Sequence[int] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """Causal prefill of each request's prompt suffix after its frame's prefix, all requests
-        packed in one pass. `skip[i]` leading suffix tokens are already in the pool (prefix-cache
-        hit). Returns (first generated token ids [B], their top-1 minus top-2 margins [B])."""
-        skip = skip or [0] * len(seqs)
-        ids, pos, slots, rows, lens, last = [], [], [], [], [], []
-        for i, (s, suf, c) in enumerate(zip(seqs, suffixes, skip)):
-            start = s.length  # prefix tokens already in the pool for this sequence
-            for j in range(c, len(suf)):
-                ids.append(suf[j])
-                pos.append(start + j)
-                rows.append(i)
-                lens.append(start + j + 1)
-            slots.extend(self._slots(s.block_table, start + c, len(suf) - c))
-            last.append(len(ids) - 1)
-        m = self.model
-        hidden = m.embed_tokens(self._long(ids))
-        ctx = PagedContext(self, self._long(slots), self._tables([s.block_table for s in seqs]),
-                           self._int(rows), self._int(lens))
-        out = m.forward_tokens(0, hidden, self._long(pos), ctx, None)
-        return self._greedy(m.lm_logits(out[self._long(last)]))
+    def generate(self, seqs: Sequence[SeqView], inputs: Sequence[Sequence[int]],
+                 steps: Sequence[int], read_only: Sequence[bool] | None = None
+                 ) -> tuple[list[list[int]], list[list[float]]]:
+        """Greedy generation for a batch of requests, `steps[i]` new tokens each.
 
-    @torch.inference_mode()
-    def decode(self, seqs: Sequence[SeqView], first_tokens: torch.Tensor, steps: Sequence[int]
-               ) -> tuple[list[list[int]], list[list[float]]]:
-        """Batched greedy decode: request i advances steps[i] tokens starting from its last token
-        first_tokens[i]. Tokens stay on the device between steps; one host sync at the end."""
+        Step 0 runs every request's input segment in ONE packed forward: a running request's
+        last generated token, or a newly admitted request's prompt suffix (causal; a
+        prefix-cache hit is simply left out of the segment). Mixing the suffix prefill into the
+        decode step reads the weights once for both (vLLM v1 batches prefill and decode the same
+        way). Steps 1.. feed each request its previous token. Tokens stay on the device between
+        steps; one host sync at the end. Returns per-request tokens and top-1 minus top-2 margins.
+        `read_only[i]`: request i's step-0 segment is already in the pool (a full prefix-cache
+        hit recomputed for its logits): its K/V go to the sink, the shared block stays as is.
+        """
         b = len(seqs)
-        if b == 0 or max(steps, default=0) == 0:
-            return [[] for _ in range(b)], [[] for _ in range(b)]
+        if b == 0:
+            return [], []
         m = self.model
         tables = self._tables([s.block_table for s in seqs])
-        tokens = first_tokens.to(self.device)
-        out_tok: list[torch.Tensor] = []
-        out_mar: list[torch.Tensor] = []
-        active_idx: list[list[int]] = []
-        for step in range(max(steps)):
+        ids, pos, slots, rows, lens, last = [], [], [], [], [], []
+        for i, (s, seg) in enumerate(zip(seqs, inputs)):
+            if not seg or steps[i] < 1:
+                raise ValueError(f"request row {i}: empty input segment or no step to run")
+            for j, token in enumerate(seg):
+                ids.append(token)
+                pos.append(s.length + j)
+                rows.append(i)
+                lens.append(s.length + j + 1)
+            if read_only is not None and read_only[i]:
+                slots.extend([self.sink_slot] * len(seg))
+            else:
+                slots.extend(self._slots(s.block_table, s.length, len(seg)))
+            last.append(len(ids) - 1)
+        ctx = PagedContext(self, self._long(slots), tables, self._int(rows), self._int(lens))
+        hidden = m.forward_tokens(0, m.embed_tokens(self._long(ids)), self._long(pos), ctx, None)
+        tokens, margin = self._greedy(m.lm_logits(hidden[self._long(last)]))
+        out_tok, out_mar, active_idx = [tokens], [margin], [list(range(b))]
+        nxt_pos = [s.length + len(seg) for s, seg in zip(seqs, inputs)]
+        for step in range(1, max(steps)):
             idx = [i for i in range(b) if steps[i] > step]
-            active_idx.append(idx)
-            sel = self._long(idx)
-            slots = [self._slots(seqs[i].block_table, seqs[i].length + step, 1)[0] for i in idx]
-            positions = [seqs[i].length + step for i in idx]
-            ctx = PagedContext(self, self._long(slots), tables, self._int(idx),
-                               self._int([p + 1 for p in positions]))
-            step_ids = tokens if len(idx) == b else tokens[sel]
-            hidden = m.embed_tokens(step_ids)
-            logits = m.lm_logits(m.forward_tokens(0, hidden, self._long(positions), ctx, None))
-            nxt, margin = self._greedy(logits)
-            out_tok.append(nxt)
-            out_mar.append(margin)
+            p = [nxt_pos[i] + step - 1 for i in idx]
+            ctx = PagedContext(self, self._long([self._slots(seqs[i].block_table, q, 1)[0]
+                                                 for i, q in zip(idx, p)]),
+                               tables, self._int(idx), self._int([q + 1 for q in p]))
+            prev = tokens if len(idx) == b else tokens[self._long(idx)]
+            hidden = m.forward_tokens(0, m.embed_tokens(prev), self._long(p), ctx, None)
+            nxt, margin = self._greedy(m.lm_logits(hidden))
             if len(idx) == b:
                 tokens = nxt
             else:
                 tokens = tokens.clone()
-                tokens[sel] = nxt
-        toks = [t.tolist() for t in out_tok]
-        mars = [mm.tolist() for mm in out_mar]
+                tokens[self._long(idx)] = nxt
+            out_tok.append(nxt)
+            out_mar.append(margin)
+            active_idx.append(idx)
         result_t: list[list[int]] = [[] for _ in range(b)]
         result_m: list[list[float]] = [[] for _ in range(b)]
-        for step, idx in enumerate(active_idx):
-            for j, i in enumerate(idx):
-                result_t[i].append(toks[step][j])
-                result_m[i].append(mars[step][j])
+        for idx, toks, mars in zip(active_idx, out_tok, out_mar):
+            for i, t, mm in zip(idx, toks.tolist(), mars.tolist()):
+                result_t[i].append(t)
+                result_m[i].append(mm)
         return result_t, result_m
 
     @staticmethod

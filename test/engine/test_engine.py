@@ -97,7 +97,7 @@ def test_frame_output_reports_stages_and_streams_text(parts):
     outs = [engine.step(obs(i)) for i in range(3)]
     assert outs[0].actions.shape == (MC.action_horizon, MC.action_dim)
     assert np.isfinite(outs[0].actions).all()
-    assert set(outs[0].timings_ms) == {"vision_prefill", "denoise", "admit", "decode", "kv"}
+    assert set(outs[0].timings_ms) == {"vision_prefill", "denoise", "admit", "decode", "kv", "detokenize"}
     answer = [u for o in outs for u in o.updates if u.id == rid]
     assert [u.num_tokens for u in answer] == [3, 6] and answer[-1].is_final
     assert answer[-1].frames_spanned == 2 and answer[-1].kind == "question"
@@ -116,7 +116,7 @@ def test_decode_reads_the_pool_in_place(parts, monkeypatch):
 
     def spy(backend, q, k_cache, v_cache, *args):
         assert k_cache.data_ptr() in pool_ptrs and v_cache.data_ptr() in pool_ptrs
-        assert k_cache.is_contiguous() and k_cache.shape[0] == engine.runner.num_blocks
+        assert k_cache.is_contiguous() and k_cache.shape[0] == engine.runner.num_blocks + 1  # + sink
         seen.append(q.shape[0])
         return real(backend, q, k_cache, v_cache, *args)
 
@@ -174,13 +174,14 @@ def test_identical_suffixes_in_one_frame_hit_the_prefix_cache(parts, monkeypatch
                   memory_every_n_frames=0)
     question = "Is the red cube inside the bowl now, or is it still on the table next to it?\n"
     cached: list[int] = []
-    real_admit = engine._admit
+    real_schedule = engine.scheduler.schedule
 
-    def spy(admitted, blocks):
-        cached.extend(b.num_cached_tokens for b in blocks)
-        return real_admit(admitted, blocks)
+    def spy(frame, k):
+        out = real_schedule(frame, k)
+        cached.extend(b.num_cached_tokens for b in out.admitted_blocks)
+        return out
 
-    monkeypatch.setattr(engine, "_admit", spy)
+    monkeypatch.setattr(engine.scheduler, "schedule", spy)
     a, b = engine.ask(question), engine.ask(question)
     engine.step(obs(0))
     assert cached[0] == 0 and cached[1] >= engine.config.block_size
@@ -192,3 +193,51 @@ def test_identical_suffixes_in_one_frame_hit_the_prefix_cache(parts, monkeypatch
     engine.ask(question)
     engine.step(obs(2))
     assert cached[2] == 0
+
+
+def test_fully_cached_suffix_is_recomputed_without_writing_the_shared_block(parts, monkeypatch):
+    """When every suffix token hits the prefix cache, the last one is recomputed only for its
+    logits: its K/V goes to the runner's sink slot, the shared block is left untouched."""
+    engine = make(parts, decode_steps_per_frame=4, max_decode_steps=4, denoise_steps=1,
+                  memory_every_n_frames=0)
+    o = obs(0)
+    images = o.valid_images()
+    plen = images.shape[0] * MC.vision.tokens_per_image + len(engine._action_prompt(o))
+    bs = engine.config.block_size
+    words = "the red cube is next to the blue bowl on the table".split()
+    question = next(q for q in (" ".join(words[:n]) + " ok" * extra + "?\n"
+                                for n in range(3, len(words) + 1) for extra in range(16))
+                    if (plen + len(engine.tokenizer.encode(q))) % bs == 0
+                    and len(engine.tokenizer.encode(q)) >= bs)
+    n_tokens = len(engine.tokenizer.encode(question))
+    cached: list[int] = []
+    tables: list[tuple[int, ...]] = []
+    real_schedule = engine.scheduler.schedule
+
+    def spy(frame, k):
+        out = real_schedule(frame, k)
+        cached.extend(b.num_cached_tokens for b in out.admitted_blocks)
+        tables.extend(b.block_ids for b in out.admitted_blocks)
+        return out
+
+    monkeypatch.setattr(engine.scheduler, "schedule", spy)
+    written: list[list[int]] = []
+    real_write = runner_mod._PoolWriter._write
+
+    def record(self, layer, k, v):
+        if layer == 0:
+            written.append(self.slots.tolist())
+        return real_write(self, layer, k, v)
+
+    monkeypatch.setattr(runner_mod._PoolWriter, "_write", record)
+    a, b = engine.ask(question), engine.ask(question)
+    engine.step(o)
+    assert cached == [0, n_tokens]
+    table_b = tables[1]
+    shared_slots = {blk * bs + i for blk in table_b[: (plen + n_tokens) // bs] for i in range(bs)}
+    language_step0 = written[2]  # after the prefix prefill and the first denoise step
+    assert engine.runner.sink_slot in language_step0
+    assert language_step0.count(engine.runner.sink_slot) == 1
+    first_a = set(language_step0[:n_tokens])  # request a wrote its suffix; b wrote only the sink
+    assert first_a <= shared_slots
+    assert engine.requests[a].output_ids == engine.requests[b].output_ids
