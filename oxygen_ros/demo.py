@@ -38,6 +38,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=2, help="torch CPU threads")
     p.add_argument("--device", default="cpu")
     p.add_argument("--dtype", default="float32")
+    p.add_argument("--compile", action="store_true",
+                   help="torch.compile the action expert's denoising step (first frame slower)")
     p.add_argument("--compare", default=None, choices=MODES,
                    help="also run this mode (e.g. isolated) and print measured vs predicted ratio")
     p.add_argument("--json", action="store_true", help="last stdout line: one JSON summary")
@@ -61,7 +63,8 @@ def build_engine(args: argparse.Namespace, mode: str, model: torch.nn.Module | N
     ec = EngineConfig(mode=mode, decode_steps_per_frame=args.k, max_decode_steps=args.N,
                       denoise_steps=args.S, max_active_requests=args.max_active,
                       memory_every_n_frames=args.memory_every, memory_prompt=args.memory_prompt,
-                      seed=args.seed, device=args.device, dtype=args.dtype)
+                      seed=args.seed, device=args.device, dtype=args.dtype,
+                      compile_denoise=args.compile)
     return Engine(mc, ec, model=model, tokenizer=tokenizer)
 
 

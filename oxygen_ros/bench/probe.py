@@ -21,7 +21,8 @@ def main() -> int:
     model = init_model(mc, seed=p["seed"], device=p["device"], dtype=p["dtype"])
     tok = build_tiny_tokenizer(min(mc.vocab_size, 2048))
     ctx = Context(mc, model, tok, p["device"], p["dtype"], p["seed"],
-                  attention_backend=p["attention_backend"])
+                  attention_backend=p["attention_backend"],
+                  compile_denoise=p.get("compile_denoise", False))
     base = _rss()
     row, _ = run(ctx, RunSpec(**p["spec"]))
     row.pop("trace", None)

@@ -205,6 +205,7 @@ class EngineConfig:
     device: str = "cpu"
     dtype: str = "float32"
     attention_backend: str = "auto"  # auto | cpp | reference
+    compile_denoise: bool = False  # torch.compile the action expert's step (slow first frame)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

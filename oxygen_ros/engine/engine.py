@@ -84,7 +84,8 @@ class Engine:
                              f"{model_config.vocab_size}")
         num_blocks = config.num_blocks or self.auto_num_blocks(model_config, config)
         self.runner = ModelRunner(self.model, model_config, num_blocks, config.block_size,
-                                  config.device, config.dtype, config.attention_backend)
+                                  config.device, config.dtype, config.attention_backend,
+                                  config.compile_denoise)
         self.kv = KVManager(num_blocks, config.block_size, self.runner.bytes_per_block)
         self.scheduler = Scheduler(self.kv, config.max_active_requests,
                                    reserved_blocks=self.frame_blocks(model_config, config))
@@ -137,7 +138,8 @@ class Engine:
     def update_config(self, **changes: Any) -> None:
         """k, N, S, mode, memory and instruction changes take effect on the next frame."""
         new = self.config.replace(**changes)
-        fixed = ("block_size", "num_blocks", "device", "dtype", "seed", "attention_backend")
+        fixed = ("block_size", "num_blocks", "device", "dtype", "seed", "attention_backend",
+                 "compile_denoise")
         for name in fixed:
             if getattr(new, name) != getattr(self.config, name):
                 raise ValueError(f"{name} cannot change while the engine runs")

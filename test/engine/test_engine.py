@@ -241,3 +241,11 @@ def test_fully_cached_suffix_is_recomputed_without_writing_the_shared_block(part
     first_a = set(language_step0[:n_tokens])  # request a wrote its suffix; b wrote only the sink
     assert first_a <= shared_slots
     assert engine.requests[a].output_ids == engine.requests[b].output_ids
+
+
+def test_compiled_denoise_matches_eager(parts):
+    """torch.compile of the action expert's step changes speed, not the action chunk."""
+    eager = make(parts, denoise_steps=3, memory_every_n_frames=0).step(obs(0)).actions
+    compiled = make(parts, denoise_steps=3, memory_every_n_frames=0,
+                    compile_denoise=True).step(obs(0)).actions
+    np.testing.assert_allclose(compiled, eager, atol=1e-4, rtol=1e-4)
