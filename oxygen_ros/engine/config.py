@@ -139,10 +139,11 @@ PRESETS: dict[str, ModelConfig] = {
         vision=VisionConfig(image_size=32, patch_size=8, width=64, depth=1, num_heads=2, mlp_dim=128),
         num_cameras=2, max_prompt_tokens=48, action_horizon=10, action_dim=8,
     ),
-    # Benchmarks: pi0.5 proportions (wide VLM, expert half as wide, 50-step horizon), shrunk for a CPU.
+    # Benchmarks: pi0.5 proportions (MLP 8x the VLM width as Gemma 2B, an expert half as wide
+    # with MLP 4x as Gemma 300m, 2 cameras, 50-step horizon), shrunk for a CPU.
     "small": ModelConfig(
         name="small", vocab_size=2048, depth=8, num_heads=8, num_kv_heads=1, head_dim=64,
-        vlm=ExpertConfig(512, 2048), action_experts=(ExpertConfig(256, 1024),),
+        vlm=ExpertConfig(512, 4096), action_experts=(ExpertConfig(256, 1024),),
         vision=VisionConfig(image_size=112, patch_size=14, width=256, depth=4, num_heads=4, mlp_dim=1024),
         num_cameras=2, max_prompt_tokens=64, action_horizon=50, action_dim=32,
     ),

@@ -146,6 +146,38 @@ class Engine:
         self.config = new
         self.scheduler.set_max_active(new.max_active_requests)
 
+    def warmup(self, frames: int = 2) -> None:
+        """Run a few frames on a synthetic observation (action path and one language request),
+        then forget them: the first real frame then runs at steady-state speed (first calls
+        allocate, pick kernels and, with compile_denoise, compile). Call before serving."""
+        from .synthetic import SyntheticStream
+
+        if self.frame or self.requests or self._pending:
+            raise RuntimeError("warmup() must run before the engine serves any frame")
+        saved = self.config
+        self.config = saved.replace(memory_every_n_frames=1)
+        stream = SyntheticStream(self.model_config, seed=self.config.seed)
+        try:
+            for i in range(frames):
+                self.step(stream.frame(i))
+            self.config = saved.replace(memory_every_n_frames=0)
+            i = frames
+            while self.has_unfinished() and i < frames + 4 * self.config.max_decode_steps:
+                self.step(stream.frame(i))
+                i += 1
+            for rid in [r.id for r in self.scheduler.running + self.scheduler.waiting]:
+                self.scheduler.abort(rid)
+        finally:
+            self.config = saved
+        self.frame = 0
+        self._req_ids = itertools.count(1)
+        self.requests.clear()
+        self._pending.clear()
+        self._parked.clear()
+        self._source.clear()
+        self._prefix_len.clear()
+        self.kv.pool.reset_peak()
+
     def has_unfinished(self) -> bool:
         return bool(self._pending or self._parked) or self.scheduler.num_unfinished > 0
 

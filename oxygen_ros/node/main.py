@@ -23,7 +23,7 @@ def main(args: list[str] | None = None) -> int:
     sys.setswitchinterval(0.001)
     rclpy.init(args=args)
     node = None
-    executor = MultiThreadedExecutor(num_threads=4)
+    executor = MultiThreadedExecutor(num_threads=2)
     rc = 0
     try:
         node = OxygenNode()

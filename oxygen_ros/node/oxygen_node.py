@@ -251,6 +251,8 @@ class OxygenNode(LifecycleNode):
         ec = EngineConfig(device=p["model.device"], dtype=p["model.dtype"],
                           num_blocks=int(p["kv.num_blocks"]), **P.engine_changes(p))
         self.engine = Engine(mc, ec, model=model, tokenizer=tokenizer)
+        # first frames allocate and pick kernels: pay that now, not in the first control frames
+        self.engine.warmup()
         self.model_config = mc
         self._model_name = p["model.checkpoint"] or f"preset:{p['model.preset']}"
         self._joint_names = names

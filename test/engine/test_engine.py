@@ -249,3 +249,17 @@ def test_compiled_denoise_matches_eager(parts):
     compiled = make(parts, denoise_steps=3, memory_every_n_frames=0,
                     compile_denoise=True).step(obs(0)).actions
     np.testing.assert_allclose(compiled, eager, atol=1e-4, rtol=1e-4)
+
+
+def test_warmup_leaves_no_trace(parts):
+    engine = make(parts, decode_steps_per_frame=4, max_decode_steps=6, denoise_steps=2)
+    fresh = make(parts, decode_steps_per_frame=4, max_decode_steps=6, denoise_steps=2)
+    engine.warmup()
+    assert engine.frame == 0 and not engine.requests and not engine.has_unfinished()
+    assert engine.kv.usage().blocks_used == 0 and engine.kv.usage().peak_blocks == 0
+    a, b = engine.step(obs(0)), fresh.step(obs(0))
+    assert a.frame == b.frame == 0
+    np.testing.assert_array_equal(a.actions, b.actions)
+    assert [u.new_tokens for u in a.updates] == [u.new_tokens for u in b.updates]
+    with pytest.raises(RuntimeError, match="before the engine serves"):
+        engine.warmup()
