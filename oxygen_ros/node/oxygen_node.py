@@ -1,6 +1,7 @@
 """OxygenNode: the lifecycle node `oxygen` (thin: conversions + threads around Engine.step).
 
-Threads and callback groups (MultiThreadedExecutor):
+Threads and callback groups (main() spins a SingleThreadedExecutor, see main.py for why; the groups
+still keep the callbacks correct under a MultiThreadedExecutor):
 - input group (mutually exclusive): camera / joint-state / ~/instruction / ~/ask callbacks.
   They only convert + store (Pairer, Mailbox, queues); they never run the model.
 - worker thread (plain Python thread, started on activate): takes the newest complete
