@@ -11,7 +11,6 @@ Extension for E > 2 (not in LeRobot): action expert i >= 2 is ``gemma_expert_{i}
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
 

@@ -5,7 +5,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from oxygen_ros.engine.model import (LocalContext, NormStats, init_model, load_checkpoint,
+from oxygen_ros.engine.model import (LocalContext, NormStats, load_checkpoint,
                                      save_lerobot_checkpoint)
 from oxygen_ros.engine.model.checkpoint import PRE_STATE, POST_STATE
 from oxygen_ros.engine.tokenizer import build_tiny_tokenizer
