@@ -113,6 +113,10 @@ class Engine:
                         // ec.block_size) + 2
         return (ec.max_active_requests + 2) * per_request + 2 * Engine.frame_blocks(mc, ec)
 
+    def prefix_tokens(self, images: np.ndarray, prompt_ids: list[int]) -> int:
+        """Tokens of an observation prefix: each valid camera's patches, then the prompt."""
+        return images.shape[0] * self.model_config.vision.tokens_per_image + len(prompt_ids)
+
     # -- requests -------------------------------------------------------------------------------
     def ask(self, prompt: str, priority: int = 1, kind: RequestKind = RequestKind.QUESTION,
             max_new_tokens: int | None = None) -> int:
@@ -253,7 +257,7 @@ class Engine:
     def _prefill(self, images: np.ndarray, prompt_ids: list[int], timings: dict[str, float]
                  ) -> tuple[int, int]:
         t0 = time.perf_counter()
-        n_tokens = images.shape[0] * self.model_config.vision.tokens_per_image + len(prompt_ids)
+        n_tokens = self.prefix_tokens(images, prompt_ids)
         seq = next(self._ids)
         with self._lock:
             self.kv.create(seq)
@@ -386,7 +390,7 @@ class Engine:
         while self._parked and len(self.scheduler.running) < self.scheduler.max_active:
             req = self._parked[0]
             images, prompt_ids = self._source[req.id]
-            plen = images.shape[0] * self.model_config.vision.tokens_per_image + len(prompt_ids)
+            plen = self.prefix_tokens(images, prompt_ids)
             need = -(-plen // bs) + -(-(len(req.prompt_ids) + req.max_new_tokens) // bs) + 1
             if not self.kv.can_fit(need + self.scheduler.reserved_blocks):
                 return

@@ -33,7 +33,7 @@ def stage_costs(engine: Engine, batches: tuple[int, ...] = (1, 4, 16, 30), repea
     obs = SyntheticStream(mc, seed=0).frame(0)
     prompt = engine._action_prompt(obs)
     images = obs.valid_images()
-    n_prefix = images.shape[0] * mc.vision.tokens_per_image + len(prompt)
+    n_prefix = engine.prefix_tokens(images, prompt)
     kv, runner = engine.kv, engine.runner
     seq = 10_000_000
     kv.create(seq)

@@ -167,24 +167,31 @@ def test_tiny_frame_is_fast_on_one_core(parts):
     assert min(times) < 200.0, times
 
 
+def spy_admissions(engine: Engine, monkeypatch) -> list:
+    """Record the KVCacheBlocks of every request the scheduler admits, in order."""
+    admitted: list = []
+    real_schedule = engine.scheduler.schedule
+
+    def spy(frame, k):
+        out = real_schedule(frame, k)
+        admitted.extend(out.admitted_blocks)
+        return out
+
+    monkeypatch.setattr(engine.scheduler, "schedule", spy)
+    return admitted
+
+
 def test_identical_suffixes_in_one_frame_hit_the_prefix_cache(parts, monkeypatch):
     """Two people ask the same long question about the same observation: the second request's
     full suffix blocks are the first one's (refcounted), and both get the same answer."""
     engine = make(parts, decode_steps_per_frame=4, max_decode_steps=8, denoise_steps=1,
                   memory_every_n_frames=0)
     question = "Is the red cube inside the bowl now, or is it still on the table next to it?\n"
-    cached: list[int] = []
-    real_schedule = engine.scheduler.schedule
-
-    def spy(frame, k):
-        out = real_schedule(frame, k)
-        cached.extend(b.num_cached_tokens for b in out.admitted_blocks)
-        return out
-
-    monkeypatch.setattr(engine.scheduler, "schedule", spy)
+    admitted = spy_admissions(engine, monkeypatch)
     a, b = engine.ask(question), engine.ask(question)
     engine.step(obs(0))
-    assert cached[0] == 0 and cached[1] >= engine.config.block_size
+    assert admitted[0].num_cached_tokens == 0
+    assert admitted[1].num_cached_tokens >= engine.config.block_size
     engine.step(obs(1))
     ra, rb = engine.requests[a], engine.requests[b]
     assert ra.is_finished and rb.is_finished
@@ -192,7 +199,7 @@ def test_identical_suffixes_in_one_frame_hit_the_prefix_cache(parts, monkeypatch
     # the same question on a different observation must not hit
     engine.ask(question)
     engine.step(obs(2))
-    assert cached[2] == 0
+    assert admitted[2].num_cached_tokens == 0
 
 
 def test_fully_cached_suffix_is_recomputed_without_writing_the_shared_block(parts, monkeypatch):
@@ -202,7 +209,7 @@ def test_fully_cached_suffix_is_recomputed_without_writing_the_shared_block(part
                   memory_every_n_frames=0)
     o = obs(0)
     images = o.valid_images()
-    plen = images.shape[0] * MC.vision.tokens_per_image + len(engine._action_prompt(o))
+    plen = engine.prefix_tokens(images, engine._action_prompt(o))
     bs = engine.config.block_size
     words = "the red cube is next to the blue bowl on the table".split()
     question = next(q for q in (" ".join(words[:n]) + " ok" * extra + "?\n"
@@ -210,17 +217,7 @@ def test_fully_cached_suffix_is_recomputed_without_writing_the_shared_block(part
                     if (plen + len(engine.tokenizer.encode(q))) % bs == 0
                     and len(engine.tokenizer.encode(q)) >= bs)
     n_tokens = len(engine.tokenizer.encode(question))
-    cached: list[int] = []
-    tables: list[tuple[int, ...]] = []
-    real_schedule = engine.scheduler.schedule
-
-    def spy(frame, k):
-        out = real_schedule(frame, k)
-        cached.extend(b.num_cached_tokens for b in out.admitted_blocks)
-        tables.extend(b.block_ids for b in out.admitted_blocks)
-        return out
-
-    monkeypatch.setattr(engine.scheduler, "schedule", spy)
+    admitted = spy_admissions(engine, monkeypatch)
     written: list[list[int]] = []
     real_write = runner_mod._PoolWriter._write
 
@@ -232,8 +229,8 @@ def test_fully_cached_suffix_is_recomputed_without_writing_the_shared_block(part
     monkeypatch.setattr(runner_mod._PoolWriter, "_write", record)
     a, b = engine.ask(question), engine.ask(question)
     engine.step(o)
-    assert cached == [0, n_tokens]
-    table_b = tables[1]
+    assert [b.num_cached_tokens for b in admitted] == [0, n_tokens]
+    table_b = admitted[1].block_ids
     shared_slots = {blk * bs + i for blk in table_b[: (plen + n_tokens) // bs] for i in range(bs)}
     language_step0 = written[2]  # after the prefix prefill and the first denoise step
     assert engine.runner.sink_slot in language_step0
