@@ -40,9 +40,9 @@ FRAME_STATS_FIELDS = {
     "frame_ms": "float",
     "vision_prefill_ms": "float",
     "denoise_ms": "float",
-    "admit_ms": "float",
     "decode_ms": "float",
     "kv_ms": "float",
+    "sched_ms": "float",
     "batch_size": "uint32",
     "tokens_this_frame": "uint32",
     "waiting_requests": "uint32",
@@ -110,9 +110,9 @@ def test_frame_stats_message_fields():
     m = FrameStats(frame=9, mode="oxygen", k=2, n=4, s=1, frame_ms=21.5, kv_bytes_used=2**40)
     m.vision_prefill_ms = 5.0
     m.denoise_ms = 10.0
-    m.admit_ms = 1.0
     m.decode_ms = 4.0
     m.kv_ms = 0.5
+    m.sched_ms = 0.25
     m.batch_size = 3
     m.tokens_this_frame = 3
     m.waiting_requests = 1

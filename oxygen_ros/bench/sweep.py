@@ -16,6 +16,7 @@ import torch
 
 from ..engine.config import EngineConfig, ModelConfig
 from ..engine.engine import Engine, FrameOutput
+from ..engine.kv.recorder import KVCallRecorder
 from ..engine.metrics import RunSummary, predicted_frame_ms, summarize, warmup_frames
 from ..engine.request import RequestKind
 from ..engine.runner import SeqView
@@ -86,10 +87,9 @@ def _cuda(device: str) -> bool:
 
 def own_predicted_ms(s: RunSummary) -> float:
     """Frame latency from this run's own stage costs only (no KV manager, no Python glue):
-    all prefills (P, or (1 + r) P in isolated) + D + r A + decode steps x d(B). Equals
+    all prefills (P, or (1 + r) P in isolated) + D + decode steps x d(B). Equals
     metrics.predicted_frame_ms whenever no request stops early at EOS."""
     return (s.stage_ms["vision_prefill"] + s.stage_ms["denoise"]
-            + s.admit_ms_per_request * s.requests_per_frame
             + s.decode_steps_per_frame * s.decode_step_ms)
 
 
@@ -103,6 +103,9 @@ def run(ctx: Context, spec: RunSpec, on_frame: Callable[[], None] | None = None)
     outs: list[FrameOutput] = []
     rss: list[int] = []
     energy = None
+    # oxygen runs: record the KV manager's calls over the measured frames, to replay them back to
+    # back afterwards (its cost with hot caches beside its cost inside the frames)
+    recorder = KVCallRecorder(eng.kv) if spec.mode == "oxygen" else None
     for i in range(spec.total):
         if i == spec.warmup:
             if cuda:
@@ -110,12 +113,16 @@ def run(ctx: Context, spec: RunSpec, on_frame: Callable[[], None] | None = None)
                 torch.cuda.reset_peak_memory_stats()
             if ctx.power is not None:
                 ctx.power.start()
+            if recorder is not None:
+                recorder.start()
         for _ in range(arrivals[i]):
             eng.ask(PROMPT, priority=0, kind=RequestKind.MEMORY, max_new_tokens=spec.N)
         outs.append(eng.step(stream.frame(i)))
         rss.append(_rss())
         if on_frame:
             on_frame()
+    if recorder is not None:
+        recorder.stop()
     if cuda:
         torch.cuda.synchronize()
     if ctx.power is not None:
@@ -127,13 +134,16 @@ def run(ctx: Context, spec: RunSpec, on_frame: Callable[[], None] | None = None)
     r = summ.requests_per_frame
     p_each = summ.stage_ms["vision_prefill"] / ((1 + r) if spec.mode in ("isolated", "parallel") else 1)
     pred_metrics = predicted_frame_ms(spec.mode, p_each, summ.stage_ms["denoise"],
-                                      summ.admit_ms_per_request, summ.decode_step_ms,
-                                      summ.decode_steps_per_frame, r, spec.N)
+                                      summ.decode_step_ms, summ.decode_steps_per_frame, r, spec.N)
     tokens = sum(o.tokens_this_frame for o in measured)
     row: dict[str, Any] = {
         "preset": spec.preset, "group": spec.group, "mode": spec.mode, "k": spec.k, "N": spec.N,
         "S": spec.S, "warmup": spec.warmup, **d,
         "kv_ms": summ.stage_ms["kv"], "kv_share": summ.stage_ms["kv"] / summ.frame_ms_mean,
+        "sched_ms": summ.stage_ms["sched"], "sched_share": summ.stage_ms["sched"] / summ.frame_ms_mean,
+        # KVManager calls alone (stage 'kv' also holds the CoW copies and prefix-cache keys)
+        "kv_calls_ms": recorder.busy_s * 1e3 / len(measured) if recorder else None,
+        "kv_replayed_ms": recorder.replay_s() * 1e3 / len(measured) if recorder else None,
         "max_batch": max(o.batch_size for o in measured),
         "predicted_own_ms": own, "predicted_own_error": abs(summ.frame_ms_mean - own) / own,
         "predicted_metrics_ms": pred_metrics, "prefill_ms_each": p_each,

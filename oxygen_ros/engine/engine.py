@@ -26,7 +26,9 @@ from .runner import ModelRunner, SeqView
 from .scheduler import Scheduler
 from .tokenizer import Tokenizer, build_tiny_tokenizer
 
-STAGES = ("vision_prefill", "denoise", "admit", "decode", "kv", "detokenize")
+# kv: the KV manager's own calls (allocation, forks, frees, block tables, prefix hashing) and the
+# copy-on-write block copies; sched: scheduling policy and request bookkeeping around them.
+STAGES = ("vision_prefill", "denoise", "decode", "kv", "sched", "detokenize")
 
 
 @dataclass(frozen=True)
@@ -94,6 +96,7 @@ class Engine:
         self._req_ids = itertools.count(1)  # request ids: the same in every mode
         self._pending: list[Request] = []  # asked, attaches to the next frame's observation
         self._prefix_len: dict[int, int] = {}  # request id -> its frame's prefix token count
+        self._tables: dict[int, tuple[int, ...]] = {}  # running request id -> its block table
         # request id -> (images, prompt ids) of its source observation, kept while it is live so
         # a request parked under KV pressure can be re-prefilled from exactly what it saw
         self._source: dict[int, tuple[np.ndarray, list[int]]] = {}
@@ -180,6 +183,7 @@ class Engine:
         self._parked.clear()
         self._source.clear()
         self._prefix_len.clear()
+        self._tables.clear()
         self.kv.pool.reset_peak()
 
     def has_unfinished(self) -> bool:
@@ -193,6 +197,9 @@ class Engine:
         frame = self.frame
         self.frame += 1
         timings = dict.fromkeys(STAGES, 0.0)
+        # Bookkeeping is timed as "sched"; the KV manager's own share of it (its busy_s) is
+        # moved to "kv" when the frame ends.
+        kv_busy = self.kv.busy_s
         self._counts = {"decode_steps": 0, "admitted": 0}
         prompt_ids = self._action_prompt(obs)
         noise = self._noise(frame)
@@ -213,6 +220,9 @@ class Engine:
                 k = cfg.max_decode_steps if cfg.mode == "shared" else cfg.decode_steps_per_frame
                 updates, batch = self._advance(frame, k, timings)
         self._relieve_pressure(timings)
+        kv_busy = self.kv.busy_s - kv_busy
+        timings["kv"] += kv_busy
+        timings["sched"] -= kv_busy
         frame_ms = (time.perf_counter() - start) * 1e3
         return FrameOutput(
             frame=frame, stamp=obs.stamp, mode=cfg.mode, k=cfg.decode_steps_per_frame,
@@ -258,17 +268,19 @@ class Engine:
                  ) -> tuple[int, int]:
         t0 = time.perf_counter()
         n_tokens = self.prefix_tokens(images, prompt_ids)
+        keys = self._observation_keys(images, prompt_ids, n_tokens)
+        t1 = time.perf_counter()
         seq = next(self._ids)
         with self._lock:
             self.kv.create(seq)
-            blocks = self.kv.append(seq, self._observation_keys(images, prompt_ids, n_tokens),
-                                    cacheable=False)
+            blocks = self.kv.append(seq, keys, cacheable=False)
         if blocks is None:  # the scheduler keeps frame_blocks free, so this is a sizing bug
             raise RuntimeError("KV pool cannot hold this frame's prefix: raise num_blocks")
-        t1 = time.perf_counter()
+        t2 = time.perf_counter()
         self.runner.prefill_observation(images, prompt_ids, SeqView(blocks.block_ids, n_tokens))
-        timings["kv"] += t1 - t0
-        timings["vision_prefill"] += time.perf_counter() - t1
+        timings["kv"] += t1 - t0  # prefix-cache keys
+        timings["sched"] += t2 - t1
+        timings["vision_prefill"] += time.perf_counter() - t2
         return seq, n_tokens
 
     @staticmethod
@@ -290,14 +302,16 @@ class Engine:
             blocks = self.kv.append(seq, [], reserve=horizon, cacheable=False)
         if blocks is None:
             raise RuntimeError("KV pool cannot hold this frame's action scratch: raise num_blocks")
-        self.runner.copy_blocks(blocks.copies)
         t1 = time.perf_counter()
+        self.runner.copy_blocks(blocks.copies)
+        t2 = time.perf_counter()
         actions = self.runner.denoise(SeqView(blocks.block_ids, plen), plen, noise,
                                       self.config.denoise_steps)
-        t2 = time.perf_counter()
+        t3 = time.perf_counter()
         self._free(seq, timings)
-        timings["kv"] += t1 - t0
-        timings["denoise"] += t2 - t1
+        timings["sched"] += t1 - t0
+        timings["kv"] += t2 - t1
+        timings["denoise"] += t3 - t2
         return actions
 
     def _attach(self, req: Request, prefix_seq: int, plen: int, timings: dict[str, float]) -> None:
@@ -306,13 +320,13 @@ class Engine:
         self._prefix_len[req.id] = plen
         with self._lock:
             self.scheduler.add(req)
-        timings["kv"] += time.perf_counter() - t0
+        timings["sched"] += time.perf_counter() - t0
 
     def _free(self, seq: int, timings: dict[str, float]) -> None:
         t0 = time.perf_counter()
         with self._lock:
             self.kv.free(seq)
-        timings["kv"] += time.perf_counter() - t0
+        timings["sched"] += time.perf_counter() - t0
 
     def _advance(self, frame: int, k: int, timings: dict[str, float]) -> tuple[list[RequestUpdate], int]:
         """Admit what fits, then advance every running request by up to k tokens, batched; the
@@ -325,23 +339,29 @@ class Engine:
         for blocks in out.admitted_blocks:
             self.runner.copy_blocks(blocks.copies)
         t2 = time.perf_counter()
-        cached = {r.id: b.num_cached_tokens for r, b in zip(out.admitted, out.admitted_blocks)}
-        decode = list(out.decode)
+        cached: dict[int, int] = {}
+        for r, b in zip(out.admitted, out.admitted_blocks):
+            cached[r.id] = b.num_cached_tokens
+            # Every decode slot was reserved at admission, so the table is final: no per-frame
+            # lookups for running requests.
+            self._tables[r.id] = b.block_ids
+        decode = out.decode
         seqs, inputs, steps, read_only = [], [], [], []
+        tables, prefix_len = self._tables, self._prefix_len
         for r in decode:
-            table = self.kv.block_table(r.seq_id)
-            plen = self._prefix_len[r.id]
+            n_prompt = len(r.prompt_ids)
             if r.id in cached:  # newly admitted: its suffix (less any prefix-cache hit) first
-                skip = min(cached[r.id], len(r.prompt_ids) - 1)
-                seqs.append(SeqView(table, plen + skip))
+                skip = min(cached[r.id], n_prompt - 1)
+                seqs.append(SeqView(tables[r.id], prefix_len[r.id] + skip))
                 inputs.append(r.prompt_ids[skip:])
-                read_only.append(cached[r.id] >= len(r.prompt_ids))
+                read_only.append(cached[r.id] >= n_prompt)
                 steps.append(min(k, r.max_new_tokens))
             else:
-                seqs.append(SeqView(table, plen + len(r.prompt_ids) + len(r.output_ids) - 1))
-                inputs.append([r.output_ids[-1]])
+                n_out = len(r.output_ids)
+                seqs.append(SeqView(tables[r.id], prefix_len[r.id] + n_prompt + n_out - 1))
+                inputs.append(r.output_ids[-1:])
                 read_only.append(False)
-                steps.append(min(k, r.remaining))
+                steps.append(min(k, r.max_new_tokens - n_out))
         t3 = time.perf_counter()
         tokens: dict[int, list[int]] = {}
         margins: dict[int, list[float]] = {}
@@ -354,19 +374,22 @@ class Engine:
         self._counts["admitted"] += len(out.admitted)
         with self._lock:
             before = {r.id: len(r.output_ids) for r in decode}
-            self.scheduler.update(frame, tokens, margins, self.model_config.eos_token_id)
-        for r in decode:
-            if r.is_finished:
-                self._source.pop(r.id, None)
-                self._prefix_len.pop(r.id, None)
+            finished = self.scheduler.update(frame, tokens, margins, self.model_config.eos_token_id)
+        for r in finished:
+            self._forget(r.id)
         t5 = time.perf_counter()
         updates = [self._update(r, r.output_ids[before[r.id]:]) for r in decode]
         t6 = time.perf_counter()
-        timings["kv"] += (t1 - t0) + (t3 - t2) + (t5 - t4)
-        timings["admit"] += t2 - t1
+        timings["sched"] += (t1 - t0) + (t3 - t2) + (t5 - t4)
+        timings["kv"] += t2 - t1  # copy-on-write of the admitted requests' partial blocks
         timings["decode"] += t4 - t3
         timings["detokenize"] += t6 - t5
         return updates, len(decode)
+
+    def _forget(self, req_id: int) -> None:
+        self._source.pop(req_id, None)
+        self._prefix_len.pop(req_id, None)
+        self._tables.pop(req_id, None)
 
     def _relieve_pressure(self, timings: dict[str, float]) -> None:
         """Keep room for the next frame's action path. Waiting requests hold their source
@@ -383,7 +406,7 @@ class Engine:
                 self.scheduler.abort(req.id)
                 self._parked.append(req)
         self._parked.sort(key=lambda r: (-r.priority, r.id))
-        timings["kv"] += time.perf_counter() - t0
+        timings["sched"] += time.perf_counter() - t0
 
     def _unpark(self, timings: dict[str, float]) -> None:
         bs = self.config.block_size
@@ -392,7 +415,10 @@ class Engine:
             images, prompt_ids = self._source[req.id]
             plen = self.prefix_tokens(images, prompt_ids)
             need = -(-plen // bs) + -(-(len(req.prompt_ids) + req.max_new_tokens) // bs) + 1
-            if not self.kv.can_fit(need + self.scheduler.reserved_blocks):
+            t0 = time.perf_counter()
+            fits = self.kv.can_fit(need + self.scheduler.reserved_blocks)
+            timings["sched"] += time.perf_counter() - t0
+            if not fits:
                 return
             self._parked.pop(0)
             prefix_seq, plen = self._prefill(images, prompt_ids, timings)

@@ -23,7 +23,6 @@ class RunSummary:
     stage_ms: dict[str, float]  # mean per frame
     decode_steps_per_frame: float  # mean batched decode steps actually run
     decode_step_ms: float  # mean cost of one batched decode step in this run
-    admit_ms_per_request: float
     requests_per_frame: float
     kv_peak_bytes: int
     kv_peak_blocks: int
@@ -51,41 +50,37 @@ def summarize(outputs: Sequence[FrameOutput], decode_steps: Sequence[int],
         mean_batch=float(np.mean([o.batch_size for o in outputs])), stage_ms=stages,
         decode_steps_per_frame=steps / len(outputs),
         decode_step_ms=(stages["decode"] * len(outputs) / steps) if steps else 0.0,
-        admit_ms_per_request=(stages["admit"] * len(outputs) / n_adm) if n_adm else 0.0,
         requests_per_frame=n_adm / len(outputs),
         kv_peak_bytes=max(o.kv.peak_bytes for o in outputs),
         kv_peak_blocks=max(o.kv.peak_blocks for o in outputs),
     )
 
 
-def predicted_frame_ms(mode: str, prefill_ms: float, denoise_ms: float, admit_ms: float,
-                       decode_step_ms: float, decode_steps: float, requests_per_frame: float,
-                       n: int) -> float:
+def predicted_frame_ms(mode: str, prefill_ms: float, denoise_ms: float, decode_step_ms: float,
+                       decode_steps: float, requests_per_frame: float, n: int) -> float:
     """Frame latency the stage costs alone predict (no scheduler, KV or Python glue).
 
     A request's prompt suffix is processed in its first decode step, so a request of N tokens
     costs N decode steps.
-    isolated: P + D + r * (P + A + N * d1)   — each request prefills again, decodes alone
-    shared/oxygen: P + D + r * A + steps * d(B) — one prefill; batched decode steps
+    isolated: P + D + r * (P + N * d1)   — each request prefills again, decodes alone
+    shared/oxygen: P + D + steps * d(B)  — one prefill; batched decode steps
     """
     if mode in ("isolated", "parallel"):
-        return prefill_ms + denoise_ms + requests_per_frame * (prefill_ms + admit_ms
-                                                               + n * decode_step_ms)
-    return prefill_ms + denoise_ms + admit_ms * requests_per_frame + decode_steps * decode_step_ms
+        return prefill_ms + denoise_ms + requests_per_frame * (prefill_ms + n * decode_step_ms)
+    return prefill_ms + denoise_ms + decode_steps * decode_step_ms
 
 
 def ratio_check(run: RunSummary, iso: RunSummary, n: int) -> dict[str, float]:
     """Measured action-frequency ratio of `run` over isolated, beside the ratio predicted from
     the stage costs the same two runs measured: prefill P and denoise D (both runs), a batch-1
-    decode step d1 (isolated), a decode step at the run's mean batch d(B), admission A."""
+    decode step d1 (isolated), a decode step at the run's mean batch d(B)."""
     prefill = (run.stage_ms["vision_prefill"]
                + iso.stage_ms["vision_prefill"] / (1.0 + iso.requests_per_frame)) / 2
     denoise = (run.stage_ms["denoise"] + iso.stage_ms["denoise"]) / 2
-    t_iso = predicted_frame_ms("isolated", prefill, denoise, iso.admit_ms_per_request,
-                               iso.decode_step_ms, 0.0, iso.requests_per_frame, n)
-    t_run = predicted_frame_ms(run.mode, prefill, denoise, run.admit_ms_per_request,
-                               run.decode_step_ms, run.decode_steps_per_frame,
-                               run.requests_per_frame, n)
+    t_iso = predicted_frame_ms("isolated", prefill, denoise, iso.decode_step_ms, 0.0,
+                               iso.requests_per_frame, n)
+    t_run = predicted_frame_ms(run.mode, prefill, denoise, run.decode_step_ms,
+                               run.decode_steps_per_frame, run.requests_per_frame, n)
     measured = run.action_hz / iso.action_hz
     predicted = t_iso / t_run
     return {
@@ -97,8 +92,7 @@ def ratio_check(run: RunSummary, iso: RunSummary, n: int) -> dict[str, float]:
         "measured_frame_ms": run.frame_ms_mean,
         "measured_isolated_frame_ms": iso.frame_ms_mean,
         # the paper's fig. 6 oracle: every decode step as cheap as a batch-1 step
-        "oracle_frame_ms": prefill + denoise + run.admit_ms_per_request * run.requests_per_frame
-        + iso.decode_step_ms * run.decode_steps_per_frame,
+        "oracle_frame_ms": prefill + denoise + iso.decode_step_ms * run.decode_steps_per_frame,
     }
 
 

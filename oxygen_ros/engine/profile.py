@@ -1,5 +1,10 @@
 """Stage-cost micro-benchmarks on the engine's own runner: prefill, denoise, and one batched
-decode step at several batch sizes. `python -m oxygen_ros.engine.profile --preset balanced`."""
+decode step at several batch sizes. `python -m oxygen_ros.engine.profile --preset balanced`.
+
+`--kv`: the KV manager's cost inside real frames (oxygen mode, k=1, one request per frame, so
+the batch reaches N) beside the cost of replaying exactly the same calls from the same state
+back to back, i.e. with the interpreter's data hot in the CPU caches instead of evicted by the
+model's kernels between calls."""
 from __future__ import annotations
 
 import argparse
@@ -12,6 +17,7 @@ import torch
 
 from .config import EngineConfig, load_model_config
 from .engine import Engine
+from .kv.recorder import KVCallRecorder
 from .runner import SeqView
 from .synthetic import SyntheticStream
 
@@ -60,6 +66,21 @@ def stage_costs(engine: Engine, batches: tuple[int, ...] = (1, 4, 16, 30), repea
     return out
 
 
+def kv_replay(engine: Engine, frames: int = 20, repeats: int = 5) -> dict[str, float]:
+    """Run `frames` engine frames (one new request each) recording every KVManager call, then
+    replay the calls back to back. Microseconds per frame: in-frame (the manager's own timer)
+    and replayed (median of `repeats` replays from the same start state)."""
+    stream = SyntheticStream(engine.model_config, seed=engine.config.seed)
+    frame_ms = []
+    with KVCallRecorder(engine.kv) as rec:
+        for _ in range(frames):
+            engine.ask("what happened?", max_new_tokens=engine.config.max_decode_steps)
+            frame_ms.append(engine.step(stream.frame(engine.frame)).frame_ms)
+    return {"frames": float(frames), "calls_per_frame": len(rec.calls) / frames,
+            "frame_ms": statistics.mean(frame_ms), "in_frame_us": rec.busy_s / frames * 1e6,
+            "replayed_us": rec.replay_s(repeats) / frames * 1e6}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m oxygen_ros.engine.profile", description=__doc__)
     p.add_argument("--preset", default="tiny")
@@ -69,9 +90,29 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default="cpu")
     p.add_argument("--dtype", default="float32")
     p.add_argument("--repeats", type=int, default=7)
+    p.add_argument("--kv", action="store_true",
+                   help="KV manager cost in real frames vs the same calls replayed back to back")
+    p.add_argument("--N", type=int, default=30, help="--kv: tokens per request (= the batch)")
+    p.add_argument("--frames", type=int, default=20, help="--kv: measured frames")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     mc = load_model_config(args.preset, args.model_config)
+    if args.kv:
+        engine = Engine(mc, EngineConfig(mode="oxygen", decode_steps_per_frame=1,
+                                         max_decode_steps=args.N, denoise_steps=args.S,
+                                         max_active_requests=args.N + 2, device=args.device,
+                                         dtype=args.dtype))
+        engine.warmup()
+        stream = SyntheticStream(mc, seed=0)
+        for _ in range(args.N + 1):  # until the batch is full
+            engine.ask("what happened?", max_new_tokens=args.N)
+            engine.step(stream.frame(engine.frame))
+        r = kv_replay(engine, frames=args.frames, repeats=args.repeats)
+        r["in_frame_share"] = r["in_frame_us"] / 1e3 / r["frame_ms"]
+        r["replayed_share"] = r["replayed_us"] / 1e3 / r["frame_ms"]
+        r["in_frame_over_replayed"] = r["in_frame_us"] / r["replayed_us"]
+        print(json.dumps({k: round(v, 4) for k, v in r.items()}))
+        return 0
     engine = Engine(mc, EngineConfig(denoise_steps=args.S, max_active_requests=32,
                                      device=args.device, dtype=args.dtype))
     costs = stage_costs(engine, repeats=args.repeats)

@@ -103,10 +103,12 @@ class ModelRunner:
         # for its logits, whose K/V already sits in a shared (prefix-cached) block, writes
         # there instead of touching the shared block.
         self.sink_slot = num_blocks * block_size
-        shape = (num_blocks + 1, block_size, config.num_kv_heads, config.head_dim)
+        shape = (config.depth, 2, num_blocks + 1, block_size, config.num_kv_heads, config.head_dim)
         # Allocated once: every task and every frame shares this pool (gpt-fast setup_caches).
-        self.k_cache = [torch.zeros(shape, dtype=self.dtype, device=self.device) for _ in range(config.depth)]
-        self.v_cache = [torch.zeros(shape, dtype=self.dtype, device=self.device) for _ in range(config.depth)]
+        # One tensor, so a copy-on-write moves one block of every layer in a single op.
+        self.pool = torch.zeros(shape, dtype=self.dtype, device=self.device)
+        self.k_cache = [self.pool[layer, 0] for layer in range(config.depth)]  # contiguous views
+        self.v_cache = [self.pool[layer, 1] for layer in range(config.depth)]
 
     @property
     def bytes_per_block(self) -> int:
@@ -135,8 +137,7 @@ class ModelRunner:
     def copy_blocks(self, copies: Sequence[tuple[int, int, int]]) -> None:
         """Copy-on-write of a shared, partially filled block (once per forked sequence)."""
         for src, dst, n in copies:
-            for cache in (*self.k_cache, *self.v_cache):
-                cache[dst, :n].copy_(cache[src, :n])
+            self.pool[:, :, dst, :n] = self.pool[:, :, src, :n]
 
     # -- stages ---------------------------------------------------------------------------------
     @torch.inference_mode()

@@ -14,6 +14,7 @@ Policy (cross-frame continuous batching, OxyGen section "The method", point 2):
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from oxygen_ros.engine.kv.kv_manager import KVCacheBlocks, KVManager
@@ -125,30 +126,35 @@ class Scheduler:
                eos_token_id: int | None) -> list[Request]:
         """Record generated tokens (keyed by request id). Tokens beyond max_new_tokens or after an
         EOS are dropped; the EOS itself is kept. Returns the requests that finished, KV freed."""
-        unknown = [rid for rid in tokens if rid not in self._live
-                   or self._live[rid].status is not RequestStatus.RUNNING]
+        live = self._live
+        unknown = [rid for rid in tokens
+                   if rid not in live or live[rid].status is not RequestStatus.RUNNING]
         if unknown:
             raise ValueError(f"tokens for requests that are not running: {sorted(unknown)}")
         finished: list[Request] = []
-        for req in list(self._running):
+        still: list[Request] = []
+        for req in self._running:  # one pass per frame over the whole batch: keep it lean
             new = tokens.get(req.id)
             if new:
-                self._accept(req, frame, new, margins.get(req.id, []), eos_token_id)
-            if req.finish_reason is None and req.remaining == 0:
+                self._accept(req, frame, new, margins.get(req.id, ()), eos_token_id)
+            if req.finish_reason is None and len(req.output_ids) >= req.max_new_tokens:
                 req.finish_reason = "length"
-            if req.finish_reason is not None:
-                req.status = RequestStatus.FINISHED
-                req.finished_frame = frame
-                self._running.remove(req)
-                del self._live[req.id]
-                self.kv.free(req.seq_id)  # type: ignore[arg-type]
-                finished.append(req)
+            if req.finish_reason is None:
+                still.append(req)
+                continue
+            req.status = RequestStatus.FINISHED
+            req.finished_frame = frame
+            del live[req.id]
+            self.kv.free(req.seq_id)  # type: ignore[arg-type]
+            finished.append(req)
+        self._running = still
         return finished
 
     @staticmethod
-    def _accept(req: Request, frame: int, new: list[int], margins: list[float],
+    def _accept(req: Request, frame: int, new: list[int], margins: Sequence[float],
                 eos_token_id: int | None) -> None:
-        take = new[:req.remaining]
+        room = req.max_new_tokens - len(req.output_ids)  # running, so remaining() without checks
+        take = new if len(new) <= room else new[:room]
         if eos_token_id is not None and eos_token_id in take:
             take = take[:take.index(eos_token_id) + 1]
             req.finish_reason = "eos"

@@ -37,7 +37,10 @@ class HFTokenizer:
         return [self.bos_id, *ids] if add_bos else list(ids)
 
     def decode(self, ids: Sequence[int]) -> str:
-        return self.tok.decode(list(int(i) for i in ids), skip_special_tokens=True)
+        # Called for every streaming request every frame: skip the copy for a list of ints.
+        if not isinstance(ids, list) or (ids and type(ids[0]) is not int):
+            ids = [int(i) for i in ids]
+        return self.tok.decode(ids, skip_special_tokens=True)
 
     def save(self, path: str | Path) -> None:
         """Write tokenizer.json (``path`` may be the file or its folder)."""

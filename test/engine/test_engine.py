@@ -97,7 +97,7 @@ def test_frame_output_reports_stages_and_streams_text(parts):
     outs = [engine.step(obs(i)) for i in range(3)]
     assert outs[0].actions.shape == (MC.action_horizon, MC.action_dim)
     assert np.isfinite(outs[0].actions).all()
-    assert set(outs[0].timings_ms) == {"vision_prefill", "denoise", "admit", "decode", "kv", "detokenize"}
+    assert set(outs[0].timings_ms) == {"vision_prefill", "denoise", "decode", "kv", "sched", "detokenize"}
     answer = [u for o in outs for u in o.updates if u.id == rid]
     assert [u.num_tokens for u in answer] == [3, 6] and answer[-1].is_final
     assert answer[-1].frames_spanned == 2 and answer[-1].kind == "question"

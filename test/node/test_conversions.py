@@ -154,8 +154,8 @@ def test_text_memory_uses_source_stamp_and_kinds():
 def test_frame_stats_fields():
     out = FrameOutput(frame=3, stamp=1.0, mode="oxygen", k=4, n=12, s=10,
                       actions=np.zeros((10, 8), np.float32), updates=(update(),),
-                      timings_ms={"vision_prefill": 1.0, "denoise": 2.0, "admit": 0.5,
-                                  "decode": 3.0, "kv": 0.1},
+                      timings_ms={"vision_prefill": 1.0, "denoise": 2.0, "decode": 3.0,
+                                  "kv": 0.1, "sched": 0.5},
                       frame_ms=7.0, batch_size=3, tokens_this_frame=12, num_waiting=1,
                       num_running=3, kv=kv())
     stamp = Time(sec=5)
@@ -163,6 +163,7 @@ def test_frame_stats_fields():
     assert m.header.stamp == stamp and m.frame == 3 and m.mode == "oxygen"
     assert (m.k, m.n, m.s, m.batch_size, m.tokens_this_frame, m.waiting_requests) == (4, 12, 10, 3, 12, 1)
     assert m.denoise_ms == pytest.approx(2.0) and m.action_rate_hz == pytest.approx(9.5)
+    assert m.kv_ms == pytest.approx(0.1) and m.sched_ms == pytest.approx(0.5)
     assert (m.kv_blocks_used, m.kv_blocks_total, m.kv_bytes_used) == (5, 16, 5000)
 
 

@@ -306,7 +306,7 @@ def _command_window(client, seconds):
     frame_ms = np.mean([s.frame_ms for s in stats]) if stats else float("nan")
     if stats:
         print("stages", {f: round(float(np.mean([getattr(s, f) for s in stats])), 1) for f in
-                         ("vision_prefill_ms", "denoise_ms", "admit_ms", "decode_ms", "kv_ms")},
+                         ("vision_prefill_ms", "denoise_ms", "decode_ms", "kv_ms", "sched_ms")},
               "batch", np.mean([s.batch_size for s in stats]))
     # The rate the node published at, from its own stamps: the test client's executor may
     # receive in bursts, so counting arrivals per wall-clock window measures the client.

@@ -65,41 +65,51 @@ class BlockPool:
         """n fresh blocks with refcount 1, or None (nothing changes) if fewer are available."""
         if n < 0:
             raise ValueError(f"cannot allocate {n} blocks")
-        if n > self.num_available:
+        if n > len(self._free) + len(self._evictable):
             return None
         out: list[int] = []
+        free, ref = self._free, self._ref
         for _ in range(n):
-            if self._free:
-                b = heapq.heappop(self._free)
+            if free:
+                b = heapq.heappop(free)
             else:
                 b, _ = self._evictable.popitem(last=False)
                 self._drop_hash(b)
-            self._ref[b] = 1
+            ref[b] = 1
             out.append(b)
         self._num_used += n
-        self._peak_used = max(self._peak_used, self._num_used)
+        if self._num_used > self._peak_used:
+            self._peak_used = self._num_used
         return out
 
+    # incref/decref run for every block of every fork and free, every frame: the id check is
+    # inlined rather than a call per block.
     def incref(self, ids: Iterable[int]) -> None:
         """Share blocks; a cached-free block is revived (taken out of the eviction queue)."""
+        ref, n = self._ref, self.num_blocks
         for b in ids:
-            self._check_id(b)
-            if self._ref[b] == 0:
+            if not 0 <= b < n:
+                raise ValueError(f"block id {b} outside pool of {n}")
+            if ref[b] == 0:
                 if b not in self._evictable:
                     raise ValueError(f"incref of free block {b} (allocate it first)")
                 del self._evictable[b]
                 self._num_used += 1
-            self._ref[b] += 1
-        self._peak_used = max(self._peak_used, self._num_used)
+            ref[b] += 1
+        if self._num_used > self._peak_used:
+            self._peak_used = self._num_used
 
     def decref(self, ids: Iterable[int]) -> None:
         """Release blocks in the given order; the first released is the first evicted."""
+        ref, n = self._ref, self.num_blocks
         for b in ids:
-            self._check_id(b)
-            if self._ref[b] <= 0:
-                raise ValueError(f"decref of block {b} with refcount {self._ref[b]}")
-            self._ref[b] -= 1
-            if self._ref[b] == 0:
+            if not 0 <= b < n:
+                raise ValueError(f"block id {b} outside pool of {n}")
+            r = ref[b]
+            if r <= 0:
+                raise ValueError(f"decref of block {b} with refcount {r}")
+            ref[b] = r - 1
+            if r == 1:
                 self._num_used -= 1
                 if self._hash[b] is not None:
                     self._evictable[b] = None
