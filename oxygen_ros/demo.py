@@ -40,6 +40,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--dtype", default="float32")
     p.add_argument("--compile", action="store_true",
                    help="torch.compile the action expert's denoising step (first frame slower)")
+    p.add_argument("--linear-layout", default="standard", choices=("standard", "transposed"),
+                   help="decoder projections for F.linear (standard) or x @ w (transposed)")
     p.add_argument("--compare", default=None, choices=MODES,
                    help="also run this mode (e.g. isolated) and print measured vs predicted ratio")
     p.add_argument("--json", action="store_true", help="last stdout line: one JSON summary")
@@ -64,7 +66,7 @@ def build_engine(args: argparse.Namespace, mode: str, model: torch.nn.Module | N
                       denoise_steps=args.S, max_active_requests=args.max_active,
                       memory_every_n_frames=args.memory_every, memory_prompt=args.memory_prompt,
                       seed=args.seed, device=args.device, dtype=args.dtype,
-                      compile_denoise=args.compile)
+                      compile_denoise=args.compile, linear_layout=args.linear_layout)
     return Engine(mc, ec, model=model, tokenizer=tokenizer)
 
 

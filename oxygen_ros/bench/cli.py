@@ -85,6 +85,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--attention-backend", default="auto", choices=("auto", "cpp", "reference"))
     p.add_argument("--compile", action="store_true",
                    help="torch.compile the action expert's denoising step (all modes alike)")
+    p.add_argument("--linear-layout", default="standard", choices=("standard", "transposed"),
+                   help="decoder projections as nn.Linear [out, in] (standard) or [in, out] "
+                        "copies for x @ w (transposed; faster at batch 1 on some CPU BLAS builds)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=None, help="output folder (default benchmarks/results/<device>-<date>)")
     p.add_argument("--no-plots", action="store_true")
@@ -202,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
             model = init_model(mc, seed=a.seed, device=a.device, dtype=a.dtype)
             tok = build_tiny_tokenizer(min(mc.vocab_size, 2048))
             ctx = Context(mc, model, tok, a.device, a.dtype, a.seed, a.max_active,
-                          a.attention_backend, power, a.compile)
+                          a.attention_backend, power, a.compile, a.linear_layout)
             bar.set_postfix_str(f"{preset} decode micro-benchmark")
             micro[preset] = decode_micro(ctx)
             for spec in specs:
@@ -271,7 +274,8 @@ def memory_probes(a: argparse.Namespace) -> list[dict]:
         w = default_warmup(mode, k, n) if a.warmup is None else a.warmup
         spec = RunSpec(preset, mode, k, n, s, frames, w, arrivals=[1] * (w + frames), group="memory")
         row = probe_in_subprocess(spec, preset, a.model_config, a.threads, a.device, a.dtype,
-                                  a.seed, a.attention_backend, compile_denoise=a.compile)
+                                  a.seed, a.attention_backend, compile_denoise=a.compile,
+                                  linear_layout=a.linear_layout)
         out.append(row)
     return out
 

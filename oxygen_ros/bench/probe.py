@@ -22,7 +22,8 @@ def main() -> int:
     tok = build_tiny_tokenizer(min(mc.vocab_size, 2048))
     ctx = Context(mc, model, tok, p["device"], p["dtype"], p["seed"],
                   attention_backend=p["attention_backend"],
-                  compile_denoise=p.get("compile_denoise", False))
+                  compile_denoise=p.get("compile_denoise", False),
+                  linear_layout=p.get("linear_layout", "standard"))
     base = _rss()
     row, _ = run(ctx, RunSpec(**p["spec"]))
     row.pop("trace", None)

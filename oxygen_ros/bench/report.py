@@ -101,13 +101,37 @@ def build_targets(rows: list[dict], micro: dict, memory: list[dict], args) -> li
     fl = _find(rows, group="fluctuating")
     if fl:
         out.append(_fluct_target(fl))
-    # 7. where the method loses
+    # 7. the GPU targets (pi05 preset; gpu.sh runs it in bf16 on CUDA)
+    out.extend(gpu_targets(grid))
+    # 8. where the method loses
     losses = [r for r in grid if r["mode"] == "oxygen" and r.get("speedup", 2) < 1.0]
     n10k10 = [r for r in grid if r["mode"] == "oxygen" and r["N"] == 10 and r["k"] == 10 and "speedup" in r]
     det = "; ".join(f"{_label(r)} {r['speedup']:.2f}x" for r in losses) or "oxygen never slower than isolated"
     if n10k10:
         det += " | N=10 k=10: " + ", ".join(f"{r['preset']} S={r['S']} {r['speedup']:.2f}x" for r in n10k10)
     out.append(_t("where_the_method_loses", "info", det, losses=[_label(r) for r in losses]))
+    return out
+
+
+def gpu_targets(grid: list[dict]) -> list[dict]:
+    """>= 6x isolated at k=1 N=30 S=10, and >= 100 Hz actions with >= 400 tokens/s at once (any k)."""
+    ox = _find(grid, preset="pi05", mode="oxygen", k=1, N=30, S=10)
+    iso = _find(grid, preset="pi05", mode="isolated", N=30, S=10)
+    if not (ox and iso):
+        return [_t("pi05_6x_isolated", "skip", "pi05 k=1 N=30 S=10 not in this run (benchmarks/gpu.sh)"),
+                _t("pi05_100hz_with_400_tokens_per_s", "skip", "no pi05 oxygen run")]
+    ratio = ox["action_hz"] / iso["action_hz"]
+    out = [_t("pi05_6x_isolated", "pass" if ratio >= 6 else "fail",
+              f"pi05 k=1 N=30 S=10: oxygen {ox['action_hz']:.1f} Hz vs isolated {iso['action_hz']:.1f} Hz "
+              f"= {ratio:.2f}x (target >= 6x)", ratio=ratio)]
+    runs = sorted((r for r in grid if r["preset"] == "pi05" and r["mode"] == "oxygen"),
+                  key=lambda r: r["k"])
+    both = [r for r in runs if r["action_hz"] >= 100 and r["tokens_per_s"] >= 400]
+    det = "; ".join(f"k={r['k']} N={r['N']} S={r['S']}: {r['action_hz']:.1f} Hz, "
+                    f"{r['tokens_per_s']:.0f} tokens/s" for r in runs)
+    out.append(_t("pi05_100hz_with_400_tokens_per_s", "pass" if both else "fail",
+                  f"{det} (target: one setting with >= 100 Hz and >= 400 tokens/s)",
+                  settings=[_label(r) for r in both]))
     return out
 
 

@@ -207,6 +207,9 @@ class EngineConfig:
     dtype: str = "float32"
     attention_backend: str = "auto"  # auto | cpp | reference
     compile_denoise: bool = False  # torch.compile the action expert's step (slow first frame)
+    # standard: nn.Linear weights [out, in] (F.linear); transposed: [in, out] copies (x @ w),
+    # faster at one token on some CPU BLAS builds. Same layout in every mode of a process.
+    linear_layout: str = "standard"
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -239,6 +242,9 @@ class EngineConfig:
             raise ValueError(
                 f"attention_backend must be auto, cpp or reference, got {self.attention_backend!r}"
             )
+        if self.linear_layout not in ("standard", "transposed"):
+            raise ValueError(
+                f"linear_layout must be standard or transposed, got {self.linear_layout!r}")
         if not (self.device == "cpu" or self.device.startswith("cuda")):
             raise ValueError(f"device must be cpu or cuda[:N], got {self.device!r}")
 

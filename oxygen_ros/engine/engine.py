@@ -79,7 +79,7 @@ class Engine:
             model_config, seed=config.seed, device=config.device, dtype=config.dtype)
         self.model.eval()
         if hasattr(self.model, "fuse_projections"):
-            self.model.fuse_projections()
+            self.model.fuse_projections(config.linear_layout)
         self.tokenizer = tokenizer or build_tiny_tokenizer(min(model_config.vocab_size, 2048))
         if self.tokenizer.vocab_size > model_config.vocab_size:
             raise ValueError(f"tokenizer has {self.tokenizer.vocab_size} tokens, model vocab is "
@@ -146,7 +146,7 @@ class Engine:
         """k, N, S, mode, memory and instruction changes take effect on the next frame."""
         new = self.config.replace(**changes)
         fixed = ("block_size", "num_blocks", "device", "dtype", "seed", "attention_backend",
-                 "compile_denoise")
+                 "compile_denoise", "linear_layout")
         for name in fixed:
             if getattr(new, name) != getattr(self.config, name):
                 raise ValueError(f"{name} cannot change while the engine runs")

@@ -12,7 +12,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 ROW_FIELDS = {"preset", "group", "mode", "k", "N", "S", "action_hz", "tokens_per_s",
               "frame_ms_mean", "frame_ms_p50", "frame_ms_p99", "stage_ms", "mean_batch",
-              "kv_peak_bytes", "kv_ms", "kv_share", "rss_peak_bytes", "cuda_peak_bytes",
+              "kv_peak_bytes", "kv_ms", "kv_share", "sched_ms", "sched_share", "kv_calls_ms",
+              "kv_replayed_ms", "rss_peak_bytes", "cuda_peak_bytes",
               "energy_j_per_request", "predicted_own_ms", "predicted_own_error"}
 
 
@@ -44,9 +45,13 @@ def test_results_json(quick):
     assert {r["mode"] for r in grid} == {"isolated", "parallel", "shared", "oxygen"}
     for r in grid:
         assert ROW_FIELDS <= set(r), ROW_FIELDS - set(r)
-        assert set(r["stage_ms"]) >= {"vision_prefill", "denoise", "decode", "kv"}
+        assert set(r["stage_ms"]) >= {"vision_prefill", "denoise", "decode", "kv", "sched"}
         assert r["action_hz"] > 0 and r["frame_ms_p99"] >= r["frame_ms_p50"] > 0
-        assert r["kv_peak_bytes"] > 0
+        assert r["kv_peak_bytes"] > 0 and r["kv_ms"] > 0 and r["sched_ms"] > 0
+        if r["mode"] == "oxygen":  # its KV calls were recorded and replayed
+            assert 0 < r["kv_replayed_ms"] and 0 < r["kv_calls_ms"] <= r["kv_ms"] * 1.5
+        else:
+            assert r["kv_replayed_ms"] is None
     ox = [r for r in grid if r["mode"] == "oxygen"]
     assert all("speedup" in r and "oracle_speedup" in r for r in ox)
     assert all(r["k"] is None for r in grid if r["mode"] != "oxygen")
@@ -73,3 +78,41 @@ def test_report_and_plots(quick):
     for name in pngs:
         assert (out / name).read_bytes()[:4] == b"\x89PNG"
         assert f"({name})" in md
+
+
+def _row(mode: str, k, hz: float, tps: float) -> dict:
+    return {"preset": "pi05", "group": "grid", "mode": mode, "k": k, "N": 30, "S": 10,
+            "action_hz": hz, "tokens_per_s": tps}
+
+
+def test_pi05_targets_from_rows():
+    from oxygen_ros.bench.report import gpu_targets
+
+    def targets(rows):
+        return {t["name"]: t for t in gpu_targets(rows)}
+
+    t = targets([_row("isolated", None, 20.0, 600.0), _row("oxygen", 1, 130.0, 3900.0),
+                 _row("oxygen", 10, 60.0, 1800.0)])
+    assert t["pi05_6x_isolated"]["status"] == "pass"  # 130 / 20 = 6.5x
+    assert t["pi05_100hz_with_400_tokens_per_s"]["status"] == "pass"
+    assert t["pi05_100hz_with_400_tokens_per_s"]["values"]["settings"] == ["pi05 oxygen k=1 N=30 S=10"]
+    t = targets([_row("isolated", None, 20.0, 600.0), _row("oxygen", 1, 110.0, 300.0)])
+    assert t["pi05_6x_isolated"]["status"] == "fail"  # 5.5x
+    assert t["pi05_100hz_with_400_tokens_per_s"]["status"] == "fail"  # tokens/s too low
+    assert targets([])["pi05_6x_isolated"]["status"] == "skip"
+
+
+def test_gpu_script_dry_run(tmp_path):
+    """benchmarks/gpu.sh end to end on this CPU (tiny preset, the CUDA path's attention backend,
+    the psutil stand-in, no plots): its flags, fall-backs and report work before device time
+    is spent on it."""
+    env = dict(os.environ, GPU_SH_DRY_RUN="1", OUT=str(tmp_path))
+    proc = subprocess.run(["bash", str(REPO / "benchmarks" / "gpu.sh")], capture_output=True,
+                          text=True, env=env, cwd=REPO, timeout=400)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    [out] = list(tmp_path.glob("cuda-dry-run-*"))
+    summary = json.loads(proc.stdout.strip().splitlines()[-2])  # the last line is "gpu.sh: done"
+    assert summary["runs"] == 12 and summary["targets"]["pi05_6x_isolated"] == "skip"
+    res = json.loads((out / "results.json").read_text())
+    assert res["args"]["attention_backend"] == "reference" and res["args"]["no_plots"]
+    assert (out / "report.md").is_file() and (out / "log.txt").is_file()

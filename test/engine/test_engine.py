@@ -58,13 +58,16 @@ def test_bad_requests_and_knobs(parts):
         engine.ask("hello?", max_new_tokens=0)
     for field, value, match in [("decode_steps_per_frame", 0, r"\(k\)"),
                                 ("max_decode_steps", 0, r"\(N\)"),
-                                ("denoise_steps", 0, r"\(S\)"), ("mode", "turbo", "mode must be")]:
+                                ("denoise_steps", 0, r"\(S\)"), ("mode", "turbo", "mode must be"),
+                                ("linear_layout", "columns", "linear_layout must be")]:
         with pytest.raises(ValueError, match=match):
             engine.update_config(**{field: value})
         with pytest.raises(ValueError, match=match):
             EngineConfig(**{field: value})
     with pytest.raises(ValueError, match="block_size cannot change"):
         engine.update_config(block_size=32)
+    with pytest.raises(ValueError, match="linear_layout cannot change"):
+        engine.update_config(linear_layout="transposed")
 
 
 def test_long_instruction_is_rejected_not_truncated(parts):

@@ -22,6 +22,9 @@ from .layers import AdaRMSNorm, GemmaMLP, RMSNorm, apply_rope, rope_cos_sin, sin
 from .vision import VisionEncoder
 
 
+LINEAR_LAYOUTS = ("standard", "transposed")
+
+
 class AttentionContext(Protocol):
     def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor: ...
 
@@ -45,25 +48,46 @@ class DecoderLayer(nn.Module):
         self.mlp = GemmaMLP(width, mlp_dim)
         # Fused copies for inference (fuse_projections): one matmul for q/k/v and one for
         # gate/up instead of five; plain attributes, so checkpoints keep the original names.
+        # Layout "transposed" stores them (and o/down) as [in, out] for `x @ w`: on some CPU
+        # BLAS builds F.linear's [out, in] path at one token is several times slower.
         self.qkv_weight: torch.Tensor | None = None
         self.gate_up_weight: torch.Tensor | None = None
+        self.o_weight_t: torch.Tensor | None = None
+        self.down_weight_t: torch.Tensor | None = None
 
-    def fuse(self) -> None:
+    def fuse(self, layout: str = "standard") -> None:
+        if layout not in LINEAR_LAYOUTS:
+            raise ValueError(f"linear layout must be one of {LINEAR_LAYOUTS}, got {layout!r}")
         with torch.no_grad():
-            self.qkv_weight = torch.cat([self.q_proj.weight, self.k_proj.weight, self.v_proj.weight])
-            self.gate_up_weight = torch.cat([self.mlp.gate_proj.weight, self.mlp.up_proj.weight])
+            qkv = torch.cat([self.q_proj.weight, self.k_proj.weight, self.v_proj.weight])
+            gate_up = torch.cat([self.mlp.gate_proj.weight, self.mlp.up_proj.weight])
+            if layout == "transposed":
+                self.qkv_weight, self.gate_up_weight = qkv.t().contiguous(), gate_up.t().contiguous()
+                self.o_weight_t = self.o_proj.weight.t().contiguous()
+                self.down_weight_t = self.mlp.down_proj.weight.t().contiguous()
+            else:
+                self.qkv_weight, self.gate_up_weight = qkv, gate_up
+                self.o_weight_t = self.down_weight_t = None
 
     def qkv(self, x: torch.Tensor, config: ModelConfig) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         t, h, kv, d = x.shape[0], config.num_heads, config.num_kv_heads, config.head_dim
         if self.qkv_weight is None:
             return (self.q_proj(x).view(t, h, d), self.k_proj(x).view(t, kv, d),
                     self.v_proj(x).view(t, kv, d))
-        q, k, v = torch.nn.functional.linear(x, self.qkv_weight).split([h * d, kv * d, kv * d], dim=-1)
+        fused = x @ self.qkv_weight if self.o_weight_t is not None else \
+            torch.nn.functional.linear(x, self.qkv_weight)
+        q, k, v = fused.split([h * d, kv * d, kv * d], dim=-1)
         return q.view(t, h, d), k.view(t, kv, d), v.view(t, kv, d)
+
+    def out_proj(self, x: torch.Tensor) -> torch.Tensor:
+        return x @ self.o_weight_t if self.o_weight_t is not None else self.o_proj(x)
 
     def mlp_forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.gate_up_weight is None:
             return self.mlp(x)
+        if self.down_weight_t is not None:
+            gate, up = (x @ self.gate_up_weight).chunk(2, dim=-1)
+            return (torch.nn.functional.gelu(gate, approximate="tanh") * up) @ self.down_weight_t
         gate, up = torch.nn.functional.linear(x, self.gate_up_weight).chunk(2, dim=-1)
         return self.mlp.down_proj(torch.nn.functional.gelu(gate, approximate="tanh") * up)
 
@@ -156,11 +180,12 @@ class MoTModel(nn.Module):
 
     time_embedding = time_cond  # name used in docs/architecture.md
 
-    def fuse_projections(self) -> "MoTModel":
-        """Inference-time fused q/k/v and gate/up weights; call again after loading weights."""
+    def fuse_projections(self, layout: str = "standard") -> "MoTModel":
+        """Inference-time fused q/k/v and gate/up weights; call again after loading weights.
+        layout "transposed": the decoder's projections as [in, out] copies (`x @ w`)."""
         for expert in self.experts:
             for layer in expert.layers:
-                layer.fuse()
+                layer.fuse(layout)
         return self
 
     # ---- the transformer ------------------------------------------------------------------
@@ -190,7 +215,7 @@ class MoTModel(nn.Module):
             q, k, v = layer.qkv(normed, cfg)
             q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
             att = ctx.attend(i, q, k, v)
-            h = _residual(h, layer.o_proj(att.reshape(t, -1).to(h.dtype)), gate)
+            h = _residual(h, layer.out_proj(att.reshape(t, -1).to(h.dtype)), gate)
             normed, gate = layer.post_norm(h, adarms_cond)
             h = _residual(h, layer.mlp_forward(normed), gate)
         out, _ = ex.norm(h, adarms_cond)  # the final norm's gate is unused

@@ -106,6 +106,23 @@ def test_two_phase_matches_joint_float64_reference(tiny_model, gen):
     assert vel.abs().max() > 0.05  # not a degenerate all-zero output
 
 
+@pytest.mark.parametrize("layout", ["standard", "transposed"])
+def test_fused_layouts_match_the_float64_reference(tiny_cfg, gen, layout):
+    """The engine's fused projections, [out, in] for F.linear or [in, out] for x @ w, compute the
+    same model as the plain modules (the reference reads the original weights)."""
+    model = init_model(tiny_cfg, seed=0).fuse_projections(layout)
+    assert (model.experts[0].layers[0].o_weight_t is not None) == (layout == "transposed")
+    pre_h = _prefix(model, gen)
+    valid = torch.ones(pre_h.shape[0], dtype=torch.bool)
+    x = torch.randn(tiny_cfg.action_horizon, tiny_cfg.action_dim, generator=gen)
+    pre_out, vel, _ = _two_phase(model, pre_h, valid, x, 0.3)
+    ref_pre, ref_vel = _joint_reference(model, pre_h, valid, x, 0.3)
+    torch.testing.assert_close(pre_out.double(), ref_pre, atol=2e-4, rtol=1e-4)
+    torch.testing.assert_close(vel.double(), ref_vel, atol=2e-4, rtol=1e-4)
+    with pytest.raises(ValueError, match="linear layout"):
+        model.fuse_projections("columns")
+
+
 def test_action_tokens_never_change_prefix(tiny_model, gen):
     cfg = tiny_model.config
     pre_h = _prefix(tiny_model, gen)
