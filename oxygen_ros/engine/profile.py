@@ -1,6 +1,9 @@
 """Stage-cost micro-benchmarks on the engine's own runner: prefill, denoise, and one batched
 decode step at several batch sizes. `python -m oxygen_ros.engine.profile --preset balanced`.
 
+`--linear`: the widest projection as F.linear ([out, in] weight) and as x @ w ([in, out] copy),
+at 1 and 30 tokens (EngineConfig.linear_layout).
+
 `--kv`: the KV manager's cost inside real frames (oxygen mode, k=1, one request per frame, so
 the batch reaches N) beside the cost of replaying exactly the same calls from the same state
 back to back, i.e. with the interpreter's data hot in the CPU caches instead of evicted by the
@@ -81,6 +84,22 @@ def kv_replay(engine: Engine, frames: int = 20, repeats: int = 5) -> dict[str, f
             "replayed_us": rec.replay_s(repeats) / frames * 1e6}
 
 
+def linear_layouts(width: int, out: int, tokens: tuple[int, ...] = (1, 30), repeats: int = 20,
+                   dtype: torch.dtype = torch.float32) -> dict[str, float]:
+    """Median ms of one projection [tokens, width] -> [tokens, out] as F.linear with an
+    [out, in] weight (nn.Linear, layout "standard") and as x @ w with an [in, out] copy
+    ("transposed"), for each token count."""
+    gen = torch.Generator().manual_seed(0)
+    w = torch.randn(out, width, generator=gen, dtype=dtype)
+    w_t = w.t().contiguous()
+    res: dict[str, float] = {}
+    for m in tokens:
+        x = torch.randn(m, width, generator=gen, dtype=dtype)
+        res[f"standard_m{m}_ms"] = _median_ms(lambda: torch.nn.functional.linear(x, w), repeats)
+        res[f"transposed_m{m}_ms"] = _median_ms(lambda: x @ w_t, repeats)
+    return res
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m oxygen_ros.engine.profile", description=__doc__)
     p.add_argument("--preset", default="tiny")
@@ -94,9 +113,18 @@ def main(argv: list[str] | None = None) -> int:
                    help="KV manager cost in real frames vs the same calls replayed back to back")
     p.add_argument("--N", type=int, default=30, help="--kv: tokens per request (= the batch)")
     p.add_argument("--frames", type=int, default=20, help="--kv: measured frames")
+    p.add_argument("--linear", action="store_true",
+                   help="the VLM's widest projection (fused gate/up) in both linear layouts")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     mc = load_model_config(args.preset, args.model_config)
+    if args.linear:
+        r = linear_layouts(mc.vlm.width, 2 * mc.vlm.mlp_dim, repeats=max(args.repeats, 20))
+        for m in (1, 30):
+            r[f"standard_over_transposed_m{m}"] = r[f"standard_m{m}_ms"] / r[f"transposed_m{m}_ms"]
+        print(json.dumps({"width": mc.vlm.width, "out": 2 * mc.vlm.mlp_dim,
+                          **{k: round(v, 4) for k, v in r.items()}}))
+        return 0
     if args.kv:
         engine = Engine(mc, EngineConfig(mode="oxygen", decode_steps_per_frame=1,
                                          max_decode_steps=args.N, denoise_steps=args.S,
