@@ -78,6 +78,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="per-mode peak RSS from fresh subprocesses (auto: on for cpu)")
     p.add_argument("--memory-setting", type=_ints, default=[20, 10], metavar="N,S")
     p.add_argument("--max-active", type=int, default=32)
+    p.add_argument("--profile", choices=("on", "off"), default="on",
+                   help="one extra frame per preset and mode (largest N, S; smallest k) under "
+                        "torch.profiler -> profile_<preset>_<mode>.txt")
     p.add_argument("--quick", action="store_true", help="small grid for CI smoke tests")
     p.add_argument("--threads", type=int, default=2, help="torch CPU threads")
     p.add_argument("--device", default="cpu")
@@ -139,8 +142,12 @@ def plan(a: argparse.Namespace) -> dict[str, list[RunSpec]]:
                 for mode in a.modes:
                     for k in (a.k if mode == "oxygen" else [a.k[0]]):
                         w = a.warmup if a.warmup is not None else default_warmup(mode, k, n)
+                        # one frame profile per preset and mode, at the biggest N, S and the
+                        # smallest k (the largest batch)
+                        prof = (a.profile == "on" and n == max(ns) and s == max(ss)
+                                and k == (min(a.k) if mode == "oxygen" else a.k[0]))
                         specs.append(RunSpec(preset, mode, k, n, s, frames, w,
-                                             arrivals=[1] * (w + frames)))
+                                             arrivals=[1] * (w + frames), profile=prof))
         if preset == a.grid_presets[0]:
             k, n, s = a.pattern_setting
             # one warm-up length for every mode, so all modes see the same arrivals frame by frame
@@ -224,6 +231,22 @@ def main(argv: list[str] | None = None) -> int:
     return finish(a, env, rows, micro, memory, t_start)
 
 
+def write_profiles(rows: list[dict], out: Path) -> None:
+    """profile_<preset>_<mode>.txt for every row that carries a frame profile."""
+    for r in rows:
+        p = r.get("profile")
+        if not p or "table" not in p:
+            continue
+        k = "" if r["k"] is None else f" k={r['k']}"
+        head = (f"# one {r['mode']} frame{k} N={r['N']} S={r['S']} ({r['preset']}) under torch.profiler, "
+                f"after the measured frames\n# wall {p['wall_ms']:.2f} ms with the profiler's overhead "
+                f"(measured mean without it: {r['frame_ms_mean']:.2f} ms); CPU self {p['cpu_self_ms']:.2f} ms; "
+                f"aten ops {p['ops']}")
+        if p.get("device_self_ms") is not None:
+            head += f"; device self {p['device_self_ms']:.2f} ms; kernel launches {p['kernel_launches']}"
+        (out / f"profile_{r['preset']}_{r['mode']}.txt").write_text(head + "\n\n" + p["table"] + "\n")
+
+
 def finish(a: argparse.Namespace, env: dict, rows: list[dict], micro: dict, memory: list[dict],
            t_start: float, args_json: dict | None = None) -> int:
     from .report import build_targets, write_report  # matplotlib import only when needed
@@ -232,6 +255,7 @@ def finish(a: argparse.Namespace, env: dict, rows: list[dict], micro: dict, memo
     results = {"env": env, "args": args_json, "rows": rows, "decode_micro": micro,
                "memory_probes": memory, "targets": []}
     a.out.mkdir(parents=True, exist_ok=True)
+    write_profiles(rows, a.out)
     (a.out / "results.json").write_text(json.dumps(results, indent=1))  # raw rows first
     results["targets"] = targets = build_targets(rows, micro, memory, a)
     (a.out / "results.json").write_text(json.dumps(results, indent=1))

@@ -357,6 +357,22 @@ def write_report(results: dict, plots: list[str], out: Path) -> None:
     loss = next((t for t in targets if t["name"] == "where_the_method_loses"), None)
     if loss:
         md.append(f"\n## Where the method loses\n{loss['detail']}\n")
+    profiled = [r for r in rows if r.get("profile")]
+    if profiled:
+        md.append("\n## Frame profiles (torch.profiler)\n")
+        md.append("One extra frame per preset and mode, after that run's measured frames (so the "
+                  "profiler's overhead is in no other number); the op tables are in the files.\n\n")
+        md.append(_table(
+            ["preset", "mode", "k", "N", "S", "wall ms (profiled)", "frame ms (measured)",
+             "CPU self ms", "device self ms", "kernel launches", "aten ops", "file"],
+            [[r["preset"], r["mode"], r["k"] or "-", r["N"], r["S"]]
+             + ([r["profile"]["error"]] + [""] * 6 if "error" in r["profile"] else
+                [_f(r["profile"]["wall_ms"], 2), _f(r["frame_ms_mean"], 2),
+                 _f(r["profile"]["cpu_self_ms"], 2), _f(r["profile"]["device_self_ms"], 2),
+                 r["profile"]["kernel_launches"] if r["profile"]["kernel_launches"] is not None else "-",
+                 r["profile"]["ops"],
+                 f"[profile_{r['preset']}_{r['mode']}.txt](profile_{r['preset']}_{r['mode']}.txt)"])
+             for r in profiled]))
     if plots:
         md.append("\n## Plots\n")
         md += [f"\n![{p}]({p})\n" for p in plots]

@@ -21,6 +21,7 @@ from ..engine.metrics import RunSummary, predicted_frame_ms, summarize, warmup_f
 from ..engine.request import RequestKind
 from ..engine.runner import SeqView
 from ..engine.synthetic import SyntheticStream
+from .frame_profile import profile_frame
 from .power import PowerMeter
 
 PROMPT = "Memory: what happened?\n"
@@ -38,6 +39,7 @@ class RunSpec:
     arrivals: list[int] = field(default_factory=list)  # requests asked before each frame
     group: str = "grid"  # grid | pattern:<name> | fluctuating
     keep_trace: bool = False
+    profile: bool = False  # one extra frame under torch.profiler after the measured ones
 
     @property
     def total(self) -> int:
@@ -154,6 +156,7 @@ def run(ctx: Context, spec: RunSpec, on_frame: Callable[[], None] | None = None)
         "energy_j": energy,
         "energy_j_per_request": (energy / (tokens / spec.N)) if energy is not None and tokens else None,
         "requests_asked": sum(arrivals[spec.warmup:spec.total]),
+        "profile": None,
     }
     if spec.keep_trace:
         row["trace"] = {
@@ -163,6 +166,10 @@ def run(ctx: Context, spec: RunSpec, on_frame: Callable[[], None] | None = None)
             "tokens": [o.tokens_this_frame for o in outs], "running": [o.num_running for o in outs],
             "waiting": [o.num_waiting for o in outs],
         }
+    if spec.profile:  # after everything is read: the profiler's overhead is in no number above
+        eng.ask(PROMPT, priority=0, kind=RequestKind.MEMORY, max_new_tokens=spec.N)
+        frame = stream.frame(spec.total)
+        row["profile"] = profile_frame(lambda: eng.step(frame), cuda)
     del eng, outs
     gc.collect()
     return row, summ

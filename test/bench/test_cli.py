@@ -72,6 +72,10 @@ def test_report_and_plots(quick):
     for heading in ("## Targets", "latency breakdown", "Cross-setting speedups", "KV-manager overhead",
                     "Memory and energy", "Arrival patterns", "Fluctuating workload"):
         assert heading in md
+    assert "## Frame profiles" in md
+    for mode in ("isolated", "parallel", "shared", "oxygen"):  # one per mode, linked
+        assert (out / f"profile_tiny_{mode}.txt").read_text().startswith(f"# one {mode} frame")
+        assert f"(profile_tiny_{mode}.txt)" in md
     pngs = {p.name for p in out.glob("*.png")}
     assert {"pareto_tiny.png", "heatmap_S_k_tiny.png", "heatmap_S_N_tiny.png",
             "arrival_patterns.png", "fluctuating.png"} <= pngs
@@ -116,3 +120,19 @@ def test_gpu_script_dry_run(tmp_path):
     res = json.loads((out / "results.json").read_text())
     assert res["args"]["attention_backend"] == "reference" and res["args"]["no_plots"]
     assert (out / "report.md").is_file() and (out / "log.txt").is_file()
+
+
+def test_frame_profile_reports_ops_and_keeps_engine_errors():
+    import torch
+
+    from oxygen_ros.bench.frame_profile import profile_frame
+
+    w = torch.randn(64, 64)
+    p = profile_frame(lambda: [torch.relu(w @ w) for _ in range(3)], cuda=False)
+    assert p["wall_ms"] > 0 and p["ops"] >= 6 and "aten::mm" in p["table"]
+    assert p["device_self_ms"] is None and p["kernel_launches"] is None
+
+    def broken():
+        raise RuntimeError("engine bug")
+    with pytest.raises(RuntimeError, match="engine bug"):  # not swallowed as a profiler error
+        profile_frame(broken, cuda=False)
