@@ -6,11 +6,9 @@ import json
 import resource
 import subprocess
 import sys
-import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
-import numpy as np
 import psutil
 import torch
 
@@ -18,6 +16,7 @@ from ..engine.config import EngineConfig, ModelConfig
 from ..engine.engine import Engine, FrameOutput
 from ..engine.kv.recorder import KVCallRecorder
 from ..engine.metrics import RunSummary, predicted_frame_ms, summarize, warmup_frames
+from ..engine.profile import decode_step_ms
 from ..engine.request import RequestKind
 from ..engine.runner import SeqView
 from ..engine.synthetic import SyntheticStream
@@ -178,37 +177,17 @@ def run(ctx: Context, spec: RunSpec, on_frame: Callable[[], None] | None = None)
 def decode_micro(ctx: Context, batches=(1, 4, 8, 16, 30), steps: int = 8, repeats: int = 5,
                  budget_s: float = 5.0, max_repeats: int = 25) -> dict:
     """ModelRunner.decode at several batch sizes on a realistic context (the frame prefix plus a
-    prompt), each sequence on its own blocks. Returns ms per batched decode step by batch size.
-    Rounds are interleaved (every batch size once per round) and repeated at least `repeats`
-    times, more while `budget_s` lasts: a passing disturbance on this shared machine then hits
-    all batch sizes alike instead of skewing one of the ratios; the median per size is kept."""
+    prompt), each sequence on its own blocks. Returns ms per batched decode step by batch size
+    (engine.profile.decode_step_ms: interleaved rounds, median per size)."""
     eng = ctx.engine("oxygen", 1, 30, 10)
     runner, bs = eng.runner, eng.config.block_size
     ctx_len = ctx.model_config.max_prefix_tokens + 8
     nb = -(-(ctx_len + steps) // bs)
     bmax = min(max(batches), runner.num_blocks // nb)
     seqs = [SeqView(list(range(i * nb, (i + 1) * nb)), ctx_len) for i in range(bmax)]
-    cuda = _cuda(ctx.device)
-    sizes = sorted({min(b, bmax) for b in batches})
-
-    def step_ms(b: int) -> float:
-        if cuda:
-            torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        runner.generate(seqs[:b], [[5]] * b, [steps] * b)
-        if cuda:
-            torch.cuda.synchronize()
-        return (time.perf_counter() - t0) * 1e3 / steps
-
-    for b in sizes:  # warm every shape first
-        step_ms(b)
-    times: dict[int, list[float]] = {b: [] for b in sizes}
-    start, rounds = time.perf_counter(), 0
-    while rounds < repeats or (rounds < max_repeats and time.perf_counter() - start < budget_s):
-        for b in sizes:
-            times[b].append(step_ms(b))
-        rounds += 1
-    out = {str(b): float(np.median(t)) for b, t in times.items()}
+    medians, rounds = decode_step_ms(runner, seqs, [min(b, bmax) for b in batches], steps=steps,
+                                     repeats=repeats, budget_s=budget_s, max_repeats=max_repeats)
+    out = {str(b): float(ms) for b, ms in medians.items()}
     del eng
     gc.collect()
     return {"context_tokens": ctx_len, "steps": steps, "rounds": rounds, "ms_per_step": out,

@@ -15,13 +15,14 @@ import json
 import statistics
 import sys
 import time
+from collections.abc import Sequence
 
 import torch
 
 from .config import EngineConfig, load_model_config
 from .engine import Engine
 from .kv.recorder import KVCallRecorder
-from .runner import SeqView
+from .runner import ModelRunner, SeqView
 from .synthetic import SyntheticStream
 
 
@@ -33,6 +34,36 @@ def _median_ms(fn, repeats: int) -> float:
         fn()
         times.append((time.perf_counter() - t0) * 1e3)
     return statistics.median(times)
+
+
+def decode_step_ms(runner: ModelRunner, seqs: Sequence[SeqView], batches: Sequence[int],
+                   steps: int = 1, repeats: int = 5, budget_s: float = 0.0,
+                   max_repeats: int = 25) -> tuple[dict[int, float], int]:
+    """Median ms of one batched decode step at each batch size b (the first b of `seqs`, each
+    advanced `steps` tokens per call). Rounds are interleaved (every size once per round), at
+    least `repeats` of them and more while `budget_s` lasts: a passing disturbance on a shared
+    machine then hits all sizes alike instead of skewing one ratio. Returns (medians, rounds)."""
+    cuda = runner.device.type == "cuda"
+    sizes = sorted(set(batches))
+
+    def once(b: int) -> float:
+        if cuda:
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        runner.generate(seqs[:b], [[5]] * b, [steps] * b)
+        if cuda:
+            torch.cuda.synchronize()
+        return (time.perf_counter() - t0) * 1e3 / steps
+
+    for b in sizes:  # warm every shape first
+        once(b)
+    times: dict[int, list[float]] = {b: [] for b in sizes}
+    start, rounds = time.perf_counter(), 0
+    while rounds < repeats or (rounds < max_repeats and time.perf_counter() - start < budget_s):
+        for b in sizes:
+            times[b].append(once(b))
+        rounds += 1
+    return {b: statistics.median(t) for b, t in times.items()}, rounds
 
 
 def stage_costs(engine: Engine, batches: tuple[int, ...] = (1, 4, 16, 30), repeats: int = 7,
@@ -61,9 +92,8 @@ def stage_costs(engine: Engine, batches: tuple[int, ...] = (1, 4, 16, 30), repea
         if got is None:
             raise ValueError("KV pool too small for the decode micro-benchmark")
         seqs.append(SeqView(got.block_ids, context))
-    for b in batches:
-        out[f"decode_b{b}_ms"] = _median_ms(lambda: runner.generate(seqs[:b], [[5]] * b, [1] * b),
-                                            repeats)
+    decode, _ = decode_step_ms(runner, seqs, batches, steps=1, repeats=repeats)
+    out.update({f"decode_b{b}_ms": ms for b, ms in decode.items()})
     for b in range(max(batches)):
         kv.free(seq + 1 + b)
     return out
