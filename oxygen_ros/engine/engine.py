@@ -204,17 +204,19 @@ class Engine:
         prompt_ids = self._action_prompt(obs)
         noise = self._noise(frame)
         born = self._births(frame, obs)
+        images = obs.valid_images()  # a copy when a camera is masked: take it once per frame
         if cfg.mode == "parallel":
-            actions, updates, batch = self._parallel_frame(frame, obs, prompt_ids, noise, born, timings)
+            actions, updates, batch = self._parallel_frame(frame, images, prompt_ids, noise, born,
+                                                           timings)
         else:
-            prefix_seq, plen = self._prefill(obs.valid_images(), prompt_ids, timings)
+            prefix_seq, plen = self._prefill(images, prompt_ids, timings)
             actions = self._denoise(prefix_seq, plen, noise, timings)
             if cfg.mode == "isolated":
                 self._free(prefix_seq, timings)
-                updates, batch = self._isolated_language(frame, obs, prompt_ids, born, timings)
+                updates, batch = self._isolated_language(frame, images, prompt_ids, born, timings)
             else:
                 for req in born:
-                    self._source[req.id] = (obs.valid_images(), prompt_ids)
+                    self._source[req.id] = (images, prompt_ids)
                     self._attach(req, prefix_seq, plen, timings)
                 self._free(prefix_seq, timings)
                 k = cfg.max_decode_steps if cfg.mode == "shared" else cfg.decode_steps_per_frame
@@ -436,15 +438,15 @@ class Engine:
             frames_spanned=len(r.frames_spanned), birth_frame=r.birth_frame, stamp=r.stamp,
             finish_reason=r.finish_reason)
 
-    def _isolated_language(self, frame: int, obs: Observation, prompt_ids: list[int],
+    def _isolated_language(self, frame: int, images: np.ndarray, prompt_ids: list[int],
                            born: list[Request], timings: dict[str, float]
                            ) -> tuple[list[RequestUpdate], int]:
         """The baseline: every language request prefills the observation again on its own and
         decodes all N tokens at batch 1 before the next frame."""
         updates: list[RequestUpdate] = []
         for req in born:
-            self._source[req.id] = (obs.valid_images(), prompt_ids)
-            prefix_seq, plen = self._prefill(obs.valid_images(), prompt_ids, timings)
+            self._source[req.id] = (images, prompt_ids)
+            prefix_seq, plen = self._prefill(images, prompt_ids, timings)
             self._attach(req, prefix_seq, plen, timings)
             self._free(prefix_seq, timings)
             saved = self.scheduler.max_active
@@ -456,7 +458,7 @@ class Engine:
             updates.extend(ups)
         return updates, 1 if born else 0
 
-    def _parallel_frame(self, frame: int, obs: Observation, prompt_ids: list[int],
+    def _parallel_frame(self, frame: int, images: np.ndarray, prompt_ids: list[int],
                         noise: torch.Tensor, born: list[Request], timings: dict[str, float]
                         ) -> tuple[torch.Tensor, list[RequestUpdate], int]:
         """Isolated execution with the two paths in two threads at once (contending)."""
@@ -465,13 +467,14 @@ class Engine:
 
         def language() -> None:
             try:
-                result["lang"] = self._isolated_language(frame, obs, prompt_ids, born, lang_timings)
+                result["lang"] = self._isolated_language(frame, images, prompt_ids, born,
+                                                         lang_timings)
             except BaseException as exc:  # re-raised in the caller's thread
                 result["error"] = exc
 
         worker = threading.Thread(target=language, name="oxygen-language")
         worker.start()
-        prefix_seq, plen = self._prefill(obs.valid_images(), prompt_ids, timings)
+        prefix_seq, plen = self._prefill(images, prompt_ids, timings)
         actions = self._denoise(prefix_seq, plen, noise, timings)
         self._free(prefix_seq, timings)
         worker.join()
