@@ -77,10 +77,15 @@ class InputStats:
         self.times.append(now)
 
     def rate(self, now: float) -> float:
-        recent = [t for t in list(self.times) if now - t < 2.0]  # list(): atomic copy
-        if len(recent) < 2:
-            return 0.0
-        return (len(recent) - 1) / max(recent[-1] - recent[0], 1e-6)
+        return recent_rate(self.times, now)
+
+
+def recent_rate(times: collections.deque, now: float, window: float = 2.0) -> float:
+    """Events per second over the last `window` seconds of monotonic stamps."""
+    recent = [t for t in list(times) if now - t < window]  # list(): atomic copy
+    if len(recent) < 2:
+        return 0.0
+    return (len(recent) - 1) / max(recent[-1] - recent[0], 1e-6)
 
 
 class OxygenNode(LifecycleNode):
@@ -187,7 +192,6 @@ class OxygenNode(LifecycleNode):
                 target=self._control_loop, args=(1.0 / rate, int(P.get(self, "control_priority"))),
                 name="oxygen-control", daemon=True)
             self._control_thread.start()
-        self._active = True
         self.get_logger().info("activated")
         return TransitionCallbackReturn.SUCCESS
 
@@ -642,8 +646,7 @@ class OxygenNode(LifecycleNode):
             f"{self.get_name()}: inputs", level, "; ".join(problems) or "all inputs fresh", values))
 
         # control
-        ticks = [t for t in list(self._ticks) if now_m - t < 2.0]
-        rate = (len(ticks) - 1) / max(ticks[-1] - ticks[0], 1e-6) if len(ticks) > 1 else 0.0
+        rate = recent_rate(self._ticks, now_m)
         if not self._active:
             level, message = "OK", "inactive: no commands"
         elif self._player_stale:

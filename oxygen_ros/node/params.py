@@ -1,6 +1,6 @@
 """The node's parameters: one table (name, default, type, range, when it may change) + validation.
 
-Kinds (documented in docs/node-section.md):
+Kinds (documented in README.md, section Parameters):
 - ``live``: accepted in any state. Engine knobs (k, N, S, max_active_requests, mode, memory.*,
   instruction) reach the engine through Engine.update_config before the NEXT frame; player /
   pairing knobs (observation_timeout_s, crossfade_s, stamp_tolerance_s, joint limits,
