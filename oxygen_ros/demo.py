@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from .engine.config import MODES, EngineConfig, load_model_config
+from .engine.config import LINEAR_LAYOUTS, MODES, EngineConfig, load_model_config
 from .engine.engine import Engine, FrameOutput
 from .engine.metrics import ratio_check, summarize, warmup_frames
 from .engine.synthetic import SyntheticStream
@@ -40,7 +40,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--dtype", default="float32")
     p.add_argument("--compile", action="store_true",
                    help="torch.compile the action expert's denoising step (first frame slower)")
-    p.add_argument("--linear-layout", default="standard", choices=("standard", "transposed"),
+    p.add_argument("--linear-layout", default="standard", choices=LINEAR_LAYOUTS,
                    help="decoder projections for F.linear (standard) or x @ w (transposed)")
     p.add_argument("--compare", default=None, choices=MODES,
                    help="also run this mode (e.g. isolated) and print measured vs predicted ratio")

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from ..engine.config import MODES, PRESETS, load_model_config
+from ..engine.config import LINEAR_LAYOUTS, MODES, PRESETS, load_model_config
 from ..engine.model import init_model
 from ..engine.tokenizer import build_tiny_tokenizer
 from . import patterns as pat
@@ -88,7 +88,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--attention-backend", default="auto", choices=("auto", "cpp", "reference"))
     p.add_argument("--compile", action="store_true",
                    help="torch.compile the action expert's denoising step (all modes alike)")
-    p.add_argument("--linear-layout", default="standard", choices=("standard", "transposed"),
+    p.add_argument("--linear-layout", default="standard", choices=LINEAR_LAYOUTS,
                    help="decoder projections as nn.Linear [out, in] (standard) or [in, out] "
                         "copies for x @ w (transposed; faster at batch 1 on some CPU BLAS builds)")
     p.add_argument("--seed", type=int, default=0)

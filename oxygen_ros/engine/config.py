@@ -9,6 +9,8 @@ from typing import Any
 
 MODES = ("oxygen", "shared", "isolated", "parallel")
 DTYPES = ("float32", "bfloat16", "float16")
+# standard: nn.Linear weights [out, in] (F.linear); transposed: [in, out] copies (x @ w)
+LINEAR_LAYOUTS = ("standard", "transposed")
 
 
 def _positive(name: str, value: int | float) -> None:
@@ -242,7 +244,7 @@ class EngineConfig:
             raise ValueError(
                 f"attention_backend must be auto, cpp or reference, got {self.attention_backend!r}"
             )
-        if self.linear_layout not in ("standard", "transposed"):
+        if self.linear_layout not in LINEAR_LAYOUTS:
             raise ValueError(
                 f"linear_layout must be standard or transposed, got {self.linear_layout!r}")
         if not (self.device == "cpu" or self.device.startswith("cuda")):

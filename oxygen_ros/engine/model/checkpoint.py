@@ -89,8 +89,6 @@ def _canonical(key: str) -> str | None:
     return key
 
 
-
-
 def init_model(config: ModelConfig, seed: int = 0, device: str | torch.device = "cpu",
                dtype: torch.dtype | str = torch.float32) -> MoTModel:
     """Deterministic random init (same seed -> same weights on any device); inference-only

@@ -17,12 +17,9 @@ from typing import Protocol
 import torch
 from torch import nn
 
-from ..config import ModelConfig
+from ..config import LINEAR_LAYOUTS, ModelConfig
 from .layers import AdaRMSNorm, GemmaMLP, RMSNorm, apply_rope, rope_cos_sin, sinusoidal_time_embedding
 from .vision import VisionEncoder
-
-
-LINEAR_LAYOUTS = ("standard", "transposed")
 
 
 class AttentionContext(Protocol):
@@ -54,6 +51,7 @@ class DecoderLayer(nn.Module):
         self.gate_up_weight: torch.Tensor | None = None
         self.o_weight_t: torch.Tensor | None = None
         self.down_weight_t: torch.Tensor | None = None
+        self.transposed = False  # the fused weights are [in, out] (layout "transposed")
 
     def fuse(self, layout: str = "standard") -> None:
         if layout not in LINEAR_LAYOUTS:
@@ -61,7 +59,8 @@ class DecoderLayer(nn.Module):
         with torch.no_grad():
             qkv = torch.cat([self.q_proj.weight, self.k_proj.weight, self.v_proj.weight])
             gate_up = torch.cat([self.mlp.gate_proj.weight, self.mlp.up_proj.weight])
-            if layout == "transposed":
+            self.transposed = layout == "transposed"
+            if self.transposed:
                 self.qkv_weight, self.gate_up_weight = qkv.t().contiguous(), gate_up.t().contiguous()
                 self.o_weight_t = self.o_proj.weight.t().contiguous()
                 self.down_weight_t = self.mlp.down_proj.weight.t().contiguous()
@@ -74,18 +73,18 @@ class DecoderLayer(nn.Module):
         if self.qkv_weight is None:
             return (self.q_proj(x).view(t, h, d), self.k_proj(x).view(t, kv, d),
                     self.v_proj(x).view(t, kv, d))
-        fused = x @ self.qkv_weight if self.o_weight_t is not None else \
+        fused = x @ self.qkv_weight if self.transposed else \
             torch.nn.functional.linear(x, self.qkv_weight)
         q, k, v = fused.split([h * d, kv * d, kv * d], dim=-1)
         return q.view(t, h, d), k.view(t, kv, d), v.view(t, kv, d)
 
     def out_proj(self, x: torch.Tensor) -> torch.Tensor:
-        return x @ self.o_weight_t if self.o_weight_t is not None else self.o_proj(x)
+        return x @ self.o_weight_t if self.transposed else self.o_proj(x)
 
     def mlp_forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.gate_up_weight is None:
             return self.mlp(x)
-        if self.down_weight_t is not None:
+        if self.transposed:
             gate, up = (x @ self.gate_up_weight).chunk(2, dim=-1)
             return (torch.nn.functional.gelu(gate, approximate="tanh") * up) @ self.down_weight_t
         gate, up = torch.nn.functional.linear(x, self.gate_up_weight).chunk(2, dim=-1)
