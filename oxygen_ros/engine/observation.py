@@ -12,7 +12,7 @@ from .config import ModelConfig
 class Observation:
     """images: uint8 [C, H, W, 3] RGB, one per camera in camera order; camera_valid masks cameras
     that are missing this frame (their tokens are left out, which is what masking them does).
-    state: normalised proprioception (float32, expected in [-1, 1]); stamp: seconds."""
+    state: normalised proprioception (float32, q01..q99 -> -1..1, not clipped); stamp: seconds."""
 
     images: np.ndarray
     state: np.ndarray

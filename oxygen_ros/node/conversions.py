@@ -10,8 +10,8 @@ When ROS 2's cv_bridge is importable (on the robot) it decodes instead of the nu
 both give identical arrays (test/node/test_conversions.py checks this where cv_bridge exists).
 
 Joint states: JointState -> float32 vector ordered by `joint_names` (ValueError naming missing
-joints or non-finite values), normalised to [-1, 1] by `StateMapping` (checkpoint statistics,
-else joint limits, else passed through clipped).
+joints or non-finite values), normalised by `StateMapping` (checkpoint statistics, else joint
+limits, else passed through), never clipped: pi0.5 bins an out-of-range joint as -1 or 255.
 
 Stamps: every engine float stamp is derived from a header stamp, but outgoing messages use the
 exact builtin_interfaces/Time of the source observation (kept by the node per frame), never a
@@ -194,11 +194,12 @@ def joint_state_to_vector(msg: JointState, joint_names: Sequence[str]) -> np.nda
 
 @dataclass
 class StateMapping:
-    """Robot units <-> model space ([-1, 1]).
+    """Robot units <-> model space (q01..q99 or lower..upper -> -1..1).
 
     Priority: checkpoint statistics (`norm`: engine NormStats with normalize_state /
-    unnormalize_actions) > joint limits (lower..upper maps linearly to -1..1) > identity
-    (state clipped to [-1, 1], actions passed through)."""
+    unnormalize_actions) > joint limits (lower..upper maps linearly to -1..1) > identity.
+    The state is not clipped: pi0.5 was trained on the unclipped normalised state (a joint below
+    its q01 is prompt bin -1), so the prompt must see the same values."""
 
     num_joints: int
     lower: np.ndarray | None = None
@@ -226,7 +227,7 @@ class StateMapping:
             out = 2.0 * (s - self.lower) / span - 1.0
         else:
             out = s
-        return np.clip(out, -1.0, 1.0).astype(np.float32)
+        return np.asarray(out, dtype=np.float32)
 
     def to_robot(self, actions: np.ndarray) -> np.ndarray:
         """[horizon, >= num_joints] model-space actions -> [horizon, num_joints] robot units."""

@@ -109,7 +109,7 @@ def test_joint_state_missing_and_nan_named():
 def test_state_mapping_limits_roundtrip_and_identity():
     m = conv.StateMapping(2, np.array([-2.0, 0.0]), np.array([2.0, 1.0]))
     assert np.allclose(m.to_model([0.0, 0.5]), [0.0, 0.0])
-    assert np.allclose(m.to_model([10.0, -10.0]), [1.0, -1.0])  # clipped
+    assert np.allclose(m.to_model([10.0, -10.0]), [5.0, -21.0])  # not clipped (pi0.5 bins -1/255)
     act = np.array([[-1.0, 1.0, 0.3], [0.0, 0.0, 0.3]])
     assert np.allclose(m.to_robot(act), [[-2.0, 1.0], [0.0, 0.5]])
     ident = conv.StateMapping(2)

@@ -1,13 +1,11 @@
 """The pi0.5 text prompt: instruction + discretised proprioceptive state.
 
-Convention read from openpi ``src/openpi/models/tokenizer.py`` (PaligemmaTokenizer.tokenize) and
-LeRobot ``src/lerobot/policies/pi05/processor_pi05.py`` (Pi05PrepareStateTokenizerProcessorStep):
+The convention of openpi (``PaligemmaTokenizer.tokenize`` with a state) and LeRobot 0.6.1
+(``Pi05PrepareStateTokenizerProcessorStep``), which pi0.5 checkpoints were trained with:
 cleaned = instruction.strip().replace("_", " ").replace("\\n", " ");
-bins = digitize(state, linspace(-1, 1, 257)[:-1]) - 1;
-prompt = f"Task: {cleaned}, State: {' '.join(bins)};\\nAction: " (tokenised with BOS).
-LeRobot pads the normalised state to max_state_dim (32) with zeros BEFORE discretising: pass
-``pad_to=32`` for that. One deliberate difference: the state is clipped to [-1, 1] first, so values
-below -1 go to bin 0 (upstream np.digitize would give -1); values above 1 give 255 in both.
+bins = digitize(state, linspace(-1, 1, 257)[:-1]) - 1 over the normalised state's own values
+(no clipping and no padding: a value below -1 becomes bin -1, anything from 1 - 2/256 up is 255);
+prompt = f"Task: {cleaned}, State: {' '.join(bins)};\\nAction: ", tokenised with BOS.
 """
 from __future__ import annotations
 
@@ -19,23 +17,22 @@ def clean_instruction(instruction: str) -> str:
 
 
 def discretize_state(state, bins: int = 256) -> np.ndarray:
-    """Normalised state [D] -> int bins in [0, bins) (ValueError naming a non-finite joint)."""
-    s = np.asarray(state, dtype=np.float64).reshape(-1)
+    """Normalised state [D] -> int bins, -1..bins-1 (ValueError naming a non-finite joint).
+
+    Not clipped: the model was trained on -1 for values below -1, so it must see the same."""
+    s = np.asarray(state).reshape(-1)
+    if not np.issubdtype(s.dtype, np.floating):
+        s = s.astype(np.float64)
     bad = np.flatnonzero(~np.isfinite(s))
     if bad.size:
         raise ValueError(f"state joint {int(bad[0])} is not finite ({s[bad[0]]!r})")
     if bins < 1:
         raise ValueError(f"bins must be >= 1, got {bins}")
-    s = np.clip(s, -1.0, 1.0)
+    # float32 states are compared against float64 edges, exactly as numpy does upstream
     return np.digitize(s, bins=np.linspace(-1.0, 1.0, bins + 1)[:-1]) - 1
 
 
-def format_prompt(instruction: str, state, bins: int = 256, pad_to: int | None = None) -> str:
-    """"Task: {cleaned instruction}, State: {bins};\\nAction: " for a state already in [-1, 1]."""
-    s = np.asarray(state, dtype=np.float64).reshape(-1)
-    if pad_to is not None:
-        if s.size > pad_to:
-            raise ValueError(f"state has {s.size} joints, more than pad_to={pad_to}")
-        s = np.concatenate((s, np.zeros(pad_to - s.size)))
-    state_str = " ".join(str(int(b)) for b in discretize_state(s, bins))
+def format_prompt(instruction: str, state, bins: int = 256) -> str:
+    """"Task: {cleaned instruction}, State: {bins};\\nAction: " for a normalised state."""
+    state_str = " ".join(str(int(b)) for b in discretize_state(state, bins))
     return f"Task: {clean_instruction(instruction)}, State: {state_str};\nAction: "

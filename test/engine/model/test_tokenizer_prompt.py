@@ -11,18 +11,22 @@ from oxygen_ros.engine.tokenizer import build_tiny_tokenizer, load_tokenizer
 TEXT = "Task: pick up the red cube, State: 0 128 255;\nAction: "
 
 
-def test_prompt_exact_string():
-    state = [-1.0, 0.0, 0.999, 1.0, -0.99, 0.5, 3.0, -7.0]
-    assert format_prompt("  pick_up the\ncube ", state) == \
-        "Task: pick up the cube, State: 0 128 255 255 1 192 255 0;\nAction: "
-    # LeRobot pads the state to max_state_dim with zeros (bin 128) before discretising
-    assert format_prompt("go", [1.0], pad_to=3) == "Task: go, State: 255 128 128;\nAction: "
+def test_prompt_exact_string_unclipped_unpadded():
+    # bin k covers [-1 + 2k/256, -1 + 2(k+1)/256); below -1 is bin -1, from 1 - 2/256 up is 255
+    state = [-1.0, 0.0, 0.999, 1.0, -0.99, 0.5, 3.0, -7.0, -1.0000001, 0.9921875, 0.99218, -0.0078125]
+    assert format_prompt("  pick_up the\ncube ", state) == (
+        "Task: pick up the cube, State: 0 128 255 255 1 192 255 -1 -1 255 254 127;\nAction: ")
+    # exactly state_dim values: nothing is padded to max_state_dim
+    assert format_prompt("go", [1.0]) == "Task: go, State: 255;\nAction: "
+    # a float32 state (what the node hands over) bins like upstream's float32 tensor
+    assert format_prompt("go", np.array([-1.0000001, 0.5], np.float32)) == "Task: go, State: -1 192;\nAction: "
 
 
-def test_discretize_matches_upstream_inside_range():
-    s = np.linspace(-1, 1, 1001)
+def test_discretize_matches_upstream_formula_everywhere():
+    s = np.concatenate([np.linspace(-3, 3, 2001), np.linspace(-1, 1, 257)]).astype(np.float32)
     expected = np.digitize(s, bins=np.linspace(-1, 1, 257)[:-1]) - 1
     np.testing.assert_array_equal(discretize_state(s), expected)
+    assert discretize_state(s).min() == -1 and discretize_state(s).max() == 255
 
 
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
