@@ -23,6 +23,7 @@ setup(
             "oxygen-demo=oxygen_ros.demo:main",
             "oxygen-bench=oxygen_ros.bench.cli:main",
             "oxygen_node=oxygen_ros.node.main:main",
+            "oxygen-eval=oxygen_ros.bags.eval:main",
         ],
     },
     zip_safe=False,

@@ -1,0 +1,205 @@
+"""Numbers of one recorded run, from its bag (pure: BagData in, plain values out).
+
+Clocks: a joint_command's header stamp is the node's clock when it was published; an action
+chunk's, a FrameStats' and a TextMemory's header stamp is the SOURCE observation's stamp; log times
+are when the recorder received the message (the node recorder and `ros2 bag record` stamp with
+the receiving clock). So:
+- command rate and period: from joint_command header stamps (the control loop's own times);
+- action rate: action_chunk log times (one chunk per inference frame);
+- observation -> command latency: for each chunk, the first joint_command recorded after it;
+  latency = that command's stamp - the chunk's observation stamp;
+- tokens/s: tokens_this_frame summed over frames 2..n / (last - first FrameStats log time);
+- memory / answer completion: frames_spanned of the final message, and final log time - the
+  source observation stamp.
+"""
+from __future__ import annotations
+
+import bisect
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .messages import stamp_ns
+from .reader import BagData
+from .typestore import DIAGNOSTICS, FRAME_STATS, JOINT_STATE, TEXT_MEMORY, TRAJECTORY
+
+STAGES_SKIP = {"frame_ms"}
+
+
+@dataclass
+class Topics:
+    """Topic of each role; None = found by type and name suffix."""
+
+    command: str | None = None
+    chunk: str | None = None
+    stats: str | None = None
+    memory: str | None = None
+    answer: str | None = None
+    diagnostics: str | None = None
+
+    def resolve(self, bag: BagData) -> "Topics":
+        return Topics(
+            command=bag.find(JOINT_STATE, "joint_command", self.command),
+            chunk=bag.find(TRAJECTORY, "action_chunk", self.chunk),
+            stats=bag.find(FRAME_STATS, "", self.stats),
+            memory=bag.find(TEXT_MEMORY, "memory", self.memory),
+            answer=bag.find(TEXT_MEMORY, "answer", self.answer),
+            diagnostics=bag.find(DIAGNOSTICS, "diagnostics", self.diagnostics))
+
+
+@dataclass
+class Evaluation:
+    summary: dict[str, Any]
+    series: dict[str, Any] = field(default_factory=dict)
+
+
+def _pct(x: np.ndarray, q: float) -> float:
+    return float(np.percentile(x, q)) if len(x) else float("nan")
+
+
+def _rate(times_ns: np.ndarray) -> float:
+    """Events per second; integer nanoseconds in (float seconds since 1970 lose the last digits)."""
+    if len(times_ns) < 2 or times_ns[-1] <= times_ns[0]:
+        return 0.0
+    return (len(times_ns) - 1) / (int(times_ns[-1] - times_ns[0]) * 1e-9)
+
+
+def evaluate(bag: BagData, topics: Topics | None = None) -> Evaluation:
+    t = (topics or Topics()).resolve(bag)
+    starts = [m[0][0] for m in bag.messages.values() if m]
+    t0 = min(starts) if starts else 0
+    ends = [m[-1][0] for m in bag.messages.values() if m]
+    s: dict[str, Any] = {"bag": bag.path, "storage": bag.storage, "messages": bag.count,
+                         "duration_s": (max(ends) - t0) * 1e-9 if ends else 0.0,
+                         "errors": list(bag.errors), "topics": vars(t)}
+    series: dict[str, Any] = {"t0_ns": t0}
+    _commands(bag, t, t0, s, series)
+    _chunks(bag, t, t0, s, series)
+    _frames(bag, t, t0, s, series)
+    _texts(bag, t, t0, s, series)
+    _stale(bag, t, t0, s, series)
+    return Evaluation(s, series)
+
+
+def _commands(bag: BagData, t: Topics, t0: int, s: dict, series: dict) -> None:
+    cmds = bag.get(t.command)
+    stamps = np.array([stamp_ns(m.header.stamp) for _, m in cmds], dtype=np.int64)
+    if len(stamps) and not stamps.any():  # unstamped publisher: fall back to log times
+        stamps = np.array([ts for ts, _ in cmds], dtype=np.int64)
+    periods_ms = np.diff(stamps) * 1e-6 if len(stamps) > 1 else np.zeros(0)
+    s.update(commands=len(cmds), command_rate_hz=_rate(stamps),
+             command_period_p50_ms=_pct(periods_ms, 50), command_period_p99_ms=_pct(periods_ms, 99),
+             command_period_max_ms=float(periods_ms.max()) if len(periods_ms) else float("nan"))
+    series["command_t"] = (stamps[1:] - t0) * 1e-9 if len(stamps) > 1 else np.zeros(0)
+    series["command_period_ms"] = periods_ms
+
+
+def _chunks(bag: BagData, t: Topics, t0: int, s: dict, series: dict) -> None:
+    chunks = bag.get(t.chunk)
+    logs = np.array([ts for ts, _ in chunks], dtype=np.int64)
+    s.update(action_chunks=len(chunks), action_rate_hz=_rate(logs))
+    cmds = bag.get(t.command)
+    cmd_logs = [ts for ts, _ in cmds]
+    lat = []
+    for ts, m in chunks:
+        i = bisect.bisect_left(cmd_logs, ts)
+        if i < len(cmds):
+            lat.append((stamp_ns(cmds[i][1].header.stamp) - stamp_ns(m.header.stamp)) * 1e-6)
+    lat_a = np.array(lat)
+    s.update(obs_to_command_ms_p50=_pct(lat_a, 50), obs_to_command_ms_p99=_pct(lat_a, 99),
+             obs_to_command_ms_mean=float(lat_a.mean()) if len(lat_a) else float("nan"))
+    series["latency_ms"] = lat_a
+
+
+def _field(m: Any, name: str, default: float = 0.0) -> float:
+    v = getattr(m, name, default)
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return default
+
+
+def _frames(bag: BagData, t: Topics, t0: int, s: dict, series: dict) -> None:
+    frames = bag.get(t.stats)
+    s["frames"] = len(frames)
+    if not frames:
+        s.update(tokens=0, tokens_per_s=0.0, frame_ms_p50=float("nan"), frame_ms_p99=float("nan"),
+                 stage_ms={}, mean_batch=0.0, max_batch=0, kv_blocks_peak=0, kv_blocks_total=0)
+        return
+    msgs = [m for _, m in frames]
+    logs = np.array([ts for ts, _ in frames], dtype=np.int64)
+    # every float *_ms field is a stage (FrameStats may gain fields: read what is there)
+    stages = [f.name for f in dataclasses.fields(msgs[0]) if f.name.endswith("_ms") and f.name not in STAGES_SKIP]
+    frame_ms = np.array([_field(m, "frame_ms") for m in msgs])
+    tokens = np.array([_field(m, "tokens_this_frame") for m in msgs])
+    batch = np.array([_field(m, "batch_size") for m in msgs])
+    kv_used = np.array([_field(m, "kv_blocks_used") for m in msgs])
+    kv_total = np.array([_field(m, "kv_blocks_total") for m in msgs])
+    span = (logs[-1] - logs[0]) * 1e-9
+    last = msgs[-1]
+    s.update(tokens=int(tokens.sum()), tokens_per_s=float(tokens[1:].sum() / span) if span > 0 else 0.0,
+             frame_ms_p50=_pct(frame_ms, 50), frame_ms_p99=_pct(frame_ms, 99),
+             stage_ms={st: float(np.mean([_field(m, st) for m in msgs])) for st in stages},
+             mean_batch=float(batch.mean()), max_batch=int(batch.max()),
+             kv_blocks_peak=int(kv_used.max()), kv_blocks_total=int(kv_total.max()),
+             mode=str(getattr(last, "mode", "")), k=int(_field(last, "k")), N=int(_field(last, "n")),
+             S=int(_field(last, "s")))
+    series.update(frame_t=(logs - t0) * 1e-9, frame_ms=frame_ms,
+                  stages={st: np.array([_field(m, st) for m in msgs]) for st in stages},
+                  batch=batch, kv_used=kv_used, kv_total=kv_total, tokens=tokens)
+
+
+def _texts(bag: BagData, t: Topics, t0: int, s: dict, series: dict) -> None:
+    timeline = []
+    for kind, topic in (("memory", t.memory), ("answer", t.answer)):
+        finals = [(ts, m) for ts, m in bag.get(topic) if getattr(m, "is_final", False)]
+        frames = np.array([_field(m, "frames_spanned") for _, m in finals])
+        secs = np.array([(ts - stamp_ns(m.header.stamp)) * 1e-9 for ts, m in finals])
+        s[f"{kind}_finished"] = len(finals)
+        s[f"{kind}_frames_p50"] = _pct(frames, 50)
+        s[f"{kind}_s_p50"] = _pct(secs, 50)
+        s[f"{kind}_s_p99"] = _pct(secs, 99)
+        for (ts, m), sec in zip(finals, secs):
+            timeline.append({"kind": kind, "source_t": (stamp_ns(m.header.stamp) - t0) * 1e-9,
+                             "final_t": (ts - t0) * 1e-9, "source_frame": int(_field(m, "source_frame")),
+                             "frames": int(_field(m, "frames_spanned")), "seconds": float(sec),
+                             "tokens": int(_field(m, "token_count")), "text": str(m.text),
+                             "finish_reason": str(getattr(m, "finish_reason", ""))})
+    timeline.sort(key=lambda r: r["source_t"])
+    series["texts"] = timeline
+
+
+def _periods(flags: list[tuple[float, bool]]) -> list[tuple[float, float]]:
+    """(time, flag) in time order -> [start, end) of each run of True (end: first False after)."""
+    out, start = [], None
+    for ts, flag in flags:
+        if flag and start is None:
+            start = ts
+        elif not flag and start is not None:
+            out.append((start, ts))
+            start = None
+    if start is not None:
+        out.append((start, flags[-1][0]))
+    return out
+
+
+def _stale(bag: BagData, t: Topics, t0: int, s: dict, series: dict) -> None:
+    hold, inputs = [], []
+    stale_ticks = 0
+    for ts, arr in bag.get(t.diagnostics):
+        rel = (ts - t0) * 1e-9
+        for st in arr.status:
+            msg = str(st.message).lower()
+            if st.name.endswith(": control"):
+                hold.append((rel, "stale" in msg or "holding" in msg))
+                for kv in st.values:
+                    if kv.key == "stale_ticks" and kv.value.isdigit():
+                        stale_ticks = max(stale_ticks, int(kv.value))
+            elif st.name.endswith(": inputs"):
+                inputs.append((rel, "stale" in msg))
+    hp, ip = _periods(hold), _periods(inputs)
+    s.update(hold_periods=len(hp), hold_s=float(sum(b - a for a, b in hp)), stale_ticks=stale_ticks,
+             input_stale_periods=len(ip), input_stale_s=float(sum(b - a for a, b in ip)))
+    series.update(hold_periods=hp, input_stale_periods=ip)

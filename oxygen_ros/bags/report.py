@@ -1,0 +1,96 @@
+"""Markdown report of one or more evaluated runs."""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from .metrics import Evaluation
+
+# (summary key, label, format) of the comparison table and each run's headline table
+ROWS = [
+    ("duration_s", "duration (s)", "{:.2f}"),
+    ("commands", "joint_command messages", "{}"),
+    ("command_rate_hz", "command rate (Hz)", "{:.2f}"),
+    ("command_period_p50_ms", "command period p50 (ms)", "{:.2f}"),
+    ("command_period_p99_ms", "command period p99 (ms)", "{:.2f}"),
+    ("obs_to_command_ms_p50", "observation -> command p50 (ms)", "{:.1f}"),
+    ("obs_to_command_ms_p99", "observation -> command p99 (ms)", "{:.1f}"),
+    ("action_chunks", "action chunks", "{}"),
+    ("action_rate_hz", "action rate (Hz)", "{:.2f}"),
+    ("frames", "FrameStats messages", "{}"),
+    ("frame_ms_p50", "frame p50 (ms)", "{:.1f}"),
+    ("frame_ms_p99", "frame p99 (ms)", "{:.1f}"),
+    ("tokens_per_s", "language tokens/s", "{:.1f}"),
+    ("mean_batch", "mean active batch", "{:.2f}"),
+    ("kv_blocks_peak", "KV blocks peak", "{}"),
+    ("memory_finished", "memories finished", "{}"),
+    ("memory_frames_p50", "memory completion p50 (frames)", "{:.1f}"),
+    ("memory_s_p50", "memory completion p50 (s)", "{:.3f}"),
+    ("answer_finished", "answers finished", "{}"),
+    ("answer_s_p50", "answer completion p50 (s)", "{:.3f}"),
+    ("hold_periods", "hold (stale) periods", "{}"),
+    ("hold_s", "time holding (s)", "{:.2f}"),
+    ("input_stale_periods", "input-stale periods", "{}"),
+]
+
+
+def _fmt(v: Any, fmt: str) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "–"
+    return fmt.format(v)
+
+
+def _setting(s: dict) -> str:
+    return f"{s.get('mode', '?')} k={s.get('k', '?')} N={s.get('N', '?')} S={s.get('S', '?')}" \
+        if s.get("frames") else "no FrameStats"
+
+
+def comparison(evs: list[Evaluation], names: list[str]) -> list[str]:
+    lines = ["| | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|",
+             "| setting | " + " | ".join(_setting(e.summary) for e in evs) + " |"]
+    for key, label, fmt in ROWS:
+        lines.append(f"| {label} | " + " | ".join(_fmt(e.summary.get(key), fmt) for e in evs) + " |")
+    return lines
+
+
+def run_section(ev: Evaluation, name: str, plots: list[str], max_texts: int = 40) -> list[str]:
+    s = ev.summary
+    lines = [f"## {name}", "", f"`{s['bag']}` ({s['storage'] or 'unknown storage'}, {s['messages']} "
+             f"messages, {_setting(s)})", ""]
+    if s["errors"]:
+        lines += ["**Problems reading this bag** (the numbers below cover what was readable):", ""]
+        lines += [f"- {e}" for e in s["errors"]] + [""]
+    lines += ["| metric | value |", "|---|---|"]
+    lines += [f"| {label} | {_fmt(s.get(key), fmt)} |" for key, label, fmt in ROWS]
+    lines.append("")
+    if s.get("stage_ms"):
+        lines += ["Mean stage times per frame (ms): " + ", ".join(
+            f"{k[:-3]} {v:.2f}" for k, v in s["stage_ms"].items()), ""]
+    topics = ", ".join(f"{k}: `{v}`" for k, v in s["topics"].items() if v)
+    lines += [f"Topics used: {topics or 'none found'}.", ""]
+    lines += [f"![{p}]({p})" for p in plots] + [""]
+    periods = ev.series.get("hold_periods", [])
+    if periods:
+        lines += ["Hold (stale observation) periods, seconds from bag start: " + ", ".join(
+            f"{a:.2f}–{b:.2f}" for a, b in periods), ""]
+    texts = ev.series.get("texts", [])
+    if texts:
+        lines += ["Language timeline (final texts; t = seconds from bag start):", "",
+                  "| source t | final t | kind | frame | frames | s | text |", "|---|---|---|---|---|---|---|"]
+        for r in texts[:max_texts]:
+            text = r["text"].replace("|", "\\|").replace("\n", " ")[:120]
+            lines.append(f"| {r['source_t']:.2f} | {r['final_t']:.2f} | {r['kind']} | {r['source_frame']} | "
+                         f"{r['frames']} | {r['seconds']:.3f} | {text} |")
+        if len(texts) > max_texts:
+            lines.append(f"| … | | | | | | {len(texts) - max_texts} more |")
+        lines.append("")
+    return lines
+
+
+def report(evs: list[Evaluation], names: list[str], plots: list[list[str]]) -> str:
+    lines = ["# oxygen-eval report", ""]
+    if len(evs) > 1:
+        lines += ["## Side by side", ""] + comparison(evs, names) + [""]
+    for ev, name, pl in zip(evs, names, plots):
+        lines += run_section(ev, name, pl)
+    return "\n".join(lines)

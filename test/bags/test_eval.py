@@ -1,0 +1,86 @@
+"""oxygen-eval on bags written here with known rates and latencies (both storage formats)."""
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from oxygen_ros.bags.eval import main
+from oxygen_ros.bags.metrics import evaluate
+from oxygen_ros.bags.reader import read_bag
+
+from bagsynth import write_run
+
+
+@pytest.mark.parametrize("storage", ["mcap", "sqlite3"])
+def test_eval_numbers_match_what_was_written(tmp_path, storage):
+    exp = write_run(tmp_path / "run", storage)
+    s = evaluate(read_bag(tmp_path / "run")).summary
+    assert s["errors"] == []
+    assert s["command_rate_hz"] == pytest.approx(exp["command_rate_hz"], rel=1e-6)
+    assert s["command_period_p50_ms"] == pytest.approx(exp["command_period_ms"], abs=1e-6)
+    assert s["command_period_p99_ms"] == pytest.approx(exp["command_period_ms"], abs=1e-6)
+    assert s["action_chunks"] == exp["action_chunks"]
+    assert s["action_rate_hz"] == pytest.approx(exp["action_rate_hz"], rel=1e-6)
+    assert s["tokens_per_s"] == pytest.approx(exp["tokens_per_s"], rel=1e-6)
+    assert s["obs_to_command_ms_p50"] == pytest.approx(exp["latency_ms"], abs=1e-6)
+    assert s["obs_to_command_ms_p99"] == pytest.approx(exp["latency_ms"], abs=1e-6)
+    assert s["memory_finished"] == exp["memories"]
+    assert s["memory_frames_p50"] == exp["memory_frames"]
+    assert s["memory_s_p50"] == pytest.approx(exp["memory_s"], abs=1e-9)
+    assert s["hold_periods"] == 1 and s["hold_s"] == pytest.approx(exp["hold_s"])
+    assert s["stage_ms"]["vision_prefill_ms"] == pytest.approx(10.0)
+    assert (s["mode"], s["k"], s["N"], s["S"]) == ("oxygen", 4, 12, 10)
+
+
+def test_cli_report_plots_and_json(tmp_path, capsys):
+    write_run(tmp_path / "a", "mcap", seconds=2.0)
+    write_run(tmp_path / "b", "sqlite3", seconds=2.0)
+    out = tmp_path / "out"
+    assert main([str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(out), "--json"]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    data = json.loads(last)
+    assert [b["action_chunks"] for b in data["bags"]] == [20, 20]
+    for key in ("command_rate_hz", "command_period_p50_ms", "command_period_p99_ms", "action_chunks",
+                "action_rate_hz", "tokens_per_s"):
+        assert all(key in b for b in data["bags"])
+    text = (out / "report.md").read_text()
+    assert "## Side by side" in text and "memory 5" in text
+    for name in ("a-commands.png", "a-frames.png", "a-batch_kv.png", "b-frames.png"):
+        assert (out / name).read_bytes()[:4] == b"\x89PNG"
+
+
+def test_truncated_mcap_reports_what_is_readable(tmp_path, capsys):
+    # 3 s of 96x96 images make several 1 MiB MCAP chunks; cut the file in the middle
+    write_run(tmp_path / "run", "mcap", seconds=6.0, image_size=160)
+    f = next((tmp_path / "run").glob("*.mcap"))
+    data = f.read_bytes()
+    f.write_bytes(data[: len(data) // 2])
+    bag = read_bag(tmp_path / "run")
+    assert bag.errors and "cut off" in " ".join(bag.errors)
+    s = evaluate(bag).summary
+    assert 0 < s["action_chunks"] < 60
+    assert s["command_rate_hz"] == pytest.approx(50.0, rel=1e-6)  # what was read is still right
+    out = tmp_path / "out"
+    assert main([str(tmp_path / "run"), "--out", str(out), "--json"]) == 1
+    cap = capsys.readouterr()
+    assert "cut off" in cap.err
+    assert json.loads(cap.out.strip().splitlines()[-1])["action_chunks"] == s["action_chunks"]
+    assert "Problems reading this bag" in (out / "report.md").read_text()
+
+
+def test_unfinished_sqlite_bag_without_metadata(tmp_path):
+    write_run(tmp_path / "run", "sqlite3", seconds=1.0)
+    (tmp_path / "run" / "metadata.yaml").unlink()  # what a killed recorder leaves
+    bag = read_bag(tmp_path / "run")
+    assert any("could not open" in e for e in bag.errors)
+    assert evaluate(bag).summary["action_chunks"] == 10
+
+
+def test_garbage_file_is_a_clear_error(tmp_path, capsys):
+    f = tmp_path / "x.mcap"
+    f.write_bytes(b"not a bag at all")
+    assert main([str(f), "--out", str(tmp_path / "out")]) == 1
+    err = capsys.readouterr().err
+    assert "x.mcap" in err and "magic" in err
