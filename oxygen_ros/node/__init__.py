@@ -1,6 +1,8 @@
-"""ROS 2 lifecycle node around the engine (thin layer).
+"""ROS 2 lifecycle node around the engine (thin layer), split into parts with one job each.
 
-Pure modules (no rclpy): chunk_player, pairing. ROS-aware modules: conversions (the only module
-that knows both ROS message types and engine types), params, oxygen_node, main.
-Importing this package does not import rclpy.
+Pure modules (no rclpy): chunk_player, pairing, questions, rates, build (engine types only),
+params (table + validation; rclpy only inside its glue functions). ROS-aware: conversions (the
+only module that knows both ROS message types and engine types), inputs, text, publishers,
+control_loop, diagnostics, inference_worker (engine types, no message types), oxygen_node (the
+lifecycle class wiring them), main. Importing this package does not import rclpy.
 """

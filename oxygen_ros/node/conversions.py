@@ -320,6 +320,20 @@ def text_memory(update: RequestUpdate, stamp: Time, frame_id: str = "") -> TextM
     return msg
 
 
+def refusal(prompt: str, reason: str, stamp: Time, request_id: int = 0) -> TextMemory:
+    """The final ~/answer of a question that ends without an answer: empty text, is_final,
+    finish_reason = why (request_id 0 when it never reached the engine)."""
+    msg = TextMemory()
+    msg.header = Header(stamp=stamp, frame_id="")
+    msg.request_id = int(request_id)
+    msg.kind = "answer"
+    msg.prompt = prompt
+    msg.text = ""
+    msg.is_final = True
+    msg.finish_reason = reason
+    return msg
+
+
 def markers(memory_text: str, stats_text: str, stamp: Time, frame_id: str = "base_link",
             ns: str = "oxygen") -> MarkerArray:
     """Two view-facing text markers above the robot: latest memory, and engine stats."""

@@ -42,28 +42,28 @@ def test_checkpoint_configure_infer_cleanup(ctx, checkpoint):
         Parameter("model.num_threads", value=1)])
     try:
         assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
-        assert node.mapping.norm is not None and node.model_config.name == "tiny"
+        rt = node.rt
+        assert rt.mapping.norm is not None and rt.built.model_config.name == "tiny"
         # configure-time parameter refused while configured, live one accepted
         res = node.set_parameters([Parameter("model.preset", value="small")])[0]
         assert not res.successful and "configure" in res.reason
         assert node.set_parameters([Parameter("denoise_steps", value=3)])[0].successful
         # one frame straight through the worker's code path (publishers inactive: dropped)
-        size = node.model_config.vision.image_size
+        size = rt.built.model_config.vision.image_size
         img = np.random.default_rng(0).integers(0, 255, (size, size, 3), dtype=np.uint8)
         state = np.linspace(-1.5, 1.5, 6).astype(np.float32)
         stamp = Time(sec=100, nanosec=5)
-        node._infer(Pair(stamp=100.0, images=(img,), state=state, header_stamp=stamp,
-                         image_stamps=(100.0,), state_stamp=100.0))
-        assert node.engine.config.denoise_steps == 3  # applied before the frame
-        out = node._last_out
-        assert out.s == 3 and node._stamps[out.frame] == stamp
-        sample = node.player.value_at(100.0)
+        out = rt.worker.frame(Pair(stamp=100.0, images=(img,), state=state, header_stamp=stamp,
+                                   image_stamps=(100.0,), state_stamp=100.0))
+        assert rt.built.engine.config.denoise_steps == 3  # applied before the frame
+        assert out.s == 3 and rt.worker.source_stamp(out.frame) == stamp
+        sample = rt.player.value_at(100.0)
         assert sample is not None and sample.values.shape == (6,)
         # actions unnormalised with the checkpoint's q01/q99: a = (x + 1) * 3 - 3 for 6 joints
         expect = (out.actions[0, :6].astype(np.float64) + 1.0) * 6.0 / 2.0 - 3.0
         assert np.allclose(sample.values, expect, atol=1e-5)
         assert node.trigger_cleanup() == TransitionCallbackReturn.SUCCESS
-        assert node.engine is None
+        assert node.rt is None
         assert node.set_parameters([Parameter("model.preset", value="small")])[0].successful
     finally:
         node.stop()
@@ -75,8 +75,7 @@ def test_too_many_joints_fails_configure(ctx):
         Parameter("joint_names", value=[f"j{i}" for i in range(9)])])  # tiny: action_dim 8
     try:
         assert node.trigger_configure() == TransitionCallbackReturn.FAILURE
-        assert node.engine is None and not node._configured
-        assert node._state_machine.current_state[1] == "unconfigured"
+        assert node.rt is None and node.state_label == "unconfigured"
     finally:
         node.stop()
         node.destroy_node()

@@ -1,0 +1,151 @@
+"""Sensor inputs: camera and joint-state subscriptions, pairing by stamp, per-topic health.
+
+Callbacks only convert and store (Pairer); while accepting (the node is active) each good
+message offers the newest complete pair to the worker's Mailbox. Bad inputs (conversion
+ValueError) are dropped with a throttled warning and recorded for the diagnostics.
+"""
+from __future__ import annotations
+
+import collections
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
+
+from sensor_msgs.msg import Image, JointState
+
+from . import conversions as conv
+from .pairing import Mailbox, Pair, Pairer
+from .rates import recent_rate
+
+BAD_WINDOW_S = 2.0  # a bad message keeps its topic WARN this long
+
+
+@dataclass
+class InputStats:
+    """Health of one input topic (for diagnostics)."""
+
+    topic: str
+    ok: int = 0
+    bad: int = 0
+    last_ok: float | None = None  # monotonic seconds
+    last_bad: float | None = None
+    last_error: str = ""
+    times: collections.deque = field(default_factory=lambda: collections.deque(maxlen=64))
+
+    def good(self, now: float) -> None:
+        self.ok += 1
+        self.last_ok = now
+        self.times.append(now)
+
+    def refused(self, now: float, reason: str) -> None:
+        self.bad += 1
+        self.last_bad = now
+        self.last_error = reason
+
+    def rate(self, now: float) -> float:
+        return recent_rate(self.times, now)
+
+
+class Inputs:
+    def __init__(self, node, camera_topics: Sequence[str], joint_topic: str,
+                 joint_names: Sequence[str], image_size: int, tolerance_s: float,
+                 warn: Callable[[str, str], None]) -> None:
+        self._node = node
+        self._warn = warn
+        self._joint_names = list(joint_names)
+        self.joint_topic = joint_topic
+        self.pairer = Pairer(len(camera_topics), tolerance_s=tolerance_s)
+        self.mailbox: Mailbox[Pair] = Mailbox()
+        self.accepting = False  # offer pairs to the worker (active only)
+        self.stats: dict[str, InputStats] = {}
+        self._subs: list[Any] = []
+        for i, topic in enumerate(camera_topics):
+            self.stats[topic] = InputStats(topic)
+            self._subs.append(node.create_subscription(
+                Image, topic, self._image_cb(i, topic, image_size), qos_profile_sensor_data))
+        self.stats[joint_topic] = InputStats(joint_topic)
+        # best effort matches reliable and best-effort publishers (drivers use either)
+        js_qos = QoSProfile(depth=20, reliability=ReliabilityPolicy.BEST_EFFORT,
+                            history=HistoryPolicy.KEEP_LAST)
+        self._subs.append(node.create_subscription(JointState, joint_topic, self._joint_cb, js_qos))
+
+    def destroy(self) -> None:
+        self.accepting = False
+        self.mailbox.close()
+        for sub in self._subs:
+            self._node.destroy_subscription(sub)
+        self._subs.clear()
+
+    def open(self) -> None:
+        self.mailbox.reopen()
+        self.accepting = True
+
+    def close(self) -> None:
+        self.accepting = False
+        self.mailbox.close()
+
+    # -- callbacks (convert + store only) -------------------------------------------------------
+    def _stamp_of(self, header) -> tuple[float, Any]:
+        t = conv.stamp_to_sec(header.stamp)
+        if t == 0.0:  # unstamped publisher: use the arrival time
+            now = self._node.get_clock().now()
+            return now.nanoseconds * 1e-9, now.to_msg()
+        return t, conv.copy_stamp(header.stamp)
+
+    def _refuse(self, topic: str, reason: str) -> None:
+        self.stats[topic].refused(time.monotonic(), reason)
+        self._warn(f"bad:{topic}", f"dropping input on {topic}: {reason}")
+
+    def _image_cb(self, index: int, topic: str, size: int):
+        def callback(msg: Image) -> None:
+            try:
+                img = conv.image_to_model(msg, size)
+            except ValueError as exc:
+                self._refuse(topic, str(exc))
+                return
+            t, stamp = self._stamp_of(msg.header)
+            self.pairer.add_image(index, t, img, stamp)
+            self.stats[topic].good(time.monotonic())
+            self._offer()
+        return callback
+
+    def _joint_cb(self, msg: JointState) -> None:
+        try:
+            vec = conv.joint_state_to_vector(msg, self._joint_names)
+        except ValueError as exc:
+            self._refuse(self.joint_topic, str(exc))
+            return
+        t, stamp = self._stamp_of(msg.header)
+        self.pairer.add_state(t, vec, stamp)
+        self.stats[self.joint_topic].good(time.monotonic())
+        self._offer()
+
+    def _offer(self) -> None:
+        if not self.accepting:
+            return
+        pair = self.pairer.newest_pair()
+        if pair is not None:
+            self.mailbox.put(pair)
+
+    # -- diagnostics ----------------------------------------------------------------------------
+    def status(self, timeout_s: float, active: bool) -> tuple[str, str, dict[str, Any]]:
+        """(level, message, values) of the inputs over the last seconds."""
+        now = time.monotonic()
+        problems, values = [], {}
+        for topic, st in self.stats.items():
+            age = None if st.last_ok is None else now - st.last_ok
+            values[f"{topic} rate_hz"] = float(st.rate(now))
+            values[f"{topic} age_s"] = "never" if age is None else float(age)
+            values[f"{topic} bad"] = st.bad
+            if st.last_error:
+                values[f"{topic} last_error"] = st.last_error
+            if age is None or age > timeout_s:
+                problems.append(f"{topic} stale")
+            if st.last_bad is not None and now - st.last_bad < BAD_WINDOW_S:
+                problems.append(f"{topic} bad input: {st.last_error}")
+        values["dropped_frames"] = self.mailbox.dropped
+        values["paired_frames"] = self.mailbox.put_count
+        level = "WARN" if problems and active else "OK"
+        return level, "; ".join(problems) or "all inputs fresh", values

@@ -1,0 +1,79 @@
+"""The node's outputs: every publisher, created at configure, and the one place that publishes.
+
+The topic publishers are lifecycle publishers (they publish only while the node is active),
+except /diagnostics (an inactive node stays visible to aggregators) and ~/answer (every
+question's final message is delivered in every state).
+Values are turned into messages by conversions; this module knows message types, not engine types.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
+
+from diagnostic_msgs.msg import DiagnosticArray
+from sensor_msgs.msg import JointState
+from trajectory_msgs.msg import JointTrajectory
+from visualization_msgs.msg import MarkerArray
+
+from oxygen_ros.msg import FrameStats, TextMemory
+
+from . import conversions as conv
+
+RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
+# text streams: a burst of questions produces one final per question; keep room for them
+TEXT_QOS = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE,
+                      history=HistoryPolicy.KEEP_LAST)
+
+
+class Publishers:
+    def __init__(self, node) -> None:
+        self._node = node
+        mk = node.create_lifecycle_publisher
+        self.joint_command = mk(JointState, "~/joint_command", RELIABLE)
+        self.action_chunk = mk(JointTrajectory, "~/action_chunk", RELIABLE)
+        self.memory = mk(TextMemory, "~/memory", QoSProfile(depth=50))
+        # plain publisher: a question's final message (e.g. "aborted: node cleaned up") must
+        # reach the asker in every state, and only refusals can happen while inactive
+        self.answer = node.create_publisher(TextMemory, "~/answer", TEXT_QOS)
+        self.frame_stats = mk(FrameStats, "~/frame_stats", QoSProfile(depth=10))
+        self.markers = mk(MarkerArray, "~/markers", QoSProfile(depth=1))
+        self.diagnostics = node.create_publisher(DiagnosticArray, "/diagnostics", QoSProfile(depth=10))
+        self._lifecycle = (self.joint_command, self.action_chunk, self.memory, self.frame_stats,
+                           self.markers)
+
+    def destroy(self) -> None:
+        for pub in self._lifecycle:
+            self._node.destroy_lifecycle_publisher(pub)
+        self._node.destroy_publisher(self.answer)
+        self._node.destroy_publisher(self.diagnostics)
+
+    # -- per control tick -----------------------------------------------------------------------
+    def command(self, names: Sequence[str], values: np.ndarray, stamp: Any) -> None:
+        self.joint_command.publish(conv.joint_command(names, values, stamp))
+
+    # -- per inference frame --------------------------------------------------------------------
+    def frame(self, out: Any, chunk: np.ndarray, names: Sequence[str], stamp: Any, dt: float,
+              frame_id: str, action_rate_hz: float, tokens_per_s: float) -> None:
+        """An engine frame's chunk and stats (`stamp`: the source observation's header stamp)."""
+        self.action_chunk.publish(conv.chunk_to_trajectory(chunk, names, stamp, dt, frame_id))
+        self.frame_stats.publish(conv.frame_stats(out, stamp, action_rate_hz, tokens_per_s))
+
+    def text(self, update: Any, stamp: Any) -> Any:
+        """One request update on ~/memory or ~/answer; returns the message."""
+        msg = conv.text_memory(update, stamp)
+        (self.memory if msg.kind == "memory" else self.answer).publish(msg)
+        return msg
+
+    def refusal(self, prompt: str, reason: str, stamp: Any, request_id: int = 0) -> Any:
+        """A final ~/answer for a question that ends without an answer."""
+        msg = conv.refusal(prompt, reason, stamp, request_id)
+        self.answer.publish(msg)
+        return msg
+
+    def markers_text(self, memory_text: str, stats_text: str, stamp: Any, frame_id: str) -> None:
+        self.markers.publish(conv.markers(memory_text, stats_text, stamp, frame_id))
+
+    def diagnostic_array(self, statuses: list, stamp: Any) -> None:
+        self.diagnostics.publish(conv.diagnostic_array(statuses, stamp))
