@@ -7,6 +7,7 @@ The four modes share this code and these weights; they differ only in scheduling
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
 import threading
@@ -23,7 +24,7 @@ from .model import format_prompt, init_model
 from .observation import Observation
 from .request import Request, RequestKind, RequestStatus
 from .runner import ModelRunner, SeqView
-from .scheduler import Scheduler
+from .scheduler import Scheduler, request_blocks
 from .tokenizer import Tokenizer, build_tiny_tokenizer
 
 # kv: the KV manager's own calls (allocation, forks, frees, block tables, prefix hashing) and the
@@ -103,6 +104,8 @@ class Engine:
         self._parked: list[Request] = []
         self._lock = threading.Lock()  # parallel mode: two threads touch the KV manager
         self.frame = 0
+        self._worst_state = self._longest_state()
+        self.validate_changes()  # the starting config must fit this model and pool too
 
     # -- sizing ---------------------------------------------------------------------------------
     @staticmethod
@@ -123,33 +126,84 @@ class Engine:
     # -- requests -------------------------------------------------------------------------------
     def ask(self, prompt: str, priority: int = 1, kind: RequestKind = RequestKind.QUESTION,
             max_new_tokens: int | None = None) -> int:
-        """Queue a language request on the next observation; returns its id."""
-        ids = self._encode_suffix(prompt)
+        """Queue a language request on the next observation; returns its id. ValueError (with
+        the reason) when the prompt or max_new_tokens cannot be served."""
+        self.check_question(prompt)
         n = self.config.max_decode_steps if max_new_tokens is None else max_new_tokens
         if not 1 <= n <= 4096:
             raise ValueError(f"max_new_tokens must be in [1, 4096], got {n}")
-        req = Request(id=next(self._req_ids), kind=kind, prompt=prompt, prompt_ids=ids,
-                      priority=priority, max_new_tokens=n)
+        self._check_request_fits(n, self.config)
+        req = Request(id=next(self._req_ids), kind=kind, prompt=prompt,
+                      prompt_ids=self._encode_suffix(prompt), priority=priority, max_new_tokens=n)
         self._pending.append(req)
         return req.id
+
+    def check_question(self, text: str) -> None:
+        """ValueError with the reason when `text` cannot be a language request's prompt (empty,
+        or longer than max_prompt_tokens); the cheap length bound comes before tokenising."""
+        self._encode_suffix(text)
 
     def _encode_suffix(self, prompt: str) -> list[int]:
         if not isinstance(prompt, str) or not prompt.strip():
             raise ValueError("a language request needs a non-empty prompt")
-        ids = self.tokenizer.encode(prompt, add_bos=False)
         limit = self.model_config.max_prompt_tokens
+        # Every tokenizer here emits at most one token per character plus a few merges' worth
+        # of specials: a prompt far longer in characters cannot fit, refuse it before encoding.
+        if len(prompt) > 64 * limit:
+            raise ValueError(f"prompt is {len(prompt)} characters; it must be at most "
+                             f"{limit} tokens (max_prompt_tokens)")
+        ids = self.tokenizer.encode(prompt, add_bos=False)
         if not ids or len(ids) > limit:
             raise ValueError(f"prompt is {len(ids)} tokens; it must be 1..{limit} (max_prompt_tokens)")
         return ids
 
-    def update_config(self, **changes: Any) -> None:
-        """k, N, S, mode, memory and instruction changes take effect on the next frame."""
-        new = self.config.replace(**changes)
-        fixed = ("block_size", "num_blocks", "device", "dtype", "seed", "attention_backend",
-                 "compile_denoise", "linear_layout")
-        for name in fixed:
+    _FIXED = ("block_size", "num_blocks", "device", "dtype", "seed", "attention_backend",
+              "compile_denoise", "linear_layout")
+
+    def validate_changes(self, **changes: Any) -> EngineConfig:
+        """The EngineConfig that `update_config(**changes)` would apply, checked against this
+        engine and NOT applied (pure). ValueError with the reason when a change is not allowed
+        while running, a value is out of range, the instruction (with the longest possible
+        state text) or the memory prompt does not fit max_prompt_tokens, or a request of N new
+        tokens could never fit the KV pool."""
+        known = {f.name for f in dataclasses.fields(EngineConfig)}
+        unknown = sorted(set(changes) - known)
+        if unknown:
+            raise ValueError(f"unknown engine settings {unknown}")
+        new = self.config.replace(**changes)  # EngineConfig.__post_init__ checks the ranges
+        for name in self._FIXED:
             if getattr(new, name) != getattr(self.config, name):
                 raise ValueError(f"{name} cannot change while the engine runs")
+        if not isinstance(new.instruction, str) or not new.instruction.strip():
+            raise ValueError("instruction must be a non-empty string")
+        worst = len(self._prompt_ids(new.instruction, self._worst_state))
+        if worst > self.model_config.max_prompt_tokens:
+            raise ValueError(
+                f"instruction + state prompt can reach {worst} tokens (with "
+                f"{self._worst_state.size} joints); the model takes at most "
+                f"{self.model_config.max_prompt_tokens} (max_prompt_tokens)")
+        try:
+            self._encode_suffix(new.memory_prompt)
+        except ValueError as exc:
+            raise ValueError(f"memory_prompt: {exc}") from None
+        self._check_request_fits(new.max_decode_steps, new)
+        return new
+
+    def _check_request_fits(self, max_new_tokens: int, cfg: EngineConfig) -> None:
+        """A request that could never fit the pool beside one frame's action path would wait
+        forever: refuse it where it enters."""
+        mc = self.model_config
+        need = request_blocks(mc.max_prefix_tokens, mc.max_prompt_tokens, max_new_tokens,
+                              cfg.block_size, with_prefix=True) + self.scheduler.reserved_blocks
+        if need > self.kv.pool.num_blocks:
+            raise ValueError(
+                f"a request of {max_new_tokens} new tokens needs up to {need} KV blocks with the "
+                f"next frame's action path; the pool has {self.kv.pool.num_blocks} (num_blocks)")
+
+    def update_config(self, **changes: Any) -> None:
+        """k, N, S, mode, memory and instruction changes take effect on the next frame;
+        refused (ValueError, nothing applied) as validate_changes refuses them."""
+        new = self.validate_changes(**changes)
         self.config = new
         self.scheduler.set_max_active(new.max_active_requests)
 
@@ -240,13 +294,27 @@ class Engine:
 
     # -- stages ---------------------------------------------------------------------------------
     def _action_prompt(self, obs: Observation) -> list[int]:
-        text = format_prompt(obs.instruction, np.asarray(obs.state, dtype=np.float32),
-                             bins=self.model_config.state_bins)
-        ids = self.tokenizer.encode(text, add_bos=True)
+        instruction = self.config.instruction if obs.instruction is None else obs.instruction
+        ids = self._prompt_ids(instruction, np.asarray(obs.state, dtype=np.float32))
         if len(ids) > self.model_config.max_prompt_tokens:
             raise ValueError(f"instruction + state prompt is {len(ids)} tokens; the model takes at "
                              f"most {self.model_config.max_prompt_tokens} (max_prompt_tokens)")
         return ids
+
+    def _prompt_ids(self, instruction: str, state: np.ndarray) -> list[int]:
+        text = format_prompt(instruction, state, bins=self.model_config.state_bins)
+        return self.tokenizer.encode(text, add_bos=True)
+
+    def _longest_state(self) -> np.ndarray:
+        """A state of action_dim joints (the most an observation may carry) all in the bin whose
+        text tokenises longest (bins run -1..state_bins-1: a value below -1 is bin -1): the
+        worst case an instruction must leave room for."""
+        mc = self.model_config
+        values = np.concatenate(([-1.5], -1.0 + (2.0 * np.arange(mc.state_bins) + 1.0)
+                                 / mc.state_bins))
+        lengths = [len(self.tokenizer.encode(" ".join([str(b)] * mc.action_dim)))
+                   for b in range(-1, mc.state_bins)]
+        return np.full(mc.action_dim, values[int(np.argmax(lengths))], dtype=np.float32)
 
     def _noise(self, frame: int) -> torch.Tensor:
         gen = torch.Generator().manual_seed(self.config.seed * 1_000_003 + frame)

@@ -12,11 +12,12 @@ from .config import ModelConfig
 class Observation:
     """images: uint8 [C, H, W, 3] RGB, one per camera in camera order; camera_valid masks cameras
     that are missing this frame (their tokens are left out, which is what masking them does).
-    state: normalised proprioception (float32, q01..q99 -> -1..1, not clipped); stamp: seconds."""
+    state: normalised proprioception (float32, q01..q99 -> -1..1, not clipped); stamp: seconds.
+    instruction: the task; None uses EngineConfig.instruction (set live by update_config)."""
 
     images: np.ndarray
     state: np.ndarray
-    instruction: str
+    instruction: str | None = None  # None: the engine's configured instruction
     stamp: float = 0.0
     camera_valid: tuple[bool, ...] | None = None
     meta: dict = field(default_factory=dict, compare=False)
@@ -46,10 +47,14 @@ class Observation:
         state = np.asarray(self.state)
         if state.ndim != 1:
             raise ValueError(f"state must be a 1-D vector, got shape {list(state.shape)}")
+        if state.size > config.action_dim:  # the prompt budget is checked for this many joints
+            raise ValueError(f"state has {state.size} joints; the model takes at most "
+                             f"{config.action_dim} (action_dim)")
         bad = np.flatnonzero(~np.isfinite(state))
         if bad.size:
             raise ValueError(f"state has non-finite values at joint indices {bad.tolist()}")
-        if not isinstance(self.instruction, str) or not self.instruction.strip():
+        if self.instruction is not None and (
+                not isinstance(self.instruction, str) or not self.instruction.strip()):
             raise ValueError("instruction must be a non-empty string")
 
     def valid_images(self) -> np.ndarray:

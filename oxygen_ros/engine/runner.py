@@ -14,6 +14,7 @@ import torch.nn.functional as F
 
 from .attention import paged_attention, select_backend
 from .config import ModelConfig
+from .model.sampler import euler_sample
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -167,13 +168,14 @@ class ModelRunner:
         tables = self._tables([seq.block_table])
         ctx = PagedContext(self, slots, tables, self._int([0] * h), self._int([prefix_len + h] * h))
         positions = torch.arange(prefix_len, prefix_len + h, device=self.device)
-        x = noise.to(device=self.device, dtype=torch.float32)
-        dt = -1.0 / num_steps
-        for step in range(num_steps):
-            t = 1.0 + step * dt
+
+        def velocity(x: torch.Tensor, t: float) -> torch.Tensor:
             cond = m.time_cond(expert, t)
-            x = x + dt * self._velocity(m, expert, x.to(self.dtype), positions, ctx, cond)
-        return x
+            return self._velocity(m, expert, x.to(self.dtype), positions, ctx, cond)
+
+        # The model's own Euler schedule (one copy of the pi0.5 sampler, shared with the
+        # unpaged reference path).
+        return euler_sample(velocity, noise.to(device=self.device, dtype=torch.float32), num_steps)
 
     @torch.inference_mode()
     def generate(self, seqs: Sequence[SeqView], inputs: Sequence[Sequence[int]],

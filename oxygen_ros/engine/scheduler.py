@@ -21,6 +21,19 @@ from oxygen_ros.engine.kv.kv_manager import KVCacheBlocks, KVManager
 from oxygen_ros.engine.request import Request, RequestStatus
 
 
+def blocks_for(num_tokens: int, block_size: int) -> int:
+    return -(-num_tokens // block_size)
+
+
+def request_blocks(prefix_tokens: int, suffix_tokens: int, max_new_tokens: int, block_size: int,
+                   with_prefix: bool) -> int:
+    """Blocks a language request may still need: its prompt suffix and every decode slot (+1
+    for the copy-on-write of the prefix's partial last block), plus its observation prefix when
+    that has to be prefilled again (a preempted request). The one place this is computed."""
+    own = blocks_for(suffix_tokens + max_new_tokens, block_size) + 1
+    return own + (blocks_for(prefix_tokens, block_size) if with_prefix else 0)
+
+
 @dataclass(frozen=True)
 class SchedulerOutput:
     frame: int
@@ -105,7 +118,8 @@ class Scheduler:
         blocks: list[KVCacheBlocks] = []
         while self._waiting and len(self._running) < self._max_active:
             req = self._waiting[0]
-            worst = -(-(len(req.prompt_ids) + req.max_new_tokens) // self.kv.block_size) + 1
+            worst = request_blocks(0, len(req.prompt_ids), req.max_new_tokens,
+                                   self.kv.block_size, with_prefix=False)
             if not self.kv.can_fit(worst + self.reserved_blocks):
                 break
             got = self.kv.append(req.seq_id, req.prompt_ids,  # type: ignore[arg-type]

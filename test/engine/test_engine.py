@@ -70,6 +70,75 @@ def test_bad_requests_and_knobs(parts):
         engine.update_config(linear_layout="transposed")
 
 
+def test_validate_changes_is_pure_and_gives_reasons(parts):
+    engine = make(parts, num_blocks=40)
+    before = engine.config
+    new = engine.validate_changes(decode_steps_per_frame=2, mode="shared")
+    assert (new.decode_steps_per_frame, new.mode) == (2, "shared")
+    assert engine.config is before and engine.config.mode == "oxygen"  # nothing applied
+    for changes, match in [
+        (dict(instruction="stack the blocks " * 30), "instruction \\+ state prompt can reach"),
+        (dict(instruction="  "), "instruction must be a non-empty string"),
+        (dict(memory_prompt="what happened " * 40), "memory_prompt: prompt is"),
+        (dict(memory_prompt=""), "memory_prompt: a language request needs"),
+        (dict(max_decode_steps=4000), r"needs up to \d+ KV blocks .* the pool has 40"),
+        (dict(turbo=True), r"unknown engine settings \['turbo'\]"),
+        (dict(num_blocks=80), "num_blocks cannot change"),
+    ]:
+        with pytest.raises(ValueError, match=match):
+            engine.validate_changes(**changes)
+        with pytest.raises(ValueError, match=match):
+            engine.update_config(**changes)
+        assert engine.config is before
+    engine.step(obs())  # still serving
+
+
+def test_instruction_fits_with_the_longest_state_text(parts):
+    """An instruction accepted by validate_changes fits with ANY state of up to action_dim
+    joints, so no later frame can fail on the prompt budget."""
+    engine = make(parts)
+    words = "pick up the red cube and put it in the bowl".split()
+    accepted = None
+    for n in range(1, 60):
+        text = " ".join(words[i % len(words)] for i in range(n))
+        try:
+            engine.validate_changes(instruction=text)
+            accepted = text
+        except ValueError:
+            break
+    assert accepted is not None
+    engine.update_config(instruction=accepted)
+    rng = np.random.default_rng(0)
+    o = obs()
+    for _ in range(50):
+        state = rng.uniform(-1, 1, MC.action_dim).astype(np.float32)
+        assert len(engine._action_prompt(Observation(o.images, state))) <= MC.max_prompt_tokens
+
+
+def test_check_question(parts):
+    engine = make(parts)
+    engine.check_question("What is on the table?")
+    for text, match in [("", "non-empty"), ("   ", "non-empty"),
+                        ("cube " * 60, r"prompt is \d+ tokens"),
+                        ("x" * 100_000, r"prompt is 100000 characters")]:
+        with pytest.raises(ValueError, match=match):
+            engine.check_question(text)
+        with pytest.raises(ValueError, match=match):
+            engine.ask(text)
+    assert not engine.has_unfinished()
+
+
+def test_observation_without_instruction_uses_the_configured_one(parts):
+    o = obs()
+    a = make(parts, denoise_steps=2, memory_every_n_frames=0, instruction="open the drawer")
+    b = make(parts, denoise_steps=2, memory_every_n_frames=0)
+    implicit = a.step(Observation(o.images, o.state)).actions
+    explicit = b.step(Observation(o.images, o.state, instruction="open the drawer")).actions
+    np.testing.assert_array_equal(implicit, explicit)
+    with pytest.raises(ValueError, match=r"state has 9 joints; the model takes at most 8"):
+        a.step(Observation(o.images, np.zeros(9, np.float32)))
+
+
 def test_long_instruction_is_rejected_not_truncated(parts):
     engine = make(parts)
     o = obs()
