@@ -1,12 +1,14 @@
-"""Tokenizers: a real one from a checkpoint folder, or a tiny deterministic byte-level BPE.
+"""Tokenizers: a real one (file, folder or local Hugging Face cache), or a tiny deterministic BPE.
 
-Both expose the same small interface (``Tokenizer``): encode(text, add_bos) -> ids,
+``find_tokenizer`` resolves what a checkpoint is served with; the tiny BPE is for random presets
+only, so real weights never meet a vocabulary they were not trained with. Both expose the same small interface (``Tokenizer``): encode(text, add_bos) -> ids,
 decode(ids) -> text, and the eos/bos/pad ids and vocab size. BOS is added by this wrapper, never by
 a post-processor, so ``encode(text, add_bos=False)`` is the raw piece sequence.
 """
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Protocol, Sequence
 
@@ -106,6 +108,112 @@ def load_tokenizer(path: str | Path) -> Tokenizer:
     if sp_file.is_file():
         return SentencePieceTokenizer(sp_file)
     raise FileNotFoundError(f"no tokenizer.json or tokenizer.model at {p}")
+
+
+# ---- finding the tokenizer a checkpoint was trained with --------------------------------------
+PALIGEMMA_REPO = "google/paligemma-3b-pt-224"  # what LeRobot's pi05 processor config names
+OPENPI_TOKENIZER = "big_vision/paligemma_tokenizer.model"  # openpi's download, under its cache
+_FILES = ("tokenizer.json", "tokenizer.model")
+HOW_TO = (
+    "provide it with load_checkpoint(..., tokenizer=PATH_OR_REPO_ID), oxygen-inspect --tokenizer or "
+    "the node parameter model.tokenizer (a tokenizer.model / tokenizer.json file, a folder holding "
+    "one, or a Hugging Face repo id already in the local cache), or copy tokenizer.model next to "
+    "the checkpoint; on a machine with internet `huggingface-cli download "
+    f"{PALIGEMMA_REPO} tokenizer.model tokenizer.json tokenizer_config.json` fills the cache "
+    "(the repo is gated: accept its licence first)")
+
+
+def hf_hub_cache() -> Path:
+    """The Hugging Face hub cache folder, read from the environment at call time."""
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.environ["HF_HUB_CACHE"]).expanduser()
+    home = os.environ.get("HF_HOME") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or "~/.cache", "huggingface")
+    return Path(home).expanduser() / "hub"
+
+
+def openpi_cache() -> Path:
+    return Path(os.environ.get("OPENPI_DATA_HOME") or "~/.cache/openpi").expanduser()
+
+
+def _from_hf_cache(repo_id: str, looked: list[str]) -> Tokenizer | None:
+    """A repo's tokenizer from the local cache only (never the network)."""
+    from huggingface_hub import try_to_load_from_cache
+
+    cache = hf_hub_cache()
+    looked.append(f"Hugging Face cache {cache} for {repo_id} ({' or '.join(_FILES)})")
+    for name in _FILES:
+        try:
+            path = try_to_load_from_cache(repo_id, name, cache_dir=cache)
+        except ValueError:  # not a valid repo id
+            return None
+        if isinstance(path, str) and Path(path).is_file():
+            return load_tokenizer(path)
+    return None
+
+
+def _looks_like_repo_id(spec: str) -> bool:
+    parts = spec.split("/")
+    return len(parts) == 2 and all(parts) and not spec.startswith((".", "~")) \
+        and not spec.endswith(_FILES)
+
+
+def load_tokenizer_spec(spec: str | Path) -> tuple[Tokenizer, str]:
+    """An explicit tokenizer: file, folder or cached repo id -> (tokenizer, where it came from)."""
+    text = str(spec)
+    path = Path(text).expanduser()
+    if path.is_file() or path.is_dir():
+        if path.is_file() and not text.endswith((".json", ".model")):
+            raise ValueError(f"tokenizer file {path} is neither a tokenizer.json nor a SentencePiece "
+                             ".model file")
+        try:
+            return load_tokenizer(path), str(path)
+        except FileNotFoundError as err:
+            raise ValueError(f"{err}; {HOW_TO}") from None
+    if _looks_like_repo_id(text):
+        looked: list[str] = []
+        tok = _from_hf_cache(text, looked)
+        if tok is not None:
+            return tok, f"{text} (Hugging Face cache {hf_hub_cache()})"
+        raise ValueError(f"tokenizer {text!r} is not in the local {looked[0]}; {HOW_TO}")
+    raise ValueError(f"tokenizer {text!r} is neither an existing file or folder nor a repo id "
+                     f"(owner/name); {HOW_TO}")
+
+
+def find_tokenizer(checkpoint: str | Path, repo_ids: Sequence[str] = (),
+                   openpi: bool = False) -> tuple[Tokenizer, str]:
+    """The tokenizer of a checkpoint with none given: next to it, then the local Hugging Face
+    cache for each repo id its processor config names, then (openpi) openpi's own download.
+    ValueError listing every place looked at and how to provide one when nothing is found."""
+    folder = Path(checkpoint)
+    looked = [f"{folder} ({' or '.join(_FILES)})"]
+    if any((folder / f).is_file() for f in _FILES):
+        return load_tokenizer(folder), str(folder)
+    for repo in repo_ids:
+        tok = _from_hf_cache(repo, looked)
+        if tok is not None:
+            return tok, f"{repo} (Hugging Face cache {hf_hub_cache()})"
+    if openpi:
+        path = openpi_cache() / OPENPI_TOKENIZER
+        looked.append(f"openpi cache {path}")
+        if path.is_file():
+            return load_tokenizer(path), str(path)
+    raise ValueError(f"no tokenizer found for checkpoint {folder}: looked in " + "; ".join(looked)
+                     + f". A checkpoint is never served with a made-up vocabulary: {HOW_TO}")
+
+
+def check_vocab(tokenizer: Tokenizer, embedding_rows: int, source: str) -> None:
+    """A tokenizer fits a checkpoint when its ids index the embedding and it uses (nearly) all of
+    it: an embedding may be padded up a little, a much smaller vocabulary is another tokenizer."""
+    n = int(tokenizer.vocab_size)
+    if n > embedding_rows or n < embedding_rows - 256:
+        raise ValueError(f"tokenizer {source} has {n} tokens but the checkpoint's embedding has "
+                         f"{embedding_rows} rows: it is not the tokenizer this model was trained "
+                         f"with; {HOW_TO}")
+    bad = [name for name in ("bos_id", "eos_id", "pad_id")
+           if not 0 <= int(getattr(tokenizer, name)) < embedding_rows]
+    if bad:
+        raise ValueError(f"tokenizer {source}: {bad} outside the embedding ({embedding_rows} rows)")
 
 
 _WORDS = (

@@ -20,12 +20,14 @@ from oxygen_ros.node.pairing import Pair  # noqa: E402
 def checkpoint(tmp_path_factory):
     from oxygen_ros.engine.config import load_model_config
     from oxygen_ros.engine.model import NormStats, init_model, save_lerobot_checkpoint
+    from oxygen_ros.engine.tokenizer import build_tiny_tokenizer
 
     mc = load_model_config("tiny")
     model = init_model(mc, seed=3)
-    stats = NormStats(state_q01=np.full(6, -2.0, np.float32), state_q99=np.full(6, 2.0, np.float32),
-                      action_q01=np.full(6, -3.0, np.float32), action_q99=np.full(6, 3.0, np.float32))
-    return save_lerobot_checkpoint(model, mc, tmp_path_factory.mktemp("ckpt") / "tiny", norm_stats=stats)
+    stats = NormStats.quantiles(np.full(6, -2.0, np.float32), np.full(6, 2.0, np.float32),
+                                np.full(6, -3.0, np.float32), np.full(6, 3.0, np.float32))
+    return save_lerobot_checkpoint(model, mc, tmp_path_factory.mktemp("ckpt") / "tiny", norm_stats=stats,
+                                   tokenizer=build_tiny_tokenizer(mc.vocab_size))
 
 
 @pytest.fixture

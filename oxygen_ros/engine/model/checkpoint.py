@@ -1,26 +1,28 @@
-"""Random init, and save / load in the LeRobot pi05 checkpoint layout.
+"""Random init, and loading LeRobot / openpi pi0.5 checkpoints (formats.py reads their small
+files, writer.py writes both layouts).
 
-Files: config.json ("type": "pi05", LeRobot fields, our ModelConfig under "oxygen_model_config"),
-model.safetensors (``model.paligemma_with_expert...`` names), policy_preprocessor.json +
-policy_preprocessor_step_3_normalizer_processor.safetensors, policy_postprocessor.json +
-policy_postprocessor_step_0_unnormalizer_processor.safetensors, tokenizer.json.
+Weights: ``model.paligemma_with_expert...`` names (openpi's converter writes the same without
+``model.``; older transformers put the vision tower under ``vision_model.``). Loading is lean: the
+model is built on the meta device and every tensor is copied from the memory-mapped file straight
+into its final dtype and device (no float32 detour, no second copy; the mapping is reopened every
+~256 MB so touched file pages do not add up in the resident set).
 
 Extension for E > 2 (not in LeRobot): action expert i >= 2 is ``gemma_expert_{i}`` with
 ``action_in_proj_{i}`` etc.; expert 1 keeps the pi0.5 names.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import torch
-from safetensors.numpy import load_file as np_load_file, save_file as np_save_file
-from safetensors.torch import load_file, save_file
+from safetensors import safe_open
 
-from ..config import ModelConfig, PRESETS, model_config_from_dict
+from ..config import ModelConfig
+from ..tokenizer import Tokenizer, check_vocab, find_tokenizer, load_tokenizer_spec
+from .formats import CheckpointInfo, read_checkpoint_files
 from .mot import MoTModel
+from .norm import NormStats
 
 PWE = "model.paligemma_with_expert."
 VLM = PWE + "paligemma.model.language_model."
@@ -29,9 +31,6 @@ VISION_OLD = VISION + "vision_model."
 PROJ = PWE + "paligemma.model.multi_modal_projector.linear."
 EMBED = VLM + "embed_tokens.weight"
 LM_HEAD = PWE + "paligemma.lm_head.weight"
-CONFIG_KEY = "oxygen_model_config"
-PRE_STATE = "policy_preprocessor_step_3_normalizer_processor.safetensors"
-POST_STATE = "policy_postprocessor_step_0_unnormalizer_processor.safetensors"
 # present in real checkpoints, unused by pi0.5 inference
 IGNORED_SUFFIXES = ("lm_head.weight", "model.embed_tokens.weight")
 IGNORED_EXACT = ("model.state_proj.weight", "model.state_proj.bias")
@@ -140,211 +139,212 @@ def init_model(config: ModelConfig, seed: int = 0, device: str | torch.device = 
     return model.to(device=device, dtype=dtype).eval().requires_grad_(False)
 
 
-# ---- normalisation stats (pi05: QUANTILES with q01/q99) ---------------------------------------
-@dataclass
-class NormStats:
-    """q01/q99 quantile normalisation (LeRobot NormalizationMode.QUANTILES, eps 1e-8 when equal)."""
-
-    state_q01: np.ndarray
-    state_q99: np.ndarray
-    action_q01: np.ndarray
-    action_q99: np.ndarray
-    extra: dict[str, np.ndarray] | None = None  # other stats (mean/std/min/max/count/qNN) by key
-    eps: float = 1e-8
-
-    @staticmethod
-    def _denom(lo: np.ndarray, hi: np.ndarray, eps: float) -> np.ndarray:
-        d = (hi - lo).astype(np.float32)
-        return np.where(d == 0, np.float32(eps), d)
-
-    def normalize_state(self, state) -> np.ndarray:
-        s = np.asarray(state, dtype=np.float32)
-        return 2.0 * (s - self.state_q01) / self._denom(self.state_q01, self.state_q99, self.eps) - 1.0
-
-    def unnormalize_actions(self, actions) -> np.ndarray:
-        a = np.asarray(actions, dtype=np.float32)[..., : self.action_q01.shape[-1]]
-        return (a + 1.0) * self._denom(self.action_q01, self.action_q99, self.eps) / 2.0 + self.action_q01
-
-    @classmethod
-    def from_flat(cls, pre: dict[str, np.ndarray], post: dict[str, np.ndarray]) -> "NormStats":
-        need = [("observation.state.q01", pre), ("observation.state.q99", pre),
-                ("action.q01", post), ("action.q99", post)]
-        missing = [k for k, d in need if k not in d]
-        if missing:
-            raise ValueError(f"normalizer stats are missing {missing}")
-        return cls(pre["observation.state.q01"].astype(np.float32),
-                   pre["observation.state.q99"].astype(np.float32),
-                   post["action.q01"].astype(np.float32), post["action.q99"].astype(np.float32),
-                   extra={**pre, **post})
-
-    def flat(self) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-        pre = {k: v for k, v in (self.extra or {}).items()}
-        pre.update({"observation.state.q01": self.state_q01, "observation.state.q99": self.state_q99,
-                    "action.q01": self.action_q01, "action.q99": self.action_q99})
-        post = {k: v for k, v in pre.items() if k.startswith("action.")}
-        return ({k: np.ascontiguousarray(v, dtype=np.float32) for k, v in pre.items()},
-                {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in post.items()})
-
-
-# ---- save ------------------------------------------------------------------------------------
-def _features(config: ModelConfig, state_dim: int, action_dim: int) -> tuple[dict, dict]:
-    img = [3, config.vision.image_size, config.vision.image_size]
-    inputs = {f"observation.images.camera{i}": {"type": "VISUAL", "shape": img}
-              for i in range(config.num_cameras)}
-    inputs["observation.state"] = {"type": "STATE", "shape": [state_dim]}
-    return inputs, {"action": {"type": "ACTION", "shape": [action_dim]}}
-
-
-def save_lerobot_checkpoint(model: MoTModel, config: ModelConfig, folder: str | Path,
-                            tokenizer=None, norm_stats: NormStats | None = None) -> Path:
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    tensors = {to_lerobot_name(n): p.detach().to("cpu").contiguous()
-               for n, p in model.state_dict().items()}
-    save_file(tensors, str(folder / "model.safetensors"), metadata={"format": "pt"})
-
-    is_pi05 = config.vlm.width == 2048 and config.action_experts[0].width == 1024
-    state_dim = int(norm_stats.state_q01.shape[-1]) if norm_stats is not None else config.action_dim
-    action_dim = int(norm_stats.action_q01.shape[-1]) if norm_stats is not None else config.action_dim
-    inputs, outputs = _features(config, state_dim, action_dim)
-    norm_map = {"VISUAL": "IDENTITY", "STATE": "QUANTILES", "ACTION": "QUANTILES"}
-    cfg = {
-        "type": "pi05",
-        "paligemma_variant": "gemma_2b" if is_pi05 else "custom",
-        "action_expert_variant": "gemma_300m" if is_pi05 else "custom",
-        "dtype": str(model.dtype).replace("torch.", ""),
-        "n_obs_steps": 1, "chunk_size": config.action_horizon, "n_action_steps": config.action_horizon,
-        "max_state_dim": config.action_dim, "max_action_dim": config.action_dim,
-        "num_inference_steps": 10, "min_period": 4e-3, "max_period": 4.0,
-        "image_resolution": [config.vision.image_size, config.vision.image_size],
-        "tokenizer_max_length": config.max_prompt_tokens,
-        "normalization_mapping": norm_map, "input_features": inputs, "output_features": outputs,
-        CONFIG_KEY: config.to_dict(),
-    }
-    (folder / "config.json").write_text(json.dumps(cfg, indent=2))
-
-    pre_steps = [
-        {"registry_name": "rename_observations_processor", "config": {"rename_map": {}}},
-        {"registry_name": "to_batch_processor", "config": {}},
-        {"registry_name": "device_processor", "config": {"device": "cpu", "float_dtype": None}},
-        {"registry_name": "normalizer_processor",
-         "config": {"eps": 1e-8, "features": {**inputs, **outputs}, "norm_map": norm_map},
-         "state_file": PRE_STATE},
-        {"registry_name": "pi05_prepare_state_tokenizer_processor_step",
-         "config": {"max_state_dim": config.action_dim}},
-        {"registry_name": "tokenizer_processor",
-         "config": {"max_length": config.max_prompt_tokens, "padding_side": "right",
-                    "padding": "max_length", "truncation": True}},
-    ]
-    post_steps = [
-        {"registry_name": "unnormalizer_processor",
-         "config": {"eps": 1e-8, "features": outputs, "norm_map": norm_map}, "state_file": POST_STATE},
-        {"registry_name": "device_processor", "config": {"device": "cpu", "float_dtype": None}},
-    ]
-    (folder / "policy_preprocessor.json").write_text(
-        json.dumps({"name": "policy_preprocessor", "steps": pre_steps}, indent=2))
-    (folder / "policy_postprocessor.json").write_text(
-        json.dumps({"name": "policy_postprocessor", "steps": post_steps}, indent=2))
-    if norm_stats is not None:
-        pre, post = norm_stats.flat()
-        np_save_file(pre, str(folder / PRE_STATE))
-        np_save_file(post, str(folder / POST_STATE))
-    if tokenizer is not None:
-        if not hasattr(tokenizer, "save"):
-            raise ValueError(f"tokenizer {type(tokenizer).__name__} cannot be saved as tokenizer.json")
-        tokenizer.save(folder / "tokenizer.json")
-    return folder
-
-
 # ---- load ------------------------------------------------------------------------------------
-def _config_from_json(cfg: dict) -> ModelConfig:
-    if CONFIG_KEY in cfg:
-        return model_config_from_dict(cfg[CONFIG_KEY])
-    if cfg.get("type") != "pi05":
-        raise ValueError(f"config.json type is {cfg.get('type')!r}, expected 'pi05'")
-    over: dict = {}
-    if "chunk_size" in cfg:
-        over["action_horizon"] = int(cfg["chunk_size"])
-    if "max_action_dim" in cfg:
-        over["action_dim"] = int(cfg["max_action_dim"])
-    if "tokenizer_max_length" in cfg:
-        over["max_prompt_tokens"] = int(cfg["tokenizer_max_length"])
-    cams = [k for k, f in cfg.get("input_features", {}).items()
-            if isinstance(f, dict) and f.get("type") == "VISUAL"]
-    if cams:
-        over["num_cameras"] = len(cams) + int(cfg.get("empty_cameras", 0))
-    return PRESETS["pi05"].replace(**over)
+WEIGHTS = "model.safetensors"
+_BATCH_BYTES = 256 << 20  # reopen the mapping after this many bytes (bounds mapped pages in RSS)
+_SLICE_BYTES = 64 << 20  # bigger tensors are copied in row blocks of about this size
+_ST_DTYPES = {"F64": torch.float64, "F32": torch.float32, "BF16": torch.bfloat16, "F16": torch.float16,
+              "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8,
+              "U8": torch.uint8, "BOOL": torch.bool}
 
 
-def _processor_state(folder: Path, json_name: str, step_name: str, default: str) -> Path:
-    p = folder / json_name
-    if p.is_file():
-        for step in json.loads(p.read_text()).get("steps", []):
-            if step.get("registry_name") == step_name and step.get("state_file"):
-                return folder / step["state_file"]
-    return folder / default
+@dataclass(frozen=True)
+class WeightEntry:
+    key: str  # name in the file
+    shape: tuple[int, ...]
+    file_dtype: str  # safetensors dtype name (BF16, F32, ...)
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    @property
+    def file_bytes(self) -> int:
+        return self.numel * _ST_DTYPES[self.file_dtype].itemsize
 
 
-def load_checkpoint(folder: str | Path, device: str | torch.device = "cpu",
-                    dtype: torch.dtype | str = torch.float32):
-    """-> (model, config, tokenizer | None, NormStats | None). Strict: missing or unexpected
-    weights raise a ValueError listing them (known-unused keys are ignored)."""
-    from ..tokenizer import load_tokenizer
+@dataclass
+class WeightCheck:
+    """Every model parameter paired with its tensor in the file, and what does not fit."""
 
-    folder = Path(folder)
+    entries: dict[str, WeightEntry]  # our parameter name -> file tensor
+    missing: list[str]
+    unexpected: list[str]
+    bad_shapes: list[str]
+
+    @property
+    def problems(self) -> list[str]:
+        out = []
+        for label, items in (("missing", self.missing), ("unexpected", self.unexpected),
+                             ("wrong shape", self.bad_shapes)):
+            if items:
+                out.append(f"{label} {len(items)}: {items[:10]}{' ...' if len(items) > 10 else ''}")
+        return out
+
+    @property
+    def num_params(self) -> int:
+        return sum(e.numel for e in self.entries.values())
+
+
+def check_weights(path: str | Path, config: ModelConfig) -> WeightCheck:
+    """Pair the file's tensors with a ``config``-shaped model from the safetensors header alone
+    (no tensor data is read): every key and shape is verified."""
+    with torch.device("meta"):
+        shapes = {n: tuple(t.shape) for n, t in MoTModel(config).state_dict().items()}
+    wanted = {to_lerobot_name(n): n for n in shapes}
+    found: dict[str, WeightEntry] = {}
+    duplicates = []
+    with safe_open(str(path), framework="pt") as f:
+        for key in f.keys():
+            c = _canonical(key)
+            if c is None:
+                continue
+            sl = f.get_slice(key)
+            entry = WeightEntry(key, tuple(int(d) for d in sl.get_shape()), str(sl.get_dtype()))
+            if c in found:
+                duplicates.append(f"{key} duplicates {found[c].key}")
+            found[c] = entry
+    lm_head = found.pop(LM_HEAD, None)
+    if EMBED not in found and lm_head is not None:
+        found[EMBED] = lm_head  # tied: lm_head stands in for a missing embed_tokens
+    entries, bad = {}, list(duplicates)
+    for lr_name, ours in wanted.items():
+        e = found.get(lr_name)
+        if e is None:
+            continue
+        if e.shape != shapes[ours]:
+            bad.append(f"{e.key} {list(e.shape)} != {list(shapes[ours])}")
+        elif e.file_dtype not in _ST_DTYPES or not _ST_DTYPES[e.file_dtype].is_floating_point:
+            bad.append(f"{e.key} has dtype {e.file_dtype}")
+        else:
+            entries[ours] = e
+    return WeightCheck(entries, sorted(set(wanted) - set(found)), sorted(set(found) - set(wanted)), bad)
+
+
+def _jobs(entries: dict[str, WeightEntry]) -> list[list[tuple[str, WeightEntry, int, int]]]:
+    """(name, entry, first row, end row) copy jobs grouped into batches of ~_BATCH_BYTES; a big
+    tensor is split into row blocks of ~_SLICE_BYTES that may land in different batches."""
+    batches: list[list] = [[]]
+    size = 0
+    for ours, e in sorted(entries.items(), key=lambda kv: kv[1].key):
+        rows = e.shape[0] if e.shape else 1
+        step = rows if e.file_bytes <= _SLICE_BYTES else max(1, _SLICE_BYTES // (e.file_bytes // rows))
+        for i in range(0, rows, step):
+            n = min(step, rows - i)
+            batches[-1].append((ours, e, i, i + n))
+            size += e.file_bytes * n // rows
+            if size >= _BATCH_BYTES:
+                batches.append([])
+                size = 0
+    return [b for b in batches if b]
+
+
+def read_weights(path: str | Path, entries: dict[str, WeightEntry], dtype: torch.dtype,
+                 device: torch.device, progress: bool | None = None) -> dict[str, torch.Tensor]:
+    """Our name -> tensor in ``dtype`` on ``device``, copied out of the memory-mapped file (tqdm
+    bar on a terminal, or always with progress=True).
+
+    The reader's tensors are views of a whole-file mapping whose touched pages count in the
+    resident set until the file is closed, so the file is reopened every ~256 MB and each copy
+    goes straight into the final tensor (copy_ casts: no temporary in the file's dtype)."""
+    from tqdm import tqdm
+
+    out = {ours: torch.empty(e.shape, dtype=dtype, device=device) for ours, e in entries.items()}
+    total = sum(e.file_bytes for e in entries.values())
+    with tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024, desc=f"loading {Path(path).name}",
+              disable=None if progress is None else not progress, leave=False) as bar:
+        for batch in _jobs(entries):
+            with safe_open(str(path), framework="pt", device="cpu") as f:
+                for ours, e, lo, hi in batch:
+                    if not e.shape:
+                        out[ours].copy_(f.get_tensor(e.key))
+                    elif lo == 0 and hi == e.shape[0]:
+                        out[ours].copy_(f.get_tensor(e.key))
+                    else:
+                        out[ours][lo:hi].copy_(f.get_slice(e.key)[lo:hi])
+                    bar.update(e.file_bytes * (hi - lo) // (e.shape[0] if e.shape else 1))
+    return out
+
+
+def load_weights(path: str | Path, config: ModelConfig, device: str | torch.device = "cpu",
+                 dtype: torch.dtype | str = torch.float32, progress: bool | None = None,
+                 check: WeightCheck | None = None) -> MoTModel:
+    """An inference-ready, unfused MoTModel from a safetensors file. Strict: missing, unexpected
+    or wrongly shaped weights raise one ValueError listing them (known-unused keys are ignored)."""
     if isinstance(dtype, str):
         dtype = getattr(torch, dtype)
-    cfg_file = folder / "config.json"
-    if not cfg_file.is_file():
-        raise FileNotFoundError(f"{cfg_file} not found")
-    config = _config_from_json(json.loads(cfg_file.read_text()))
-    raw = load_file(str(folder / "model.safetensors"))
-    ckpt: dict[str, torch.Tensor] = {}
-    for key, t in raw.items():
-        c = _canonical(key)
-        if c is None:
-            continue
-        if c in ckpt:
-            raise ValueError(f"checkpoint key {key} duplicates {c} (both vision naming forms?)")
-        ckpt[c] = t
-    lm_head = ckpt.pop(LM_HEAD, None)
-    if EMBED not in ckpt and lm_head is not None:
-        ckpt[EMBED] = lm_head  # tied: copy lm_head into embed_tokens when it is missing
-
+    device = torch.device(device)
+    check = check or check_weights(path, config)
+    if check.problems:
+        raise ValueError(f"{path} does not match {config.name!r}: " + "; ".join(check.problems))
     with torch.device("meta"):
         model = MoTModel(config)
-    wanted = {to_lerobot_name(n): n for n in model.state_dict()}
-    missing = sorted(set(wanted) - set(ckpt))
-    unexpected = sorted(set(ckpt) - set(wanted))
-    if missing or unexpected:
-        raise ValueError(
-            f"{folder / 'model.safetensors'} does not match {config.name!r}: "
-            f"missing {len(missing)} keys {missing[:10]}{' ...' if len(missing) > 10 else ''}; "
-            f"unexpected {len(unexpected)} keys {unexpected[:10]}{' ...' if len(unexpected) > 10 else ''}")
-    state = {}
-    shapes = model.state_dict()
-    for lr_name, ours in wanted.items():
-        t = ckpt.pop(lr_name)
-        if tuple(t.shape) != tuple(shapes[ours].shape):
-            raise ValueError(f"{lr_name}: shape {tuple(t.shape)} != expected {tuple(shapes[ours].shape)}")
-        # a fresh (aligned) copy: kernels then see the same memory layout as after init_model, so
-        # outputs do not depend on where the tensor sat in the safetensors file
-        state[ours] = t.to(dtype=dtype, copy=True)
+    state = read_weights(path, check.entries, dtype, device, progress)
     model.load_state_dict(state, assign=True, strict=True)
+    del state
     emb = model.vision.tower.embeddings  # its non-persistent buffer is still on "meta"
-    emb.register_buffer("position_ids", torch.arange(emb.num_positions).expand((1, -1)),
+    emb.register_buffer("position_ids", torch.arange(emb.num_positions, device=device).expand((1, -1)),
                         persistent=False)
     still_meta = [n for n, t in [*model.named_parameters(), *model.named_buffers()] if t.is_meta]
     if still_meta:
         raise RuntimeError(f"tensors left uninitialised after loading: {still_meta}")
-    model = model.to(device=device).eval().requires_grad_(False)
+    return model.eval().requires_grad_(False)
 
-    tokenizer = None
-    if (folder / "tokenizer.json").is_file() or (folder / "tokenizer.model").is_file():
-        tokenizer = load_tokenizer(folder)
-    pre_file = _processor_state(folder, "policy_preprocessor.json", "normalizer_processor", PRE_STATE)
-    post_file = _processor_state(folder, "policy_postprocessor.json", "unnormalizer_processor", POST_STATE)
-    stats = None
-    if pre_file.is_file() and post_file.is_file():
-        stats = NormStats.from_flat(np_load_file(str(pre_file)), np_load_file(str(post_file)))
-    return model, config, tokenizer, stats
+
+@dataclass
+class Checkpoint:
+    model: MoTModel | None  # None from describe_checkpoint (nothing loaded)
+    config: ModelConfig
+    tokenizer: Tokenizer | None
+    tokenizer_source: str  # where the tokenizer came from, or why none was found
+    norm_stats: NormStats | None
+    info: CheckpointInfo
+
+
+def resolve_tokenizer(folder: str | Path, config: ModelConfig, info: CheckpointInfo,
+                      tokenizer=None) -> tuple[Tokenizer, str]:
+    """The given tokenizer (object, file, folder or cached repo id), else the one found next to
+    the checkpoint or in the local caches; ValueError when none is found or its vocabulary does
+    not fit the embedding."""
+    if tokenizer is not None and not isinstance(tokenizer, (str, Path)):
+        tok, source = tokenizer, f"{type(tokenizer).__name__} object"
+    elif tokenizer:
+        tok, source = load_tokenizer_spec(tokenizer)
+    else:
+        tok, source = find_tokenizer(folder, info.tokenizer_repos, openpi=info.format == "openpi")
+    check_vocab(tok, config.vocab_size, source)
+    return tok, source
+
+
+def describe_checkpoint(folder: str | Path, tokenizer=None, asset_id: str | None = None) -> Checkpoint:
+    """Everything but the weights (for oxygen-inspect); a tokenizer problem is reported in
+    tokenizer_source instead of raised."""
+    config, info, stats = read_checkpoint_files(folder, asset_id)
+    try:
+        tok, source = resolve_tokenizer(folder, config, info, tokenizer)
+    except ValueError as err:
+        tok, source = None, str(err)
+    return Checkpoint(None, config, tok, source, stats, info)
+
+
+def open_checkpoint(folder: str | Path, device: str | torch.device = "cpu",
+                    dtype: torch.dtype | str = torch.float32, tokenizer=None,
+                    asset_id: str | None = None, progress: bool | None = None) -> Checkpoint:
+    """Load a LeRobot or openpi pi0.5 checkpoint with its tokenizer and statistics. The tokenizer
+    and every key and shape are checked before any weight is read."""
+    folder = Path(folder)
+    config, info, stats = read_checkpoint_files(folder, asset_id)
+    tok, source = resolve_tokenizer(folder, config, info, tokenizer)
+    model = load_weights(folder / WEIGHTS, config, device, dtype, progress)
+    return Checkpoint(model, config, tok, source, stats, info)
+
+
+def load_checkpoint(folder: str | Path, device: str | torch.device = "cpu",
+                    dtype: torch.dtype | str = torch.float32, tokenizer=None,
+                    asset_id: str | None = None, progress: bool | None = None):
+    """-> (model, config, tokenizer, NormStats | None); see open_checkpoint."""
+    ck = open_checkpoint(folder, device, dtype, tokenizer, asset_id, progress)
+    return ck.model, ck.config, ck.tokenizer, ck.norm_stats

@@ -18,3 +18,60 @@ def tiny_model(tiny_cfg):
 @pytest.fixture
 def gen():
     return torch.Generator().manual_seed(1234)
+
+
+def train_sentencepiece(path, vocab_size: int = 512) -> None:
+    """A real SentencePiece BPE model (PaliGemma's ids: pad 0, eos 1, bos 2, unk 3), ~0.2 s."""
+    import random
+
+    import sentencepiece as spm
+
+    rng = random.Random(0)
+    words = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(2, 8)))
+             for _ in range(3000)]
+    lines = ["pick up the red cube", "Task: open the drawer, State: 0 128 255;\nAction: "]
+    lines += [" ".join(rng.choice(words) for _ in range(12)) for _ in range(500)]
+    with open(path, "wb") as f:
+        spm.SentencePieceTrainer.train(sentence_iterator=iter(lines), model_writer=f,
+                                       vocab_size=vocab_size, pad_id=0, eos_id=1, bos_id=2, unk_id=3,
+                                       minloglevel=2, model_type="bpe")
+
+
+def fake_hf_cache(hf_home, repo_id: str, files: dict) -> None:
+    """The hub cache layout huggingface_hub writes: models--org--name/{refs/main, snapshots/REV/}."""
+    rev = "0123456789abcdef0123456789abcdef01234567"
+    repo = hf_home / "hub" / ("models--" + repo_id.replace("/", "--"))
+    (repo / "refs").mkdir(parents=True, exist_ok=True)
+    (repo / "refs" / "main").write_text(rev)
+    snap = repo / "snapshots" / rev
+    snap.mkdir(parents=True, exist_ok=True)
+    for name, src in files.items():
+        (snap / name).write_bytes(src.read_bytes())
+
+
+@pytest.fixture
+def sp_model(tmp_path):
+    path = tmp_path / "sp" / "tokenizer.model"
+    path.parent.mkdir()
+    train_sentencepiece(path, 512)
+    return path
+
+
+@pytest.fixture
+def hf_home(tmp_path, monkeypatch):
+    home = tmp_path / "hf_home"
+    monkeypatch.setenv("HF_HOME", str(home))
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("OPENPI_DATA_HOME", str(tmp_path / "openpi_home"))
+    return home
+
+
+@pytest.fixture
+def add_to_hf_cache(hf_home):
+    return lambda repo_id, files: fake_hf_cache(hf_home, repo_id, files)
+
+
+@pytest.fixture
+def sp_trainer():
+    return train_sentencepiece

@@ -7,7 +7,7 @@ from safetensors.torch import load_file, save_file
 
 from oxygen_ros.engine.model import (LocalContext, NormStats, load_checkpoint,
                                      save_lerobot_checkpoint)
-from oxygen_ros.engine.model.checkpoint import PRE_STATE, POST_STATE
+from oxygen_ros.engine.model.formats import PRE_STATE, POST_STATE
 from oxygen_ros.engine.tokenizer import build_tiny_tokenizer
 
 PWE = "model.paligemma_with_expert."
@@ -17,7 +17,7 @@ def _stats(dim):
     rng = np.random.default_rng(0)
     lo = rng.uniform(-2, 0, dim).astype(np.float32)
     hi = lo + rng.uniform(0.5, 3, dim).astype(np.float32)
-    return NormStats(lo, hi, lo * 2, hi * 2, extra={"observation.state.mean": (lo + hi) / 2,
+    return NormStats.quantiles(lo, hi, lo * 2, hi * 2, extra={"observation.state.mean": (lo + hi) / 2,
                                                     "action.std": np.ones(dim, np.float32)})
 
 
@@ -76,7 +76,7 @@ def test_round_trip_identical_outputs(saved, tiny_model):
     for a, b in zip(_outputs(tiny_model), _outputs(model)):
         assert torch.equal(a, b)
     assert tok.encode("pick up the cube", add_bos=True)[0] == cfg.bos_token_id
-    np.testing.assert_array_equal(stats.state_q99, _stats(8).state_q99)
+    np.testing.assert_array_equal(stats.state.hi, _stats(8).state.hi)
     assert "observation.state.mean" in stats.extra
 
 
@@ -144,11 +144,138 @@ def test_bf16_load(saved):
 
 
 def test_norm_stats_quantile_convention():
-    s = NormStats(np.array([0.0, -1.0], np.float32), np.array([2.0, -1.0], np.float32),
+    s = NormStats.quantiles(np.array([0.0, -1.0], np.float32), np.array([2.0, -1.0], np.float32),
                   np.array([-4.0, 1.0], np.float32), np.array([4.0, 3.0], np.float32))
     np.testing.assert_allclose(s.normalize_state([1.0, -1.0]), [0.0, -1.0])  # equal q: eps denom
     np.testing.assert_allclose(s.normalize_state([2.0, -1.0])[0], 1.0)
     np.testing.assert_allclose(s.unnormalize_actions([[-1.0, 1.0, 0.7]]), [[-4.0, 3.0]])  # pad cut
     x = np.array([3.0, 2.0], np.float32)
-    np.testing.assert_allclose(s.unnormalize_actions(2 * (x - s.action_q01) / (s.action_q99 - s.action_q01) - 1), x,
+    np.testing.assert_allclose(s.unnormalize_actions(2 * (x - s.action.lo) / (s.action.hi - s.action.lo) - 1), x,
                                rtol=1e-6)
+
+
+# ---- tokenizer refusal, openpi layout, real config fields, lean reading --------------------------
+from oxygen_ros.engine.model import (FeatureNorm, describe_checkpoint, open_checkpoint,  # noqa: E402
+                                     save_openpi_checkpoint)
+from oxygen_ros.engine.model import checkpoint as ckpt_mod  # noqa: E402
+
+
+def test_no_findable_tokenizer_is_refused_with_what_to_do(tiny_model, tmp_path, hf_home, sp_model,
+                                                          sp_trainer):
+    folder = save_lerobot_checkpoint(tiny_model, tiny_model.config, tmp_path / "c",
+                                     norm_stats=_stats(8), tokenizer_name="acme/tok")
+    with pytest.raises(ValueError) as err:
+        load_checkpoint(folder)
+    for part in (str(folder), "acme/tok", "model.tokenizer", "tokenizer.model"):
+        assert part in str(err.value), part
+    ck = open_checkpoint(folder, tokenizer=sp_model)  # given explicitly: a file
+    assert ck.tokenizer.vocab_size == 512 and ck.tokenizer_source == str(sp_model)
+    small = tmp_path / "small.model"
+    sp_trainer(small, 200)
+    with pytest.raises(ValueError, match="200 tokens but the checkpoint's embedding has 512 rows"):
+        load_checkpoint(folder, tokenizer=small)
+
+
+def test_named_repo_found_in_local_hf_cache(tiny_model, tmp_path, add_to_hf_cache, sp_model):
+    folder = save_lerobot_checkpoint(tiny_model, tiny_model.config, tmp_path / "c", tokenizer_name="acme/tok")
+    add_to_hf_cache("acme/tok", {"tokenizer.model": sp_model})
+    ck = open_checkpoint(folder)
+    assert "acme/tok" in ck.tokenizer_source and ck.info.tokenizer_repos == ("acme/tok",)
+
+
+def _openpi_stats(dim, rng):
+    q01 = rng.uniform(-2, 0, dim)
+    return {"mean": q01 + 1, "std": rng.uniform(0.1, 1, dim), "q01": q01, "q99": q01 + rng.uniform(0.5, 3, dim)}
+
+
+def test_openpi_layout_loads_with_chosen_asset(tiny_model, tmp_path):
+    rng = np.random.default_rng(1)
+    tok = build_tiny_tokenizer(512)
+    folder = tmp_path / "openpi"
+    s1 = {"state": _openpi_stats(7, rng), "actions": _openpi_stats(7, rng)}
+    save_openpi_checkpoint(tiny_model, tiny_model.config, folder, s1, asset_id="acme/arm", tokenizer=tok)
+    keys = set(load_file(str(folder / "model.safetensors")))
+    assert "paligemma_with_expert.paligemma.lm_head.weight" in keys and not any(k.startswith("model.") for k in keys)
+    assert any(".vision_tower.vision_model.encoder." in k for k in keys)
+    assert json.loads((folder / "config.json").read_text())["action_horizon"] == 10
+    ck = open_checkpoint(folder)
+    assert ck.info.format == "openpi" and ck.info.asset_id == "acme/arm"
+    assert (ck.info.state_dim, ck.info.action_dim) == (7, 7)
+    assert ck.info.camera_keys == ("base_0_rgb", "left_wrist_0_rgb")  # tiny: 2 cameras
+    for a, b in zip(_outputs(tiny_model), _outputs(ck.model)):
+        assert torch.equal(a, b)
+    # openpi's quantile convention: (x - q01) / (q99 - q01 + 1e-6) * 2 - 1, and back
+    q01, q99 = np.float32(s1["state"]["q01"]), np.float32(s1["state"]["q99"])
+    x = np.float32(rng.uniform(-3, 3, 7))
+    np.testing.assert_array_equal(ck.norm_stats.normalize_state(x),
+                                  (x - q01) / (q99 - q01 + np.float32(1e-6)) * np.float32(2) - np.float32(1))
+    a = np.float32(rng.uniform(-1, 1, (3, 32)))
+    aq01, aq99 = np.float32(s1["actions"]["q01"]), np.float32(s1["actions"]["q99"])
+    np.testing.assert_array_equal(ck.norm_stats.unnormalize_actions(a),
+                                  (a[:, :7] + 1) / 2 * (aq99 - aq01 + np.float32(1e-6)) + aq01)
+    # a second asset: the choice becomes explicit
+    s2 = {"state": {k: v for k, v in _openpi_stats(6, rng).items() if k in ("mean", "std")},
+          "actions": {k: v for k, v in _openpi_stats(6, rng).items() if k in ("mean", "std")}}
+    save_openpi_checkpoint(tiny_model, tiny_model.config, folder, s2, asset_id="other", tokenizer=tok)
+    with pytest.raises(ValueError, match=r"\['acme/arm', 'other'\].*asset_id"):
+        describe_checkpoint(folder)
+    with pytest.raises(ValueError, match="nope/norm_stats.json not found"):
+        describe_checkpoint(folder, asset_id="nope")
+    st = describe_checkpoint(folder, asset_id="other").norm_stats
+    assert st.state.kind == "mean_std" and st.state_dim == 6  # no quantiles: mean/std
+    m, sd = np.float32(s2["state"]["mean"]), np.float32(s2["state"]["std"])
+    np.testing.assert_array_equal(st.normalize_state(x[:6]), (x[:6] - m) / (sd + np.float32(1e-6)))
+
+
+def test_lerobot_mean_std_mode_and_feature_fields(tiny_model, tmp_path):
+    rng = np.random.default_rng(2)
+    mean, std = np.float32(rng.uniform(-1, 1, 5)), np.float32(rng.uniform(0.1, 2, 5))
+    stats = NormStats(FeatureNorm("mean_std", mean, std, source="MEAN_STD"),
+                      FeatureNorm("range", mean - 1, mean + 1, source="QUANTILES"))
+    cams = ["observation.images.base_0_rgb", "observation.images.left_wrist_0_rgb"]
+    folder = save_lerobot_checkpoint(tiny_model, tiny_model.config, tmp_path / "c", norm_stats=stats,
+                                     tokenizer=build_tiny_tokenizer(512), camera_keys=cams, n_action_steps=4)
+    ck = describe_checkpoint(folder)
+    assert ck.info.camera_keys == tuple(cams) and ck.info.n_action_steps == 4
+    assert (ck.info.state_dim, ck.info.action_dim) == (5, 5) and ck.tokenizer is not None
+    x = np.float32(rng.uniform(-3, 3, 5))
+    np.testing.assert_array_equal(ck.norm_stats.normalize_state(x), (x - mean) / (std + np.float32(1e-8)))
+    cfg = json.loads((folder / "config.json").read_text())
+    cfg["image_resolution"] = [64, 64]
+    (folder / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(ValueError, match="image_resolution"):
+        describe_checkpoint(folder)
+
+
+def test_lerobot_own_fields_give_the_pi05_shape(tmp_path):
+    cfg = {"type": "pi05", "paligemma_variant": "gemma_2b", "action_expert_variant": "gemma_300m",
+           "chunk_size": 15, "n_action_steps": 8, "max_action_dim": 32, "tokenizer_max_length": 200,
+           "image_resolution": [224, 224],
+           "input_features": {"observation.images.base_0_rgb": {"type": "VISUAL", "shape": [3, 224, 224]},
+                              "observation.images.wrist_0_rgb": {"type": "VISUAL", "shape": [3, 224, 224]},
+                              "observation.state": {"type": "STATE", "shape": [8]}},
+           "output_features": {"action": {"type": "ACTION", "shape": [8]}}}
+    tmp_path.joinpath("config.json").write_text(json.dumps(cfg))
+    ck = describe_checkpoint(tmp_path)
+    assert ck.config.vocab_size == 257152 and ck.config.num_cameras == 2 and ck.config.action_horizon == 15
+    assert ck.info.n_action_steps == 8 and (ck.info.state_dim, ck.info.action_dim) == (8, 8)
+    assert ck.info.tokenizer_repos == ("google/paligemma-3b-pt-224",) and ck.tokenizer is None
+    assert "google/paligemma-3b-pt-224" in ck.tokenizer_source  # why none was found
+    cfg["paligemma_variant"] = "gemma_7b"
+    tmp_path.joinpath("config.json").write_text(json.dumps(cfg))
+    with pytest.raises(ValueError, match="variants"):
+        describe_checkpoint(tmp_path)
+
+
+@pytest.mark.parametrize("file_dtype", [torch.float32, torch.bfloat16])
+def test_lean_read_in_blocks_matches_a_plain_cast(tiny_model, tmp_path, monkeypatch, file_dtype):
+    monkeypatch.setattr(ckpt_mod, "_SLICE_BYTES", 4096)  # every big tensor in row blocks
+    monkeypatch.setattr(ckpt_mod, "_BATCH_BYTES", 16384)  # the file reopened many times
+    import copy
+    folder = save_lerobot_checkpoint(copy.deepcopy(tiny_model).to(file_dtype), tiny_model.config,
+                                     tmp_path / "c", tokenizer=build_tiny_tokenizer(512))
+    model, *_ = load_checkpoint(folder, "cpu", torch.bfloat16, progress=False)
+    ref = tiny_model.state_dict()
+    for name, t in model.state_dict().items():
+        assert t.dtype == torch.bfloat16
+        assert torch.equal(t, ref[name].to(file_dtype).to(torch.bfloat16)), name

@@ -76,3 +76,66 @@ def test_sentencepiece_model_loads(tmp_path):
 def test_load_tokenizer_missing(tmp_path):
     with pytest.raises(FileNotFoundError):
         load_tokenizer(tmp_path)
+
+
+# ---- finding the tokenizer a checkpoint was trained with ----------------------------------------
+from oxygen_ros.engine.tokenizer import (HOW_TO, check_vocab, find_tokenizer,  # noqa: E402
+                                         load_tokenizer_spec)
+
+
+def test_spec_file_folder_and_json_forms(sp_model, tmp_path):
+    sp_tok, src = load_tokenizer_spec(sp_model)
+    assert src == str(sp_model) and sp_tok.vocab_size == 512
+    ids = sp_tok.encode("pick up the red cube", add_bos=True)
+    assert ids[0] == 2 and sp_tok.decode(ids) == "pick up the red cube"
+    assert load_tokenizer_spec(sp_model.parent)[0].encode("pick up") == sp_tok.encode("pick up")
+    build_tiny_tokenizer(512).save(tmp_path / "bpe")
+    json_tok, _ = load_tokenizer_spec(tmp_path / "bpe" / "tokenizer.json")
+    assert json_tok.vocab_size == 512 and json_tok.decode(json_tok.encode(TEXT)) == TEXT
+    assert load_tokenizer_spec(str(tmp_path / "bpe"))[0].encode(TEXT) == json_tok.encode(TEXT)
+    with pytest.raises(ValueError, match="neither an existing file or folder nor a repo id"):
+        load_tokenizer_spec(str(tmp_path / "nope" / "x" / "y"))
+
+
+def test_spec_repo_id_from_local_hf_cache_only(sp_model, hf_home, add_to_hf_cache):
+    with pytest.raises(ValueError) as err:
+        load_tokenizer_spec("acme/robot-tok")
+    assert str(hf_home / "hub") in str(err.value) and "model.tokenizer" in str(err.value)
+    add_to_hf_cache("acme/robot-tok", {"tokenizer.model": sp_model})
+    tok, src = load_tokenizer_spec("acme/robot-tok")
+    assert "acme/robot-tok" in src and tok.vocab_size == 512
+    assert tok.encode("open the drawer") == load_tokenizer_spec(sp_model)[0].encode("open the drawer")
+
+
+def test_find_next_to_checkpoint_then_named_repo_then_refuse(sp_model, hf_home, add_to_hf_cache, tmp_path):
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    with pytest.raises(ValueError) as err:
+        find_tokenizer(ckpt, ["google/paligemma-3b-pt-224"], openpi=True)
+    msg = str(err.value)
+    for looked in (str(ckpt), "google/paligemma-3b-pt-224", str(hf_home / "hub"), "openpi cache", HOW_TO):
+        assert looked in msg, looked
+    add_to_hf_cache("google/paligemma-3b-pt-224", {"tokenizer.model": sp_model})
+    assert "paligemma" in find_tokenizer(ckpt, ["google/paligemma-3b-pt-224"])[1]
+    build_tiny_tokenizer(512).save(ckpt)  # next to the checkpoint wins
+    tok, src = find_tokenizer(ckpt, ["google/paligemma-3b-pt-224"])
+    assert src == str(ckpt) and tok.decode(tok.encode(TEXT)) == TEXT
+
+
+def test_openpi_cache_is_searched_for_openpi(sp_model, hf_home, tmp_path):
+    dst = tmp_path / "openpi_home" / "big_vision" / "paligemma_tokenizer.model"
+    dst.parent.mkdir(parents=True)
+    dst.write_bytes(sp_model.read_bytes())
+    assert find_tokenizer(tmp_path, [], openpi=True)[1] == str(dst)
+    with pytest.raises(ValueError):
+        find_tokenizer(tmp_path, [], openpi=False)
+
+
+def test_vocab_must_fit_the_embedding(sp_model):
+    tok, _ = load_tokenizer_spec(sp_model)
+    check_vocab(tok, 512, "x")
+    check_vocab(tok, 640, "x")  # an embedding padded up a little
+    with pytest.raises(ValueError, match="512 tokens but the checkpoint's embedding has 257152 rows"):
+        check_vocab(tok, 257152, "x")
+    with pytest.raises(ValueError, match="has 512 tokens"):
+        check_vocab(tok, 256, "x")
