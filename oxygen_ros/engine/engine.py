@@ -243,6 +243,22 @@ class Engine:
     def has_unfinished(self) -> bool:
         return bool(self._pending or self._parked) or self.scheduler.num_unfinished > 0
 
+    def abort(self, request_id: int) -> bool:
+        """Drop a language request wherever it is (asked, parked, waiting, running) and free its
+        KV; it produces no further updates. False when it is not live (unknown or finished).
+        Call it between frames (from the thread that runs step)."""
+        found = False
+        for queue in (self._pending, self._parked):
+            for req in [r for r in queue if r.id == request_id]:
+                queue.remove(req)
+                req.status = RequestStatus.ABORTED
+                found = True
+        with self._lock:
+            found = self.scheduler.abort(request_id) is not None or found
+        self._forget(request_id)
+        self.requests.pop(request_id, None)
+        return found
+
     # -- one frame ------------------------------------------------------------------------------
     def step(self, obs: Observation) -> FrameOutput:
         cfg = self.config
