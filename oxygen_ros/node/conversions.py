@@ -1,5 +1,8 @@
 """ROS messages <-> engine values. The ONLY module that knows both ROS message types and engine types.
 
+The parts that need no ROS import (image decoding and resizing, joint-state vectors, StateMapping,
+text kinds) live in node/values.py and are re-exported here; offline tools (oxygen-replay) use them.
+
 Images: sensor_msgs/Image (rgb8, bgr8, mono8, rgba8, bgra8; row padding via `step` honoured)
 -> RGB uint8 [H, W, 3] -> resized to the model's square image size with *area* (box) resampling:
 each output pixel is the overlap-weighted mean of the input pixels it covers (separable weight
@@ -20,7 +23,6 @@ float round trip.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
@@ -35,7 +37,8 @@ from visualization_msgs.msg import Marker, MarkerArray
 from oxygen_ros.engine.engine import FrameOutput, RequestUpdate
 from oxygen_ros.msg import FrameStats, TextMemory
 
-ENCODINGS = {"rgb8": 3, "bgr8": 3, "mono8": 1, "rgba8": 4, "bgra8": 4}
+from .values import (ENCODINGS, StateMapping, decode_image_numpy, joint_state_to_vector,  # noqa: F401
+                     resize_area, text_kind)
 
 try:  # ROS 2 cv_bridge: only on the robot (PyPI's cv-bridge is a ROS 1 port and is not used)
     from cv_bridge import CvBridge as _CvBridge  # type: ignore[import-not-found]
@@ -64,37 +67,6 @@ def copy_stamp(stamp: Time) -> Time:
 
 
 # -- images -----------------------------------------------------------------------------------
-def decode_image_numpy(msg: Image) -> np.ndarray:
-    """sensor_msgs/Image -> RGB uint8 [H, W, 3] (a copy). ValueError naming the problem."""
-    enc = msg.encoding
-    if enc not in ENCODINGS:
-        raise ValueError(f"unsupported image encoding {enc!r}; supported: {sorted(ENCODINGS)}")
-    ch = ENCODINGS[enc]
-    h, w, step = int(msg.height), int(msg.width), int(msg.step)
-    if h <= 0 or w <= 0:
-        raise ValueError(f"image has an empty size {w}x{h}")
-    if step < w * ch:
-        raise ValueError(f"image step {step} is smaller than width*channels = {w * ch} for {enc}")
-    data = msg.data
-    try:
-        buf = np.frombuffer(memoryview(data).cast("B"), dtype=np.uint8)
-    except TypeError:  # a plain list of ints
-        buf = np.asarray(data, dtype=np.uint8).reshape(-1)
-    if buf.size != step * h:
-        raise ValueError(f"image data has {buf.size} bytes; {enc} {w}x{h} with step {step} "
-                         f"needs step*height = {step * h}")
-    rows = buf.reshape(h, step)[:, : w * ch].reshape(h, w, ch)
-    if enc == "rgb8":
-        return rows.copy()
-    if enc == "bgr8":
-        return rows[:, :, ::-1].copy()
-    if enc == "rgba8":
-        return rows[:, :, :3].copy()
-    if enc == "bgra8":
-        return rows[:, :, 2::-1].copy()
-    return np.repeat(rows, 3, axis=2)  # mono8
-
-
 def decode_image(msg: Image, use_cv_bridge: bool | None = None) -> np.ndarray:
     """RGB uint8 [H, W, 3]; cv_bridge decodes when available (use_cv_bridge=None: auto)."""
     global _bridge
@@ -142,108 +114,12 @@ def encode_image(rgb: np.ndarray, encoding: str = "rgb8", stamp: Time | None = N
     return msg
 
 
-def _area_weights(n_in: int, n_out: int) -> np.ndarray:
-    """[n_out, n_in] row-stochastic overlap weights of output cells over input cells."""
-    scale = n_in / n_out
-    edges = np.arange(n_out + 1, dtype=np.float64) * scale
-    lo, hi = edges[:-1, None], edges[1:, None]
-    j = np.arange(n_in, dtype=np.float64)[None, :]
-    overlap = np.clip(np.minimum(hi, j + 1) - np.maximum(lo, j), 0.0, None)
-    return overlap / overlap.sum(axis=1, keepdims=True)
-
-
-_weight_cache: dict[tuple[int, int], np.ndarray] = {}
-
-
-def resize_area(rgb: np.ndarray, size: int | tuple[int, int]) -> np.ndarray:
-    """Area (box) resampling of uint8 [H, W, C] to `size` (square int or (height, width))."""
-    out_h, out_w = (size, size) if isinstance(size, int) else size
-    h, w = rgb.shape[:2]
-    if (h, w) == (out_h, out_w):
-        return np.ascontiguousarray(rgb)
-    wh = _weight_cache.setdefault((h, out_h), _area_weights(h, out_h)).astype(np.float32)
-    ww = _weight_cache.setdefault((w, out_w), _area_weights(w, out_w)).astype(np.float32)
-    x = rgb.astype(np.float32)
-    y = np.einsum("oh,hwc->owc", wh, x)
-    y = np.einsum("pw,owc->opc", ww, y)
-    return np.clip(np.rint(y), 0, 255).astype(np.uint8)
-
-
 def image_to_model(msg: Image, image_size: int, use_cv_bridge: bool | None = None) -> np.ndarray:
     """sensor_msgs/Image -> uint8 [image_size, image_size, 3] RGB, ready for an Observation."""
     return resize_area(decode_image(msg, use_cv_bridge), image_size)
 
 
 # -- joint states -------------------------------------------------------------------------------
-def joint_state_to_vector(msg: JointState, joint_names: Sequence[str]) -> np.ndarray:
-    """JointState.position ordered by joint_names (float32). ValueError naming missing/NaN joints."""
-    names = list(msg.name)
-    pos = list(msg.position)
-    if len(pos) != len(names):
-        raise ValueError(f"joint state has {len(names)} names but {len(pos)} positions")
-    index = {n: i for i, n in enumerate(names)}
-    missing = [j for j in joint_names if j not in index]
-    if missing:
-        raise ValueError(f"joint state is missing joints {missing}")
-    vec = np.array([pos[index[j]] for j in joint_names], dtype=np.float64)
-    bad = [joint_names[i] for i in np.flatnonzero(~np.isfinite(vec))]
-    if bad:
-        raise ValueError(f"joint state has non-finite positions for joints {bad}")
-    return vec.astype(np.float32)
-
-
-@dataclass
-class StateMapping:
-    """Robot units <-> model space (q01..q99 or lower..upper -> -1..1).
-
-    Priority: checkpoint statistics (`norm`: engine NormStats with normalize_state /
-    unnormalize_actions) > joint limits (lower..upper maps linearly to -1..1) > identity.
-    The state is not clipped: pi0.5 was trained on the unclipped normalised state (a joint below
-    its q01 is prompt bin -1), so the prompt must see the same values."""
-
-    num_joints: int
-    lower: np.ndarray | None = None
-    upper: np.ndarray | None = None
-    norm: Any = None
-
-    def __post_init__(self) -> None:
-        if (self.lower is None) != (self.upper is None):
-            raise ValueError("joint limits need both lower and upper")
-        if self.lower is not None:
-            self.lower = np.asarray(self.lower, dtype=np.float32)
-            self.upper = np.asarray(self.upper, dtype=np.float32)
-            if self.lower.shape != (self.num_joints,) or self.upper.shape != (self.num_joints,):
-                raise ValueError(f"joint limits must have {self.num_joints} entries, got "
-                                 f"{self.lower.size} lower and {self.upper.size} upper")
-            if np.any(self.lower > self.upper):
-                raise ValueError("joint_limits_lower must be <= joint_limits_upper for every joint")
-
-    def to_model(self, state: np.ndarray) -> np.ndarray:
-        s = np.asarray(state, dtype=np.float32)
-        if self.norm is not None:
-            out = self.norm.normalize_state(s)
-        elif self.lower is not None:
-            span = np.where(self.upper > self.lower, self.upper - self.lower, np.float32(1.0))
-            out = 2.0 * (s - self.lower) / span - 1.0
-        else:
-            out = s
-        return np.asarray(out, dtype=np.float32)
-
-    def to_robot(self, actions: np.ndarray) -> np.ndarray:
-        """[horizon, >= num_joints] model-space actions -> [horizon, num_joints] robot units."""
-        a = np.asarray(actions, dtype=np.float32)
-        if a.ndim != 2 or a.shape[1] < self.num_joints:
-            raise ValueError(f"action chunk shape {list(a.shape)} has fewer than "
-                             f"{self.num_joints} action dims")
-        if self.norm is not None:
-            out = self.norm.unnormalize_actions(a)[:, : self.num_joints]
-        else:
-            out = a[:, : self.num_joints]
-            if self.lower is not None:
-                out = (out + 1.0) * (self.upper - self.lower) / 2.0 + self.lower
-        return np.ascontiguousarray(out, dtype=np.float32)
-
-
 def joint_command(names: Sequence[str], values: np.ndarray, stamp: Time) -> JointState:
     msg = JointState()
     msg.header = Header(stamp=stamp, frame_id="")
@@ -297,11 +173,6 @@ def frame_stats(out: FrameOutput, stamp: Time, action_rate_hz: float = 0.0,
     msg.kv_blocks_total = int(out.kv.blocks_total)
     msg.kv_bytes_used = int(out.kv.bytes_used)
     return msg
-
-
-def text_kind(update: RequestUpdate) -> str:
-    """Engine kinds 'memory' | 'question' -> TextMemory kinds 'memory' | 'answer'."""
-    return "memory" if update.kind == "memory" else "answer"
 
 
 def text_memory(update: RequestUpdate, stamp: Time, frame_id: str = "") -> TextMemory:
