@@ -24,6 +24,7 @@ setup(
             "oxygen-bench=oxygen_ros.bench.cli:main",
             "oxygen_node=oxygen_ros.node.main:main",
             "oxygen-eval=oxygen_ros.bags.eval:main",
+            "oxygen-replay=oxygen_ros.bags.replay_cli:main",
         ],
     },
     zip_safe=False,

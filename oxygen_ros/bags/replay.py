@@ -1,0 +1,245 @@
+"""Replay recorded inputs through the Engine offline, as the node would have consumed them.
+
+Input events (camera images, joint states, ~/ask and ~/instruction strings) are taken in the
+order they were recorded (log time) and handed to the node's own Pairer with the node's own
+conversions (node/values.py): each camera frame is decoded and area-resized to the model's image
+size, each joint state ordered by the joint names; an unstamped message uses its log time, like
+the node uses its arrival time. After every event the newest complete pair is taken, as the node
+does, and:
+- `rate=0` (as fast as possible): every pair is inferred, in order. The node drops pairs that
+  arrive while it is busy; offline nothing is dropped, so two settings see identical input and
+  their actions and texts can be compared output for output.
+- `rate>0`: events are fed at the recorded timing (scaled by `rate`) by one thread while a worker
+  thread infers from the node's drop-oldest Mailbox, exactly like the node: what a setting
+  would have produced live (pairs arriving during a frame are dropped and counted).
+A chunk becomes available at its pair's time + the measured frame time (rate 0) or when the
+worker finished (rate > 0, mapped back to recorded time); the node's ChunkPlayer then produces
+joint_command at control_rate_hz over the recorded time span.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from oxygen_ros.node.chunk_player import ChunkPlayer
+from oxygen_ros.node.pairing import Mailbox, Pair, Pairer
+from oxygen_ros.node.values import StateMapping, decode_image_numpy, joint_state_to_vector, resize_area
+
+from .messages import stamp_ns
+from .reader import BagData
+from .typestore import IMAGE, JOINT_STATE, STRING
+
+
+@dataclass
+class ReplayConfig:
+    camera_topics: list[str]
+    joint_state_topic: str
+    joint_names: list[str]
+    instruction: str = ""
+    ask_topic: str | None = None
+    instruction_topic: str | None = None
+    stamp_tolerance_s: float = 0.05
+    control_rate_hz: float = 50.0
+    crossfade_s: float = 0.1
+    observation_timeout_s: float = 0.5
+    rate: float = 0.0  # 0 = as fast as possible, else x recorded speed
+    drain: bool = True  # after the last input, finish every language request (see Replayer.drain)
+
+    def __post_init__(self) -> None:
+        if not self.camera_topics:
+            raise ValueError("replay needs at least one camera topic")
+        if not self.joint_names:
+            raise ValueError("replay needs joint names")
+        if self.rate < 0:
+            raise ValueError(f"rate must be >= 0 (0 = as fast as possible), got {self.rate}")
+        if not self.control_rate_hz > 0:
+            raise ValueError(f"control_rate_hz must be > 0, got {self.control_rate_hz}")
+
+
+@dataclass
+class Frame:
+    """One inference: the engine's output plus when it happened on the recorded clock."""
+
+    pair: Pair
+    header_ns: int  # the observation's exact stamp (camera 0's header)
+    done_ns: int  # recorded-clock time the chunk became available
+    chunk: np.ndarray  # [horizon, joints] robot units
+    out: Any  # FrameOutput
+
+
+@dataclass
+class ReplayResult:
+    frames: list[Frame] = field(default_factory=list)
+    source_ns: dict[int, int] = field(default_factory=dict)  # engine frame -> observation stamp
+    pairs: int = 0
+    dropped: int = 0
+    bad_inputs: int = 0
+    errors: list[str] = field(default_factory=list)
+    commands: list[tuple[int, np.ndarray, bool]] = field(default_factory=list)  # (ns, values, stale)
+    drained: list[Frame] = field(default_factory=list)  # frames run only to finish language
+
+
+def _events(bag: BagData, cfg: ReplayConfig) -> list[tuple[int, str, Any]]:
+    topics = [*cfg.camera_topics, cfg.joint_state_topic, cfg.ask_topic, cfg.instruction_topic]
+    ev = [(ts, t, m) for t in topics if t for ts, m in bag.get(t)]
+    ev.sort(key=lambda e: e[0])  # stable: same-time messages keep topic order
+    return ev
+
+
+def _stamp(msg: Any, log_ns: int) -> int:
+    ns = stamp_ns(msg.header.stamp)
+    return ns if ns else log_ns
+
+
+class Replayer:
+    def __init__(self, engine: Any, mapping: StateMapping, cfg: ReplayConfig) -> None:
+        self.engine = engine
+        self.mapping = mapping
+        self.cfg = cfg
+        self.size = engine.model_config.vision.image_size
+        self.pairer = Pairer(len(cfg.camera_topics), tolerance_s=cfg.stamp_tolerance_s)
+        self.result = ReplayResult()
+        self._asks: list[str] = []
+        self._instruction = cfg.instruction or engine.config.instruction
+        self._header: dict[float, int] = {}  # pair stamp (s) -> exact ns of camera 0
+
+    def _feed(self, ts: int, topic: str, msg: Any) -> Pair | None:
+        cfg = self.cfg
+        try:
+            if topic in cfg.camera_topics:
+                img = resize_area(decode_image_numpy(msg), self.size)
+                ns = _stamp(msg, ts)
+                self.pairer.add_image(cfg.camera_topics.index(topic), ns * 1e-9, img, ns)
+            elif topic == cfg.joint_state_topic:
+                vec = joint_state_to_vector(msg, cfg.joint_names)
+                ns = _stamp(msg, ts)
+                self.pairer.add_state(ns * 1e-9, vec, ns)
+            elif topic == cfg.ask_topic:
+                if str(msg.data).strip():
+                    self._asks.append(str(msg.data))
+                return None
+            elif topic == cfg.instruction_topic:
+                if str(msg.data).strip():
+                    self._instruction = str(msg.data).strip()
+                return None
+        except ValueError as exc:  # the node drops a bad input with a warning
+            self.result.bad_inputs += 1
+            if len(self.result.errors) < 10:
+                self.result.errors.append(f"{topic} at {ts} ns: {exc}")
+            return None
+        return self.pairer.newest_pair()
+
+    def _infer(self, pair: Pair) -> tuple[np.ndarray, Any]:
+        from oxygen_ros.engine.observation import Observation
+        from oxygen_ros.engine.request import RequestKind
+
+        asks, self._asks = self._asks, []
+        for prompt in asks:
+            try:
+                self.engine.ask(prompt, priority=1, kind=RequestKind.QUESTION)
+            except ValueError as exc:
+                self.result.errors.append(f"question rejected: {exc}")
+        obs = Observation(images=np.stack(pair.images), state=self.mapping.to_model(pair.state),
+                          instruction=self._instruction, stamp=pair.stamp)
+        out = self.engine.step(obs)
+        self.result.source_ns[out.frame] = int(pair.header_stamp)
+        return self.mapping.to_robot(out.actions), out
+
+    def run(self, bag: BagData, progress: Callable[[Frame], None] | None = None) -> ReplayResult:
+        events = _events(bag, self.cfg)
+        if self.cfg.rate > 0:
+            self._run_timed(events, progress)
+        else:
+            for ts, topic, msg in events:
+                pair = self._feed(ts, topic, msg)
+                if pair is None:
+                    continue
+                self.result.pairs += 1
+                chunk, out = self._infer(pair)
+                fr = Frame(pair, int(pair.header_stamp), ts + int(out.frame_ms * 1e6), chunk, out)
+                self.result.frames.append(fr)
+                if progress:
+                    progress(fr)
+        if events:
+            self._play(events[0][0], events[-1][0])
+        if self.cfg.drain:
+            self._drain()
+        return self.result
+
+    def _drain(self, limit: int = 10_000) -> None:
+        """Finish every language request still running when the inputs end, by stepping on the
+        last observation with no new periodic requests (their action chunks are not output).
+        Modes finish requests in different frames; draining makes every request end with its
+        final message, so two settings' texts compare one for one."""
+        frames = self.result.frames
+        if not frames or not self.engine.has_unfinished():
+            return
+        self.engine.update_config(memory_every_n_frames=0)
+        last, t = frames[-1], frames[-1].done_ns
+        while self.engine.has_unfinished() and len(self.result.drained) < limit:
+            chunk, out = self._infer(last.pair)
+            t += int(out.frame_ms * 1e6)
+            self.result.drained.append(Frame(last.pair, last.header_ns, t, chunk, out))
+
+    def _run_timed(self, events: list, progress: Callable[[Frame], None] | None) -> None:
+        mailbox: Mailbox[tuple[Pair, int]] = Mailbox()
+        t0_ns, rate = events[0][0] if events else 0, self.cfg.rate
+        wall0 = time.perf_counter()
+        done = threading.Event()
+
+        def recorded_now() -> int:
+            return t0_ns + int((time.perf_counter() - wall0) * rate * 1e9)
+
+        def worker() -> None:
+            while True:
+                item = mailbox.get(timeout=0.05)
+                if item is None:
+                    if done.is_set():
+                        return
+                    continue
+                pair, _ = item
+                chunk, out = self._infer(pair)
+                fr = Frame(pair, int(pair.header_stamp), recorded_now(), chunk, out)
+                self.result.frames.append(fr)
+                if progress:
+                    progress(fr)
+
+        th = threading.Thread(target=worker, name="replay-worker", daemon=True)
+        th.start()
+        for ts, topic, msg in events:
+            delay = (ts - t0_ns) / 1e9 / rate - (time.perf_counter() - wall0)
+            if delay > 0:
+                time.sleep(delay)
+            pair = self._feed(ts, topic, msg)
+            if pair is not None:
+                self.result.pairs += 1
+                mailbox.put((pair, ts))
+        # let the worker finish every pair it has not dropped before stopping it
+        while th.is_alive() and len(self.result.frames) < mailbox.put_count - mailbox.dropped:
+            time.sleep(0.005)
+        done.set()
+        th.join()
+        mailbox.close()
+        self.result.dropped = mailbox.dropped
+
+    def _play(self, start_ns: int, end_ns: int) -> None:
+        """The node's ChunkPlayer at control_rate_hz over [start, end + one horizon]."""
+        cfg = self.cfg
+        player = ChunkPlayer(len(cfg.joint_names), dt=1.0 / cfg.control_rate_hz,
+                             crossfade_s=cfg.crossfade_s, observation_timeout_s=cfg.observation_timeout_s,
+                             lower=self.mapping.lower, upper=self.mapping.upper)
+        frames = sorted(self.result.frames, key=lambda f: f.done_ns)
+        period = int(round(1e9 / cfg.control_rate_hz))
+        last = max([end_ns] + [f.done_ns for f in frames])
+        i = 0
+        for now in range(start_ns, last + period, period):
+            while i < len(frames) and frames[i].done_ns <= now:
+                player.set_chunk(frames[i].chunk, frames[i].header_ns * 1e-9, frames[i].done_ns * 1e-9)
+                i += 1
+            sample = player.value_at(now * 1e-9)
+            if sample is not None:
+                self.result.commands.append((now, sample.values, sample.stale))

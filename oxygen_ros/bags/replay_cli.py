@@ -1,0 +1,254 @@
+"""oxygen-replay: feed a recorded bag's camera images and joint states through the engine offline
+(no ROS) with any engine settings or checkpoint, write the predicted action_chunk, joint_command,
+memory, answer and frame_stats into a new bag, and score the chunks against a reference topic."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import messages as M
+from .reader import BagData, read_bag
+from .replay import ReplayConfig, Replayer, ReplayResult
+from .score import markdown, plot, reference_series, score
+from .typestore import FRAME_STATS, IMAGE, JOINT_STATE, STRING, TEXT_MEMORY, TRAJECTORY
+from .writer import STORAGES, BagWriter
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    from oxygen_ros.engine.config import LINEAR_LAYOUTS, MODES
+
+    p = argparse.ArgumentParser(prog="oxygen-replay", description=__doc__)
+    p.add_argument("bag", help="input rosbag2 folder or .mcap file")
+    p.add_argument("--out", default=None, help="output bag folder (default: <bag>-replay-<mode>)")
+    p.add_argument("--storage", default="mcap", choices=sorted(STORAGES))
+    # engine (as oxygen-demo)
+    p.add_argument("--preset", default="tiny", help="model preset: tiny, small, balanced, pi05")
+    p.add_argument("--model-config", default=None, help="JSON/YAML overriding preset fields")
+    p.add_argument("--checkpoint", default=None, help="LeRobot pi05 checkpoint folder to load")
+    p.add_argument("--mode", default="oxygen", choices=MODES)
+    p.add_argument("--k", type=int, default=4, help="decode steps per frame")
+    p.add_argument("--N", type=int, default=12, help="max decode steps per request")
+    p.add_argument("--S", type=int, default=10, help="denoising steps")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--memory-every", type=int, default=1, help="a memory request every M frames (0: none)")
+    p.add_argument("--memory-prompt", default="Memory: what happened?\n")
+    p.add_argument("--max-active", type=int, default=32, help="max active language requests")
+    p.add_argument("--threads", type=int, default=2, help="torch CPU threads")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--dtype", default="float32")
+    p.add_argument("--compile", action="store_true", help="torch.compile the action expert's step")
+    p.add_argument("--linear-layout", default="standard", choices=LINEAR_LAYOUTS)
+    # inputs and the node's settings (its parameter names)
+    p.add_argument("--camera-topics", nargs="+", default=None,
+                   help="camera topics in model order (default: /camera/image_raw, else every Image topic)")
+    p.add_argument("--joint-state-topic", default=None, help="default: /joint_states")
+    p.add_argument("--joint-names", nargs="+", default=None,
+                   help="default: the names of the first joint state message")
+    p.add_argument("--joint-limits-lower", nargs="+", type=float, default=None)
+    p.add_argument("--joint-limits-upper", nargs="+", type=float, default=None)
+    p.add_argument("--instruction", default="", help="task text (default: the engine's); a recorded "
+                   "~/instruction topic changes it as it did live")
+    p.add_argument("--stamp-tolerance-s", type=float, default=0.05)
+    p.add_argument("--control-rate-hz", type=float, default=50.0)
+    p.add_argument("--crossfade-s", type=float, default=0.1)
+    p.add_argument("--observation-timeout-s", type=float, default=0.5)
+    p.add_argument("--rate", type=float, default=0.0,
+                   help="0: as fast as possible, every paired observation inferred (default); "
+                        "R > 0: recorded timing x R with the node's drop-oldest hand-over")
+    p.add_argument("--node", default="/oxygen", help="prefix of the output topics")
+    p.add_argument("--reference-topic", default=None,
+                   help="JointState topic to score the predicted chunks against (open loop)")
+    p.add_argument("--no-drain", action="store_true",
+                   help="do not finish the language requests still running when the bag ends")
+    p.add_argument("--no-warmup", action="store_true")
+    p.add_argument("--json", action="store_true", help="last stdout line: one JSON summary")
+    p.add_argument("--quiet", action="store_true")
+    args = p.parse_args(argv)
+    for name in ("k", "N", "S"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name} must be >= 1")
+    return args
+
+
+def build(args: argparse.Namespace) -> tuple[Any, Any]:
+    """(Engine, normalisation stats or None) from the oxygen-demo style flags."""
+    import torch
+
+    from oxygen_ros.engine.config import EngineConfig, load_model_config
+    from oxygen_ros.engine.engine import Engine
+
+    torch.set_num_threads(args.threads)
+    model, tokenizer, norm = None, None, None
+    mc = load_model_config(args.preset, args.model_config)
+    if args.checkpoint:
+        from oxygen_ros.engine.model import load_checkpoint
+
+        model, mc, tokenizer, norm = load_checkpoint(args.checkpoint, args.device, args.dtype)
+    ec = EngineConfig(mode=args.mode, decode_steps_per_frame=args.k, max_decode_steps=args.N,
+                      denoise_steps=args.S, max_active_requests=args.max_active,
+                      memory_every_n_frames=args.memory_every, memory_prompt=args.memory_prompt,
+                      seed=args.seed, device=args.device, dtype=args.dtype,
+                      compile_denoise=args.compile, linear_layout=args.linear_layout)
+    return Engine(mc, ec, model=model, tokenizer=tokenizer), norm
+
+
+def _suffix_topic(bag: BagData, msgtype: str, suffix: str) -> str | None:
+    c = [t for t in bag.topics_of(msgtype) if t.endswith(suffix)]
+    return c[0] if c else None
+
+
+def config_from(args: argparse.Namespace, bag: BagData, num_cameras: int, action_dim: int) -> ReplayConfig:
+    images = bag.topics_of(IMAGE)
+    cams = args.camera_topics or (["/camera/image_raw"] if "/camera/image_raw" in images else images)
+    cams = cams[:num_cameras] if not args.camera_topics else cams
+    js = args.joint_state_topic or ("/joint_states" if "/joint_states" in bag.topics else None)
+    if js is None:
+        others = [t for t in bag.topics_of(JOINT_STATE)
+                  if not t.endswith("joint_command") and t != args.reference_topic]
+        js = others[0] if others else ""
+    missing = [t for t in [*cams, js] if t not in bag.topics]
+    if missing or not cams:
+        raise ValueError(f"input topics {missing or 'camera'} not in the bag; it has "
+                         f"{sorted(bag.topics)} (use --camera-topics / --joint-state-topic)")
+    names = args.joint_names
+    if not names:
+        first = bag.get(js)
+        names = list(first[0][1].name)[:action_dim] if first else []
+    return ReplayConfig(camera_topics=cams, joint_state_topic=js, joint_names=list(names),
+                        instruction=args.instruction, ask_topic=_suffix_topic(bag, STRING, "/ask"),
+                        instruction_topic=_suffix_topic(bag, STRING, "/instruction"),
+                        stamp_tolerance_s=args.stamp_tolerance_s, control_rate_hz=args.control_rate_hz,
+                        crossfade_s=args.crossfade_s, observation_timeout_s=args.observation_timeout_s,
+                        rate=args.rate, drain=not args.no_drain)
+
+
+def write_outputs(path: Path, storage: str, res: ReplayResult, cfg: ReplayConfig, node: str) -> dict:
+    """The node's output topics for every replayed frame; returns counts."""
+    w = BagWriter(path, storage)
+    s = w.store
+    dt = 1.0 / cfg.control_rate_hz
+    rows: list[tuple[int, str, str, Any]] = []
+    rate, tps, prev = 0.0, 0.0, None
+    texts = {"memory": 0, "answer": 0}
+    for fr in res.frames + res.drained:
+        out = fr.out
+        drained = any(fr is d for d in res.drained)
+        for up in out.updates:
+            kind = "memory" if up.kind == "memory" else "answer"
+            texts[kind] += bool(up.is_final)
+            src = res.source_ns.get(up.birth_frame, fr.header_ns)
+            rows.append((fr.done_ns, f"{node}/{kind}", TEXT_MEMORY, M.text_memory(
+                s, src, request_id=int(up.id), kind=kind, prompt=up.prompt, text=up.text,
+                token_count=int(up.num_tokens), is_final=bool(up.is_final),
+                frames_spanned=int(up.frames_spanned), source_frame=int(up.birth_frame),
+                finish_reason=(up.finish_reason or "") if up.is_final else "")))
+        if drained:
+            continue
+        if prev is not None:  # the node's smoothed rates, on the recorded clock
+            d = max((fr.done_ns - prev) * 1e-9, 1e-6)
+            rate = 0.8 * rate + 0.2 / d if rate else 1 / d
+            tps = 0.8 * tps + 0.2 * out.tokens_this_frame / d
+        prev = fr.done_ns
+        rows.append((fr.done_ns, f"{node}/action_chunk", TRAJECTORY,
+                     M.trajectory(s, fr.chunk, cfg.joint_names, fr.header_ns, dt)))
+        t = out.timings_ms
+        rows.append((fr.done_ns, f"{node}/frame_stats", FRAME_STATS, M.frame_stats(
+            s, fr.header_ns, frame=int(out.frame), mode=str(out.mode), k=int(out.k), n=int(out.n),
+            s=int(out.s), frame_ms=float(out.frame_ms), vision_prefill_ms=t.get("vision_prefill", 0.0),
+            denoise_ms=t.get("denoise", 0.0), decode_ms=t.get("decode", 0.0), kv_ms=t.get("kv", 0.0),
+            sched_ms=t.get("sched", 0.0), batch_size=int(out.batch_size),
+            tokens_this_frame=int(out.tokens_this_frame), waiting_requests=int(out.num_waiting),
+            action_rate_hz=float(rate), tokens_per_s=float(tps), kv_blocks_used=int(out.kv.blocks_used),
+            kv_blocks_total=int(out.kv.blocks_total), kv_bytes_used=int(out.kv.bytes_used))))
+    for ns, values, _ in res.commands:
+        rows.append((ns, f"{node}/joint_command", JOINT_STATE, M.joint_state(s, cfg.joint_names, values, ns)))
+    rows.sort(key=lambda r: r[0])
+    try:
+        for ns, topic, typ, msg in rows:
+            w.write(topic, typ, msg, ns)
+    finally:
+        w.close()
+    return {"memories_final": texts["memory"], "answers_final": texts["answer"],
+            "commands": len(res.commands)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    out = Path(args.out or f"{str(args.bag).rstrip('/')}-replay-{args.mode}")
+    if out.exists():
+        print(f"oxygen-replay: {out} exists already; choose another --out", file=sys.stderr)
+        return 2
+    bag = read_bag(args.bag)
+    for e in bag.errors:
+        print(f"oxygen-replay: {e}", file=sys.stderr)
+    try:
+        engine, norm = build(args)
+        mc = engine.model_config
+        cfg = config_from(args, bag, mc.num_cameras, mc.action_dim)
+        from oxygen_ros.node.values import StateMapping
+
+        lo = np.asarray(args.joint_limits_lower, np.float32) if args.joint_limits_lower else None
+        hi = np.asarray(args.joint_limits_upper, np.float32) if args.joint_limits_upper else None
+        mapping = StateMapping(len(cfg.joint_names), lo, hi, norm)
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"oxygen-replay: {exc}", file=sys.stderr)
+        return 2
+    if not args.no_warmup:
+        engine.warmup()
+    log = not args.quiet
+    if log:
+        print(f"oxygen-replay: {args.bag} -> {out}: {mc.name}, mode {args.mode} k={args.k} N={args.N} "
+              f"S={args.S}, cameras {cfg.camera_topics}, joints {cfg.joint_names}", flush=True)
+
+    def progress(fr: Any) -> None:
+        if log:
+            print(f"frame {fr.out.frame:4d} {fr.out.frame_ms:7.1f} ms  batch {fr.out.batch_size:2d}  "
+                  f"tokens {fr.out.tokens_this_frame}", flush=True)
+
+    start = time.perf_counter()
+    res = Replayer(engine, mapping, cfg).run(bag, progress)
+    wall = time.perf_counter() - start
+    counts = write_outputs(out, args.storage, res, cfg, args.node)
+    summary: dict[str, Any] = {
+        "bag": str(args.bag), "out": str(out), "mode": args.mode, "k": args.k, "N": args.N, "S": args.S,
+        "rate": args.rate, "pairs": res.pairs, "frames": len(res.frames), "dropped": res.dropped,
+        "bad_inputs": res.bad_inputs, "action_chunks": len(res.frames), "drain_frames": len(res.drained),
+        "tokens": int(sum(f.out.tokens_this_frame for f in res.frames + res.drained)), "wall_s": wall,
+        **counts}
+    for e in res.errors:
+        print(f"oxygen-replay: {e}", file=sys.stderr)
+    rc = 1 if bag.errors else 0
+    if args.reference_topic:
+        try:
+            rt, rv = reference_series(bag.get(args.reference_topic), cfg.joint_names)
+            sc = score([(f.header_ns, f.chunk) for f in res.frames], rt, rv,
+                       1.0 / cfg.control_rate_hz, cfg.joint_names)
+        except ValueError as exc:
+            print(f"oxygen-replay: cannot score against {args.reference_topic}: {exc}", file=sys.stderr)
+            rc = 1
+        else:
+            sdir = out.with_name(out.name + "-score")
+            sdir.mkdir(parents=True, exist_ok=True)
+            title = f"{args.mode} k={args.k} N={args.N} S={args.S} vs {args.reference_topic}"
+            png = plot(sc, sdir / "score.png", title)
+            (sdir / "score.md").write_text(markdown(sc, title, png))
+            (sdir / "score.json").write_text(json.dumps(sc.as_dict()))
+            summary["score"] = sc.as_dict()
+            summary["score_dir"] = str(sdir)
+            print(f"open-loop vs {args.reference_topic}: MSE {sc.mse:.6g}, MAE {sc.mae:.6g} over "
+                  f"{sc.chunks_scored} chunks ({sdir / 'score.md'})", flush=True)
+    print(f"replayed {len(res.frames)} frames of {res.pairs} pairs ({res.dropped} dropped) in {wall:.1f} s "
+          f"-> {out}", flush=True)
+    if args.json:
+        print(json.dumps(summary), flush=True)
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())
