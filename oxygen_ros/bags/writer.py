@@ -41,6 +41,26 @@ class BagWriter:
     def write_raw(self, topic: str, msgtype: str, data: bytes, log_ns: int) -> None:
         self._w.write(self.connection(topic, msgtype), int(log_ns), data)
 
+    def flush(self) -> None:
+        """Make everything written so far readable after a crash (no metadata.yaml needed).
+
+        rosbags has no public flush: MCAP keeps the open chunk in memory until it reaches 1 MiB,
+        sqlite3 commits at close. These are the storage objects of rosbags 0.11.9 (pinned in
+        requirements.txt; test/node/test_recorder.py reads a bag that was flushed, not closed)."""
+        st = self._w.storage
+        if st is None:
+            return
+        conn = getattr(st, "conn", None)
+        if conn is not None:  # sqlite3
+            conn.commit()
+            return
+        chunk = getattr(st, "chunk", None)
+        if chunk is not None and chunk.msgs:  # mcap: write the open chunk
+            st.close_chunk()
+        bio = getattr(st, "bio", None)
+        if bio is not None:
+            bio.flush()
+
     def close(self) -> None:
         self._w.close()
 
