@@ -25,6 +25,7 @@ setup(
             "oxygen_node=oxygen_ros.node.main:main",
             "oxygen-eval=oxygen_ros.bags.eval:main",
             "oxygen-replay=oxygen_ros.bags.replay_cli:main",
+            "oxygen-inspect=oxygen_ros.checkpoint_cli:main",
         ],
     },
     zip_safe=False,

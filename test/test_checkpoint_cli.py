@@ -1,0 +1,53 @@
+import json
+
+import numpy as np
+import pytest
+from safetensors.torch import load_file, save_file
+
+from oxygen_ros.checkpoint_cli import main
+from oxygen_ros.engine.config import PRESETS
+from oxygen_ros.engine.model import NormStats, init_model, save_lerobot_checkpoint, save_openpi_checkpoint
+from oxygen_ros.engine.tokenizer import build_tiny_tokenizer
+
+
+@pytest.fixture(scope="module")
+def model():
+    return init_model(PRESETS["tiny"], seed=0)
+
+
+def test_good_lerobot_checkpoint_exits_zero(model, tmp_path, capsys):
+    stats = NormStats.quantiles(np.zeros(6), np.ones(6), -np.ones(6), np.ones(6))
+    folder = save_lerobot_checkpoint(model, model.config, tmp_path / "c", norm_stats=stats,
+                                     tokenizer=build_tiny_tokenizer(512))
+    assert main([str(folder)]) == 0
+    out = capsys.readouterr().out
+    for part in ("(lerobot)", "observation.images.camera0", "6 / 6 values", "QUANTILES (lerobot), 6 dims",
+                 "512 tokens", "tensors match", "OK: the node can serve"):
+        assert part in out, part
+    assert main([str(folder), "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert r["params"] == sum(p.numel() for p in model.parameters()) and r["file_dtypes"] == {"F32": len(model.state_dict())}
+    assert r["file_bytes"] == 4 * r["params"] and r["problems"] == []
+
+
+def test_problems_exit_non_zero(model, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "empty_hf"))
+    monkeypatch.setenv("OPENPI_DATA_HOME", str(tmp_path / "empty_openpi"))
+    folder = save_openpi_checkpoint(model, model.config, tmp_path / "o",
+                                    {"state": {"q01": np.zeros(6), "q99": np.ones(6)},
+                                     "actions": {"q01": np.zeros(6), "q99": np.ones(6)}})
+    assert main([str(folder)]) == 1  # no tokenizer anywhere
+    out = capsys.readouterr().out
+    assert "(openpi)" in out and "NOT FOUND" in out and "model.tokenizer" in out and "QUANTILES (openpi)" in out
+    build_tiny_tokenizer(512).save(tmp_path / "tok")
+    assert main([str(folder), "--tokenizer", str(tmp_path / "tok")]) == 0
+    capsys.readouterr()
+    sd = load_file(str(folder / "model.safetensors"))
+    sd["action_in_proj.weight"] = sd["action_in_proj.weight"][:, :3].contiguous()
+    del sd["time_mlp_in.bias"]
+    save_file(sd, str(folder / "model.safetensors"))
+    assert main([str(folder), "--tokenizer", str(tmp_path / "tok")]) == 1
+    out = capsys.readouterr().out
+    assert "missing 1" in out and "model.time_mlp_in.bias" in out and "wrong shape 1" in out
+    assert main([str(tmp_path / "nothing")]) == 1
+    assert "config.json not found" in capsys.readouterr().out
