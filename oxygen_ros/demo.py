@@ -15,7 +15,7 @@ import torch
 
 from .engine.config import LINEAR_LAYOUTS, MODES, EngineConfig, load_model_config
 from .engine.engine import Engine, FrameOutput
-from .engine.metrics import ratio_check, summarize, warmup_frames
+from .bench.metrics import ratio_check, summarize, warmup_frames
 from .engine.synthetic import SyntheticStream
 
 

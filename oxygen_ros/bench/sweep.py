@@ -14,14 +14,14 @@ import torch
 
 from ..engine.config import EngineConfig, ModelConfig
 from ..engine.engine import Engine, FrameOutput
-from ..engine.kv.recorder import KVCallRecorder
-from ..engine.metrics import RunSummary, predicted_frame_ms, summarize, warmup_frames
-from ..engine.profile import decode_step_ms
 from ..engine.request import RequestKind
 from ..engine.runner import SeqView
 from ..engine.synthetic import SyntheticStream
 from .frame_profile import profile_frame
+from .kv_recorder import KVCallRecorder
+from .metrics import RunSummary, predicted_frame_ms, summarize, warmup_frames
 from .power import PowerMeter
+from .profile import decode_step_ms
 
 PROMPT = "Memory: what happened?\n"
 
@@ -116,7 +116,7 @@ def run(ctx: Context, spec: RunSpec, on_frame: Callable[[], None] | None = None)
             if ctx.power is not None:
                 ctx.power.start()
             if recorder is not None:
-                recorder.start()
+                recorder.attach(eng)
         for _ in range(arrivals[i]):
             eng.ask(PROMPT, priority=0, kind=RequestKind.MEMORY, max_new_tokens=spec.N)
         outs.append(eng.step(stream.frame(i)))
@@ -124,7 +124,7 @@ def run(ctx: Context, spec: RunSpec, on_frame: Callable[[], None] | None = None)
         if on_frame:
             on_frame()
     if recorder is not None:
-        recorder.stop()
+        recorder.detach()
     if cuda:
         torch.cuda.synchronize()
     if ctx.power is not None:
@@ -178,7 +178,7 @@ def decode_micro(ctx: Context, batches=(1, 4, 8, 16, 30), steps: int = 8, repeat
                  budget_s: float = 5.0, max_repeats: int = 25) -> dict:
     """ModelRunner.decode at several batch sizes on a realistic context (the frame prefix plus a
     prompt), each sequence on its own blocks. Returns ms per batched decode step by batch size
-    (engine.profile.decode_step_ms: interleaved rounds, median per size)."""
+    (bench.profile.decode_step_ms: interleaved rounds, median per size)."""
     eng = ctx.engine("oxygen", 1, 30, 10)
     runner, bs = eng.runner, eng.config.block_size
     ctx_len = ctx.model_config.max_prefix_tokens + 8

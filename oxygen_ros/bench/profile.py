@@ -1,5 +1,5 @@
 """Stage-cost micro-benchmarks on the engine's own runner: prefill, denoise, and one batched
-decode step at several batch sizes. `python -m oxygen_ros.engine.profile --preset balanced`.
+decode step at several batch sizes. `python -m oxygen_ros.bench.profile --preset balanced`.
 
 `--linear`: the widest projection as F.linear ([out, in] weight) and as x @ w ([in, out] copy),
 at 1 and 30 tokens (EngineConfig.linear_layout).
@@ -19,11 +19,11 @@ from collections.abc import Sequence
 
 import torch
 
-from .config import EngineConfig, load_model_config
-from .engine import Engine
-from .kv.recorder import KVCallRecorder
-from .runner import ModelRunner, SeqView
-from .synthetic import SyntheticStream
+from ..engine.config import EngineConfig, load_model_config
+from ..engine.engine import Engine
+from ..engine.runner import ModelRunner, SeqView
+from ..engine.synthetic import SyntheticStream
+from .kv_recorder import KVCallRecorder
 
 
 def _median_ms(fn, repeats: int) -> float:
@@ -101,11 +101,11 @@ def stage_costs(engine: Engine, batches: tuple[int, ...] = (1, 4, 16, 30), repea
 
 def kv_replay(engine: Engine, frames: int = 20, repeats: int = 5) -> dict[str, float]:
     """Run `frames` engine frames (one new request each) recording every KVManager call, then
-    replay the calls back to back. Microseconds per frame: in-frame (the manager's own timer)
-    and replayed (median of `repeats` replays from the same start state)."""
+    replay the calls back to back. Microseconds per frame: in-frame (the calls timed where the
+    engine made them) and replayed (median of `repeats` replays from the same start state)."""
     stream = SyntheticStream(engine.model_config, seed=engine.config.seed)
     frame_ms = []
-    with KVCallRecorder(engine.kv) as rec:
+    with KVCallRecorder(engine.kv).attach(engine) as rec:
         for _ in range(frames):
             engine.ask("what happened?", max_new_tokens=engine.config.max_decode_steps)
             frame_ms.append(engine.step(stream.frame(engine.frame)).frame_ms)
@@ -131,7 +131,7 @@ def linear_layouts(width: int, out: int, tokens: tuple[int, ...] = (1, 30), repe
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m oxygen_ros.engine.profile", description=__doc__)
+    p = argparse.ArgumentParser(prog="python -m oxygen_ros.bench.profile", description=__doc__)
     p.add_argument("--preset", default="tiny")
     p.add_argument("--model-config", default=None)
     p.add_argument("--S", type=int, default=10)

@@ -7,7 +7,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .engine import FrameOutput
+from ..engine.engine import FrameOutput
 
 
 @dataclass(frozen=True)
