@@ -9,6 +9,10 @@
 - After the last step the player holds the last step. When the newest chunk's observation is
   older than `observation_timeout_s` the player is *stale*: it holds the last value it output
   (it does not keep walking an old plan) and reports `stale=True`.
+- A chunk whose observation stamp lies more than `future_tolerance_s` AHEAD of `now` (the clock
+  jumped back, or a stamp from the future slipped in) is never played: the player holds the last
+  value it output (stale, `future=True`), and a newer-arriving chunk replaces it even though its
+  stamp is older. Within the tolerance a negative age plays step 0.
 - Optional per-joint limits clip every output. A chunk with NaN/inf (or the wrong shape) is
   rejected (`set_chunk` returns False) and the last good chunk keeps playing; `value_at` never
   returns a non-finite value.
@@ -29,12 +33,13 @@ class Sample:
     index: int  # chunk step played (-1 while holding a stale value)
     fading: bool  # inside a cross-fade window
     chunk_age_s: float  # now - the current chunk's observation stamp
+    future: bool = False  # the chunk's stamp is ahead of now beyond the tolerance (held)
 
 
 class ChunkPlayer:
     def __init__(self, num_joints: int, dt: float, crossfade_s: float = 0.1,
                  observation_timeout_s: float = 0.5, lower: np.ndarray | None = None,
-                 upper: np.ndarray | None = None) -> None:
+                 upper: np.ndarray | None = None, future_tolerance_s: float = 1.0) -> None:
         if num_joints < 1:
             raise ValueError(f"num_joints must be >= 1, got {num_joints}")
         if not dt > 0:
@@ -43,7 +48,7 @@ class ChunkPlayer:
         self.dt = float(dt)
         self._lock = threading.Lock()
         self.configure(crossfade_s=crossfade_s, observation_timeout_s=observation_timeout_s,
-                       lower=lower, upper=upper)
+                       lower=lower, upper=upper, future_tolerance_s=future_tolerance_s)
         self._chunk: np.ndarray | None = None
         self._stamp = 0.0
         self._fade_from: np.ndarray | None = None
@@ -53,8 +58,13 @@ class ChunkPlayer:
         self.rejected = 0
 
     def configure(self, crossfade_s: float | None = None, observation_timeout_s: float | None = None,
-                  lower: np.ndarray | None = None, upper: np.ndarray | None = None) -> None:
+                  lower: np.ndarray | None = None, upper: np.ndarray | None = None,
+                  future_tolerance_s: float | None = None) -> None:
         """Change the live settings. lower/upper: both None = no limits (pass both to set)."""
+        if future_tolerance_s is not None:
+            if not future_tolerance_s >= 0:
+                raise ValueError(f"future_tolerance_s must be >= 0, got {future_tolerance_s}")
+            self.future_tolerance_s = float(future_tolerance_s)
         if crossfade_s is not None:
             if crossfade_s < 0:
                 raise ValueError(f"crossfade_s must be >= 0, got {crossfade_s}")
@@ -81,7 +91,8 @@ class ChunkPlayer:
                 self.rejected += 1
             return False
         with self._lock:
-            if self._chunk is not None and stamp < self._stamp:
+            in_future = self._chunk is not None and self._stamp - now > self.future_tolerance_s
+            if self._chunk is not None and stamp < self._stamp and not in_future:
                 self.rejected += 1  # older than what plays: out of order, ignore
                 return False
             current = self._value_locked(now) if self._chunk is not None else None
@@ -98,19 +109,30 @@ class ChunkPlayer:
             self._chunk, self._fade_from, self._last = None, None, None
 
     @property
+    def horizon(self) -> int:
+        """Steps of the current chunk (0 before the first)."""
+        chunk = self._chunk
+        return 0 if chunk is None else int(chunk.shape[0])
+
+    @property
     def has_chunk(self) -> bool:
         return self._chunk is not None
 
     # -- output ---------------------------------------------------------------------------------
     def value_at(self, now: float) -> Sample | None:
-        """The command for time `now`, or None before the first chunk."""
+        """The command for time `now`; None before the first chunk (or while the only chunk so
+        far is stamped ahead of `now`: nothing to hold)."""
         with self._lock:
             if self._chunk is None:
                 return None
             return self._value_locked(now)
 
-    def _value_locked(self, now: float) -> Sample:
+    def _value_locked(self, now: float) -> Sample | None:
         age = now - self._stamp
+        if -age > self.future_tolerance_s:  # never trust a negative age: hold
+            if self._last is None:
+                return None
+            return Sample(self._last.copy(), True, -1, False, age, future=True)
         if age > self.observation_timeout_s and self._last is not None:
             return Sample(self._last.copy(), True, -1, False, age)
         idx = int(np.floor(max(age, 0.0) / self.dt + 1e-9))

@@ -22,6 +22,7 @@ from .chunk_player import ChunkPlayer
 from .rates import recent_rate
 
 HELD_WINDOW_S = 2.0  # the diagnostic reports holds within this many seconds
+HOLD_ERROR_S = 5.0  # a hold this long is an error, not a warning
 
 
 class ControlLoop:
@@ -39,6 +40,9 @@ class ControlLoop:
         self.stale_ticks = 0
         self.last_stale = False
         self.last_held: float | None = None  # monotonic time of the newest held tick
+        self.held_since: float | None = None  # monotonic start of the current hold
+        self.last_future = False
+        self.last_index = -1
         self.last_age_s = 0.0
 
     @property
@@ -102,28 +106,54 @@ class ControlLoop:
         mono = time.monotonic()
         self.commands += 1
         self.ticks.append(mono)
-        self.last_stale = sample.stale
+        self.last_stale, self.last_future = sample.stale, sample.future
         self.last_age_s = sample.chunk_age_s
+        self.last_index = sample.index
         if sample.stale:
             self.stale_ticks += 1
+            if self.held_since is None:
+                self.held_since = mono
             self.last_held = mono
-            self._warn("stale", f"no fresh observation for {sample.chunk_age_s:.2f} s: holding the "
-                       "last command")
+            if sample.future:
+                self._warn("future", f"action chunk stamped {-sample.chunk_age_s:.2f} s ahead of the "
+                           "clock: holding the last command")
+            else:
+                self._warn("stale", f"no fresh observation for {sample.chunk_age_s:.2f} s: holding "
+                           "the last command")
+        else:
+            self.held_since = None
 
     # -- diagnostics ----------------------------------------------------------------------------
-    def status(self, active: bool, control_rate_hz: float) -> tuple[str, str, dict]:
+    def status(self, active: bool, control_rate_hz: float, clock_problem: str = "") -> tuple[str, str, dict]:
+        """WARN while commands are held (stale or future chunk, end of chunk) or were held in
+        the last HELD_WINDOW_S; ERROR when no command went out for a second while active or a
+        hold lasts longer than HOLD_ERROR_S."""
         now = time.monotonic()
         rate = recent_rate(self.ticks, now)
+        last_tick = self.ticks[-1] if self.ticks else None
+        horizon = self.player.horizon
         if not active:
             level, message = "OK", "inactive: no commands"
-        elif self.last_stale:
-            level, message = "WARN", "stale observation: holding the last command"
+        elif clock_problem:
+            level, message = "ERROR", clock_problem
         elif not self.player.has_chunk:
-            level, message = "WARN", "no action chunk yet"
+            level, message = "WARN", "no action chunk yet: no commands"
+        elif last_tick is None or now - last_tick > 1.0:
+            level, message = "ERROR", "no command published for over 1 s"
+        elif self.last_stale:
+            held = now - (self.held_since or now)
+            what = (f"action chunk stamped {-self.last_age_s:.2f} s ahead of the clock"
+                    if self.last_future else f"stale observation ({self.last_age_s:.2f} s old)")
+            level = "ERROR" if held > HOLD_ERROR_S else "WARN"
+            message = f"{what}: holding the last command for {held:.1f} s"
+        elif horizon and self.last_index == horizon - 1:
+            level, message = "WARN", "action chunk played to its end: holding its last step"
+        elif self.last_held is not None and now - self.last_held < HELD_WINDOW_S:
+            level, message = "WARN", f"commands were held {now - self.last_held:.1f} s ago"
         else:
             level, message = "OK", "commanding"
         return level, message, {
             "command_rate_hz": float(rate), "control_rate_hz": float(control_rate_hz),
             "commands": self.commands, "stale_ticks": self.stale_ticks,
-            "rejected_chunks": self.player.rejected,
+            "rejected_chunks": self.player.rejected, "chunk_age_s": float(self.last_age_s),
         }

@@ -17,7 +17,6 @@ from typing import Any, Callable
 import numpy as np
 
 from oxygen_ros.engine.observation import Observation
-from oxygen_ros.engine.request import RequestKind
 
 from .chunk_player import ChunkPlayer
 from .pairing import Mailbox, Pair
@@ -112,8 +111,7 @@ class InferenceWorker:
             except ValueError as exc:
                 self.last_error, self.last_error_at = f"update_config: {exc}", time.monotonic()
                 self._warn("update_config", f"parameter change not applied: {exc}")
-        self._text.hand_over(lambda prompt: engine.ask(prompt, priority=1,
-                                                       kind=RequestKind.QUESTION))
+        self._text.hand_over(engine)  # cancelled questions out, queued ones in
         mapping = self._mapping()
         obs = Observation(images=np.stack(pair.images), state=mapping.to_model(pair.state),
                           instruction=self.instruction, stamp=pair.stamp)

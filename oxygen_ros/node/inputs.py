@@ -3,6 +3,12 @@
 Callbacks only convert and store (Pairer); while accepting (the node is active) each good
 message offers the newest complete pair to the worker's Mailbox. Bad inputs (conversion
 ValueError) are dropped with a throttled warning and recorded for the diagnostics.
+
+Time: a message stamped more than `max_offset_s` ahead of or behind the node clock is refused
+with the offset as reason (a clock jump on the sender, unsynchronised clocks); it never enters
+the pairing buffers, so pairing goes on with the next sanely stamped message. When the node
+clock itself jumps back by more than that, the buffers are reset. With use_sim_time and no
+/clock yet (time 0), stamped inputs are refused saying so.
 """
 from __future__ import annotations
 
@@ -51,7 +57,7 @@ class InputStats:
 class Inputs:
     def __init__(self, node, camera_topics: Sequence[str], joint_topic: str,
                  joint_names: Sequence[str], image_size: int, tolerance_s: float,
-                 warn: Callable[[str, str], None]) -> None:
+                 max_offset_s: float, warn: Callable[[str, str], None]) -> None:
         self._node = node
         self._warn = warn
         self._joint_names = list(joint_names)
@@ -59,6 +65,9 @@ class Inputs:
         self.pairer = Pairer(len(camera_topics), tolerance_s=tolerance_s)
         self.mailbox: Mailbox[Pair] = Mailbox()
         self.accepting = False  # offer pairs to the worker (active only)
+        self.max_offset_s = float(max_offset_s)
+        self._last_now = float("-inf")
+        self.clock_jumps = 0
         self.stats: dict[str, InputStats] = {}
         self._subs: list[Any] = []
         for i, topic in enumerate(camera_topics):
@@ -87,12 +96,27 @@ class Inputs:
         self.mailbox.close()
 
     # -- callbacks (convert + store only) -------------------------------------------------------
-    def _stamp_of(self, header) -> tuple[float, Any]:
+    def _stamp_of(self, header) -> tuple[float, Any, str | None]:
+        """(seconds, exact stamp, refusal reason or None)."""
+        now_t = self._node.get_clock().now()
+        now = now_t.nanoseconds * 1e-9
+        if now < self._last_now - self.max_offset_s:  # our clock jumped back (sim reset, ...)
+            self.clock_jumps += 1
+            self.pairer.reset()
+            self._warn("clock_jump", f"node clock jumped back {self._last_now - now:.2f} s: "
+                       "pairing restarted")
+        self._last_now = now
         t = conv.stamp_to_sec(header.stamp)
         if t == 0.0:  # unstamped publisher: use the arrival time
-            now = self._node.get_clock().now()
-            return now.nanoseconds * 1e-9, now.to_msg()
-        return t, conv.copy_stamp(header.stamp)
+            return now, now_t.to_msg(), None
+        if now == 0.0:
+            return t, None, "no /clock received yet (use_sim_time): the node has no time"
+        off = t - now
+        if abs(off) > self.max_offset_s:
+            where = "ahead of" if off > 0 else "behind"
+            return t, None, (f"stamp {abs(off):.2f} s {where} the node clock "
+                             f"(max_stamp_offset_s {self.max_offset_s:g})")
+        return t, conv.copy_stamp(header.stamp), None
 
     def _refuse(self, topic: str, reason: str) -> None:
         self.stats[topic].refused(time.monotonic(), reason)
@@ -100,24 +124,30 @@ class Inputs:
 
     def _image_cb(self, index: int, topic: str, size: int):
         def callback(msg: Image) -> None:
+            t, stamp, reason = self._stamp_of(msg.header)  # the cheap check first
+            if reason:
+                self._refuse(topic, reason)
+                return
             try:
                 img = conv.image_to_model(msg, size)
             except ValueError as exc:
                 self._refuse(topic, str(exc))
                 return
-            t, stamp = self._stamp_of(msg.header)
             self.pairer.add_image(index, t, img, stamp)
             self.stats[topic].good(time.monotonic())
             self._offer()
         return callback
 
     def _joint_cb(self, msg: JointState) -> None:
+        t, stamp, reason = self._stamp_of(msg.header)
+        if reason:
+            self._refuse(self.joint_topic, reason)
+            return
         try:
             vec = conv.joint_state_to_vector(msg, self._joint_names)
         except ValueError as exc:
             self._refuse(self.joint_topic, str(exc))
             return
-        t, stamp = self._stamp_of(msg.header)
         self.pairer.add_state(t, vec, stamp)
         self.stats[self.joint_topic].good(time.monotonic())
         self._offer()
@@ -130,10 +160,12 @@ class Inputs:
             self.mailbox.put(pair)
 
     # -- diagnostics ----------------------------------------------------------------------------
-    def status(self, timeout_s: float, active: bool) -> tuple[str, str, dict[str, Any]]:
-        """(level, message, values) of the inputs over the last seconds."""
+    def status(self, timeout_s: float, active: bool, extra: Sequence[str] = ()
+               ) -> tuple[str, str, dict[str, Any]]:
+        """(level, message, values) of the inputs over the last seconds; `extra`: problems of
+        other inputs (refused text)."""
         now = time.monotonic()
-        problems, values = [], {}
+        problems, values = list(extra), {}
         for topic, st in self.stats.items():
             age = None if st.last_ok is None else now - st.last_ok
             values[f"{topic} rate_hz"] = float(st.rate(now))
@@ -147,5 +179,6 @@ class Inputs:
                 problems.append(f"{topic} bad input: {st.last_error}")
         values["dropped_frames"] = self.mailbox.dropped
         values["paired_frames"] = self.mailbox.put_count
+        values["clock_jumps"] = self.clock_jumps
         level = "WARN" if problems and active else "OK"
         return level, "; ".join(problems) or "all inputs fresh", values

@@ -41,11 +41,10 @@ from .inference_worker import InferenceWorker
 from .inputs import Inputs
 from .publishers import Publishers
 from .questions import ABORTED_CLEANUP, ABORTED_DEACTIVATE, Questions
-from .text import TextIO
+from .text import TextIO, text_bound_reason
 
 NODE_NAME = "oxygen"
 WARN_PERIOD_S = 2.0  # throttle of repeated warnings, per key
-QUESTION_CAPACITY = 1024  # questions queued + decoding; beyond: refused "queue full"
 
 
 @dataclass
@@ -71,9 +70,11 @@ class OxygenNode(LifecycleNode):
         self.state_label = "unconfigured"
         self._run_stop: threading.Event | None = None  # the current run's stop event
         self._warned: dict[str, float] = {}
+        self._sim_seen: tuple[int, float] | None = None  # (sim time ns, monotonic when it changed)
         P.declare(self)
         self.add_on_set_parameters_callback(
-            P.on_set_callback(self, lambda: self.rt is not None, self._apply_params))
+            P.on_set_callback(self, lambda: self.rt is not None, self._apply_params,
+                              self._check_params))
 
     @property
     def active(self) -> bool:
@@ -125,7 +126,7 @@ class OxygenNode(LifecycleNode):
 
     def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
         self._stop_run()  # threads stop before the publishers go inactive
-        self.rt.text.abort_all(ABORTED_DEACTIVATE)
+        self.rt.text.abort_all(ABORTED_DEACTIVATE, self.rt.built.engine)
         ret = super().on_deactivate(state)
         self.state_label = "inactive"
         self.get_logger().info("deactivated (model kept)")
@@ -162,11 +163,13 @@ class OxygenNode(LifecycleNode):
         player = ChunkPlayer(len(names), dt=1.0 / float(p["control_rate_hz"]),
                              crossfade_s=p["crossfade_s"],
                              observation_timeout_s=p["observation_timeout_s"],
-                             lower=mapping.lower, upper=mapping.upper)
+                             lower=mapping.lower, upper=mapping.upper,
+                             future_tolerance_s=p["max_stamp_offset_s"])
         pubs = Publishers(self)
         inputs = Inputs(self, p["camera_topics"], p["joint_state_topic"], names,
-                        built.model_config.vision.image_size, p["stamp_tolerance_s"], self._warn)
-        text = TextIO(self, pubs, Questions(QUESTION_CAPACITY), self._warn)
+                        built.model_config.vision.image_size, p["stamp_tolerance_s"],
+                        p["max_stamp_offset_s"], self._warn)
+        text = TextIO(self, pubs, Questions(int(p["ask.max_open"])), built.engine, self._warn)
         # self.rt.mapping is read per frame: joint limits are live for normalisation too
         worker = InferenceWorker(built.engine, lambda: self.rt.mapping, player, inputs.mailbox, pubs,
                                  text, names, p["instruction"], p["markers.frame_id"], self._warn, self)
@@ -196,7 +199,7 @@ class OxygenNode(LifecycleNode):
         self._stop_run()
         rt, self.rt = self.rt, None
         if rt is not None:
-            rt.text.abort_all(reason)
+            rt.text.abort_all(reason, rt.built.engine)
             if rt.diag is not None:
                 rt.diag.destroy()
             rt.inputs.destroy()
@@ -215,6 +218,24 @@ class OxygenNode(LifecycleNode):
                     pass
 
     # -- parameters -----------------------------------------------------------------------------
+    def _check_params(self, changes: dict[str, Any], merged: dict[str, Any]) -> str | None:
+        """What only the running node can check: text against the model's prompt budget (the
+        byte bound first, no tokenizing), then the engine's own check of the whole change."""
+        rt = self.rt
+        max_tokens = rt.built.model_config.max_prompt_tokens if rt is not None else None
+        for key in ("instruction", "memory.prompt"):
+            if key in changes:
+                reason = text_bound_reason(key, changes[key], max_tokens)
+                if reason:
+                    return reason
+        if rt is not None and any(k in P.ENGINE_KEYS for k in changes):
+            try:
+                rt.built.engine.validate_changes(
+                    **P.engine_changes({k: merged[k] for k in P.ENGINE_KEYS}))
+            except ValueError as exc:
+                return str(exc)
+        return None
+
     def _apply_params(self, changes: dict[str, Any]) -> None:
         """Called from the on-set callback once `changes` are valid (not yet stored)."""
         rt = self.rt
@@ -240,6 +261,11 @@ class OxygenNode(LifecycleNode):
                                 lower=rt.mapping.lower, upper=rt.mapping.upper)
         if "stamp_tolerance_s" in changes:
             rt.inputs.pairer.tolerance_s = float(changes["stamp_tolerance_s"])
+        if "max_stamp_offset_s" in changes:
+            rt.inputs.max_offset_s = float(changes["max_stamp_offset_s"])
+            rt.player.configure(future_tolerance_s=float(changes["max_stamp_offset_s"]))
+        if "ask.max_open" in changes:
+            rt.text.questions.capacity = int(changes["ask.max_open"])
 
     # -- diagnostics ----------------------------------------------------------------------------
     def _diagnostics(self) -> list:
@@ -263,7 +289,21 @@ class OxygenNode(LifecycleNode):
             "questions_open": q.outstanding, "questions_answered": q.answered,
             "questions_refused": q.refused, "last_refusal": q.last_refusal,
         }
-        statuses = [("engine", level, message, engine_values, cfg.device),
-                    ("inputs", *rt.inputs.status(timeout, active), ""),
-                    ("control", *rt.control.status(active, float(P.get(self, "control_rate_hz"))), "")]
-        return statuses
+        rate = float(P.get(self, "control_rate_hz"))
+        return [("engine", level, message, engine_values, cfg.device),
+                ("inputs", *rt.inputs.status(timeout, active, rt.text.problems()), ""),
+                ("control", *rt.control.status(active, rate, self._clock_problem()), "")]
+
+    def _clock_problem(self) -> str:
+        """With use_sim_time: no /clock yet, or /clock stopped (sim time rules the commands)."""
+        if not self.get_parameter("use_sim_time").value:
+            self._sim_seen = None
+            return ""
+        now, mono = self.get_clock().now().nanoseconds, time.monotonic()
+        if now == 0:
+            return "use_sim_time is true and no /clock has been received: no time, no commands"
+        if self._sim_seen is None or now != self._sim_seen[0]:
+            self._sim_seen = (now, mono)
+            return ""
+        stopped = mono - self._sim_seen[1]
+        return f"use_sim_time: /clock has not advanced for {stopped:.1f} s" if stopped > 2.0 else ""

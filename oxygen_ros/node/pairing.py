@@ -73,6 +73,14 @@ class Pairer:
     def num_cameras(self) -> int:
         return len(self._cams)
 
+    def reset(self) -> None:
+        """Forget every buffered message and the newest used stamp (after a clock jump back,
+        so that pairing starts again from the new time line)."""
+        with self._lock:
+            for buf in (*self._cams, self._states):
+                buf.items.clear()
+            self._used_stamp = float("-inf")
+
     def add_image(self, camera: int, stamp: float, image: Any, header_stamp: Any = None) -> None:
         with self._lock:
             self._cams[camera].add(Stamped(stamp, image, header_stamp))

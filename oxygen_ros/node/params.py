@@ -3,8 +3,10 @@
 Kinds (documented in README.md, section Parameters):
 - ``live``: accepted in any state. Engine knobs (k, N, S, max_active_requests, mode, memory.*,
   instruction) reach the engine through Engine.update_config before the NEXT frame; player /
-  pairing knobs (observation_timeout_s, crossfade_s, stamp_tolerance_s, joint limits,
-  markers.frame_id) apply on the next control tick / next pairing.
+  pairing knobs (observation_timeout_s, crossfade_s, stamp_tolerance_s, max_stamp_offset_s,
+  joint limits, markers.frame_id, ask.max_open) apply on the next control tick / message.
+  instruction and memory.prompt are also checked against the model's prompt budget (a byte
+  bound, then the engine's own check) by the node before they are accepted.
 - ``configure``: read in on_configure (model, topics, joints, control rate). Accepted while the
   node is unconfigured; REJECTED while configured (inactive or active), with a reason saying so:
   run `ros2 lifecycle set /oxygen cleanup`, set them, then configure again.
@@ -75,8 +77,12 @@ PARAMETERS: tuple[Spec, ...] = (
          (0.0, 5.0)),
     Spec("stamp_tolerance_s", "double", 0.05, "max stamp difference between paired camera frames "
          "and joint states", LIVE, (0.0, 10.0)),
+    Spec("max_stamp_offset_s", "double", 1.0, "inputs stamped further than this ahead of or behind "
+         "the node clock are refused (clock jumps, unsynchronised clocks)", LIVE, (0.01, 3600.0)),
+    Spec("ask.max_open", "int", 1024, "questions queued + decoding at most; more are refused "
+         "('refused: queue full' on ~/answer)", LIVE, (1, 100000)),
     Spec("joint_limits_lower", "double_array", [], "per-joint lower limits (empty = none): clip "
-         "commands; with no checkpoint statistics also the normalisation range", LIVE),
+         "commands; with no checkpoint statistics also the normalisation range (both live)", LIVE),
     Spec("joint_limits_upper", "double_array", [], "per-joint upper limits (empty = none)", LIVE),
     Spec("markers.frame_id", "string", "base_link", "frame of the RViz text markers", LIVE,
          nonempty=True),
@@ -258,8 +264,11 @@ def values(node) -> dict[str, Any]:
 
 
 def on_set_callback(node, is_configured: Callable[[], bool],
-                    apply: Callable[[dict[str, Any]], None]):
-    """An rclpy on-set-parameters callback: validate, then `apply(changes)` (only when valid)."""
+                    apply: Callable[[dict[str, Any]], None],
+                    check: Callable[[dict[str, Any], dict[str, Any]], str | None] | None = None):
+    """An rclpy on-set-parameters callback: validate (the table, then `check(changes, merged)`
+    for what only the running node knows, e.g. the model's prompt budget), then
+    `apply(changes)` (only when valid)."""
     from rcl_interfaces.msg import SetParametersResult
 
     def callback(parameters) -> SetParametersResult:
@@ -268,7 +277,10 @@ def on_set_callback(node, is_configured: Callable[[], bool],
                    for p in parameters if p.name in SPECS}
         if not changes:
             return SetParametersResult(successful=True)
-        reason = validate(changes, values(node), is_configured())
+        current = values(node)
+        reason = validate(changes, current, is_configured())
+        if reason is None and check is not None:
+            reason = check(changes, {**current, **changes})
         if reason:
             return SetParametersResult(successful=False, reason=reason)
         apply(changes)

@@ -71,14 +71,19 @@ class Questions:
         with self._lock:
             self._queued.extendleft(reversed(questions))
 
-    def asked(self, question: Question, request_id: int) -> None:
+    def asked(self, question: Question, request_id: int) -> bool:
+        """Record the engine's id of a question; False when it ended meanwhile (cancelled)."""
         with self._lock:
             question.request_id = request_id
+            if question.done:
+                return False
             self._asked[request_id] = question
+            return True
 
     def owner(self, request_id: int) -> Question | None:
         with self._lock:
-            return self._asked.get(request_id)
+            q = self._asked.get(request_id)
+            return None if q is None or q.done else q
 
     def finished(self, request_id: int) -> Question | None:
         """The question of a final update, retired (None if it is not ours or already ended)."""

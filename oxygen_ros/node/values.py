@@ -74,12 +74,16 @@ def resize_area(rgb: np.ndarray, size: int | tuple[int, int]) -> np.ndarray:
 
 # -- joint states -------------------------------------------------------------------------------
 def joint_state_to_vector(msg: Any, joint_names: Sequence[str]) -> np.ndarray:
-    """JointState.position ordered by joint_names (float32). ValueError naming missing/NaN joints."""
+    """JointState.position ordered by joint_names (float32). ValueError naming missing,
+    duplicate or NaN joints."""
     names = list(msg.name)
     pos = list(msg.position)
     if len(pos) != len(names):
         raise ValueError(f"joint state has {len(names)} names but {len(pos)} positions")
     index = {n: i for i, n in enumerate(names)}
+    if len(index) != len(names):
+        dup = sorted({n for n in names if names.count(n) > 1})
+        raise ValueError(f"joint state names joints {dup} more than once")
     missing = [j for j in joint_names if j not in index]
     if missing:
         raise ValueError(f"joint state is missing joints {missing}")
