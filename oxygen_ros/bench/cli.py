@@ -23,7 +23,8 @@ from ..engine.model import init_model
 from ..engine.tokenizer import build_tiny_tokenizer
 from . import patterns as pat
 from .power import PowerMeter
-from .sweep import Context, RunSpec, decode_micro, default_warmup, probe_in_subprocess, run
+from .sweep import (Context, RunSpec, default_warmup, micro_costs, probe_in_subprocess, run,
+                    stage_micro)
 
 # measured frames per run when --frames is not given (the big presets get fewer)
 DEFAULT_FRAMES = {"tiny": 8, "balanced": 8, "small": 3, "pi05": 5}
@@ -166,6 +167,14 @@ def plan(a: argparse.Namespace) -> dict[str, list[RunSpec]]:
     return out
 
 
+def micro_batches(specs: list[RunSpec], max_active: int) -> list[int]:
+    """Decode batch sizes to micro-benchmark: a spread for the decode-cost table and the batch
+    every oxygen grid run settles at with one request per frame (ceil(N/k), capped)."""
+    steady = {min(-(-s.N // s.k), max_active) for s in specs
+              if s.mode == "oxygen" and s.group == "grid"}
+    return sorted({1, 4, 8, 16, 30} | steady)
+
+
 def environment(a: argparse.Namespace) -> dict[str, Any]:
     cpu = platform.processor() or platform.machine()
     try:
@@ -213,11 +222,13 @@ def main(argv: list[str] | None = None) -> int:
             tok = build_tiny_tokenizer(min(mc.vocab_size, 2048))
             ctx = Context(mc, model, tok, a.device, a.dtype, a.seed, a.max_active,
                           a.attention_backend, power, a.compile, a.linear_layout)
-            bar.set_postfix_str(f"{preset} decode micro-benchmark")
-            micro[preset] = decode_micro(ctx)
+            bar.set_postfix_str(f"{preset} stage micro-benchmarks")
+            micro[preset] = stage_micro(ctx, sorted({s.S for s in specs}),
+                                        micro_batches(specs, a.max_active))
             for spec in specs:
                 bar.set_postfix_str(f"{preset} {spec.group} {spec.mode} k={spec.k} N={spec.N} S={spec.S}")
-                row, _ = run(ctx, spec, on_frame=bar.update)
+                row, _ = run(ctx, spec, on_frame=bar.update,
+                             costs=micro_costs(micro[preset], spec.S))
                 if spec.mode != "oxygen" and spec.group == "grid":
                     row["k"] = None  # k-independent mode
                 row["params_m"] = sum(p.numel() for p in model.parameters()) / 1e6

@@ -1,4 +1,5 @@
-"""Run summaries and the ratio prediction from measured stage costs (used by demo and bench)."""
+"""Run summaries, the ratio prediction (demo) and each run's frame latency predicted from stage
+costs measured apart from it by micro-benchmarks (bench)."""
 from __future__ import annotations
 
 import math
@@ -68,6 +69,52 @@ def predicted_frame_ms(mode: str, prefill_ms: float, denoise_ms: float, decode_s
     if mode in ("isolated", "parallel"):
         return prefill_ms + denoise_ms + requests_per_frame * (prefill_ms + n * decode_step_ms)
     return prefill_ms + denoise_ms + decode_steps * decode_step_ms
+
+
+@dataclass(frozen=True)
+class StageCosts:
+    """Stage costs measured by micro-benchmarks outside any frame (bench.profile): one
+    observation prefill, one S-step denoise, one batched decode step by batch size."""
+
+    prefill_ms: float
+    denoise_ms: float
+    decode_ms: dict[int, float]  # batch size -> ms per batched decode step
+
+    def __post_init__(self) -> None:
+        if not self.decode_ms:
+            raise ValueError("decode_ms needs at least one batch size")
+
+    def decode_step_ms(self, batch: float) -> float:
+        """Piecewise-linear in batch between the measured sizes; beyond them, the nearest
+        segment's line (flat when only one size was measured)."""
+        xs = sorted(self.decode_ms)
+        ys = [self.decode_ms[x] for x in xs]
+        if len(xs) == 1:
+            return ys[0]
+        i = min(max(int(np.searchsorted(xs, batch)), 1), len(xs) - 1)
+        x0, x1, y0, y1 = xs[i - 1], xs[i], ys[i - 1], ys[i]
+        return max(y0 + (y1 - y0) * (batch - x0) / (x1 - x0), 0.0)
+
+
+PREFILL_PER_REQUEST = ("isolated", "parallel")  # each request prefills the observation again
+
+
+def predict_run_ms(costs: StageCosts, outputs: Sequence[FrameOutput]) -> float:
+    """Mean frame latency the micro-benchmarked stage costs predict for these frames, from what
+    the scheduler did in each (requests admitted, batched decode steps, batch size) and never
+    from the frames' own timings:
+
+        frame = P * (1 + admitted if isolated/parallel else 1) + D + decode_steps * d(batch)
+
+    A request's prompt suffix rides in its first decode step, so it adds no step of its own."""
+    if not outputs:
+        raise ValueError("no frames to predict")
+    total = 0.0
+    for o in outputs:
+        prefills = 1 + o.admitted if o.mode in PREFILL_PER_REQUEST else 1
+        decode = o.decode_steps * costs.decode_step_ms(o.batch_size) if o.decode_steps else 0.0
+        total += prefills * costs.prefill_ms + costs.denoise_ms + decode
+    return total / len(outputs)
 
 
 def ratio_check(run: RunSummary, iso: RunSummary, n: int) -> dict[str, float]:

@@ -66,10 +66,12 @@ def decode_step_ms(runner: ModelRunner, seqs: Sequence[SeqView], batches: Sequen
     return {b: statistics.median(t) for b, t in times.items()}, rounds
 
 
-def stage_costs(engine: Engine, batches: tuple[int, ...] = (1, 4, 16, 30), repeats: int = 7,
-                context: int = 100) -> dict[str, float]:
-    """Median ms of each stage on this engine's weights and pool."""
-    mc, ec = engine.model_config, engine.config
+def action_path_ms(engine: Engine, denoise_steps: Sequence[int], repeats: int = 7
+                   ) -> tuple[float, dict[int, float]]:
+    """Median ms of one observation prefill (vision + prompt, a synthetic frame) and of one
+    S-step denoise on that prefix for each S, on this engine's weights and pool, outside any
+    frame. Returns (prefill_ms, {S: denoise_ms})."""
+    mc = engine.model_config
     obs = SyntheticStream(mc, seed=0).frame(0)
     prompt = engine._action_prompt(obs)
     images = obs.valid_images()
@@ -78,13 +80,28 @@ def stage_costs(engine: Engine, batches: tuple[int, ...] = (1, 4, 16, 30), repea
     seq = 10_000_000
     kv.create(seq)
     blocks = kv.append(seq, list(range(n_prefix)), reserve=mc.action_horizon, cacheable=False)
+    if blocks is None:
+        raise ValueError("KV pool too small for the prefill micro-benchmark")
     view = SeqView(blocks.block_ids, n_prefix)
-    out = {"prefix_tokens": float(n_prefix)}
-    out["prefill_ms"] = _median_ms(lambda: runner.prefill_observation(images, prompt, view), repeats)
-    noise = torch.randn(mc.action_horizon, mc.action_dim)
-    out["denoise_ms"] = _median_ms(lambda: runner.denoise(view, n_prefix, noise, ec.denoise_steps),
-                                   repeats)
-    kv.free(seq)
+    try:
+        prefill = _median_ms(lambda: runner.prefill_observation(images, prompt, view), repeats)
+        noise = torch.randn(mc.action_horizon, mc.action_dim)
+        denoise = {s: _median_ms(lambda: runner.denoise(view, n_prefix, noise, s), repeats)
+                   for s in sorted(set(denoise_steps))}
+    finally:
+        kv.free(seq)
+    return prefill, denoise
+
+
+def stage_costs(engine: Engine, batches: tuple[int, ...] = (1, 4, 16, 30), repeats: int = 7,
+                context: int = 100) -> dict[str, float]:
+    """Median ms of each stage on this engine's weights and pool."""
+    ec = engine.config
+    kv, runner = engine.kv, engine.runner
+    prefill, denoise = action_path_ms(engine, [ec.denoise_steps], repeats)
+    out = {"prefix_tokens": float(engine.prefix_tokens(*_frame_prefix(engine))),
+           "prefill_ms": prefill, "denoise_ms": denoise[ec.denoise_steps]}
+    seq = 10_000_000
     seqs = []
     for b in range(max(batches)):
         kv.create(seq + 1 + b)
@@ -97,6 +114,11 @@ def stage_costs(engine: Engine, batches: tuple[int, ...] = (1, 4, 16, 30), repea
     for b in range(max(batches)):
         kv.free(seq + 1 + b)
     return out
+
+
+def _frame_prefix(engine: Engine):
+    obs = SyntheticStream(engine.model_config, seed=0).frame(0)
+    return obs.valid_images(), engine._action_prompt(obs)
 
 
 def kv_replay(engine: Engine, frames: int = 20, repeats: int = 5) -> dict[str, float]:

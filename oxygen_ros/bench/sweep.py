@@ -19,9 +19,9 @@ from ..engine.runner import SeqView
 from ..engine.synthetic import SyntheticStream
 from .frame_profile import profile_frame
 from .kv_recorder import KVCallRecorder
-from .metrics import RunSummary, predicted_frame_ms, summarize, warmup_frames
+from .metrics import RunSummary, StageCosts, predict_run_ms, summarize, warmup_frames
 from .power import PowerMeter
-from .profile import decode_step_ms
+from .profile import action_path_ms, decode_step_ms
 
 PROMPT = "Memory: what happened?\n"
 
@@ -87,15 +87,10 @@ def _cuda(device: str) -> bool:
     return device.startswith("cuda") and torch.cuda.is_available()
 
 
-def own_predicted_ms(s: RunSummary) -> float:
-    """Frame latency from this run's own stage costs only (no KV manager, no Python glue):
-    all prefills (P, or (1 + r) P in isolated) + D + decode steps x d(B). Equals
-    metrics.predicted_frame_ms whenever no request stops early at EOS."""
-    return (s.stage_ms["vision_prefill"] + s.stage_ms["denoise"]
-            + s.decode_steps_per_frame * s.decode_step_ms)
-
-
-def run(ctx: Context, spec: RunSpec, on_frame: Callable[[], None] | None = None) -> tuple[dict, RunSummary]:
+def run(ctx: Context, spec: RunSpec, on_frame: Callable[[], None] | None = None,
+        costs: StageCosts | None = None) -> tuple[dict, RunSummary]:
+    """costs: stage costs micro-benchmarked apart from this run (stage_micro); with them the row
+    carries the frame latency they predict for this run's frames (predicted_ms, predicted_error)."""
     eng = ctx.engine(spec.mode, spec.k, spec.N, spec.S)
     stream = SyntheticStream(ctx.model_config, seed=ctx.seed)
     arrivals = spec.arrivals or [1] * spec.total
@@ -132,11 +127,9 @@ def run(ctx: Context, spec: RunSpec, on_frame: Callable[[], None] | None = None)
     measured = outs[spec.warmup:]
     summ = summarize(measured, [o.decode_steps for o in measured], [o.admitted for o in measured])
     d = summ.as_dict()
-    own = own_predicted_ms(summ)
     r = summ.requests_per_frame
     p_each = summ.stage_ms["vision_prefill"] / ((1 + r) if spec.mode in ("isolated", "parallel") else 1)
-    pred_metrics = predicted_frame_ms(spec.mode, p_each, summ.stage_ms["denoise"],
-                                      summ.decode_step_ms, summ.decode_steps_per_frame, r, spec.N)
+    predicted = predict_run_ms(costs, measured) if costs is not None else None
     tokens = sum(o.tokens_this_frame for o in measured)
     row: dict[str, Any] = {
         "preset": spec.preset, "group": spec.group, "mode": spec.mode, "k": spec.k, "N": spec.N,
@@ -147,8 +140,11 @@ def run(ctx: Context, spec: RunSpec, on_frame: Callable[[], None] | None = None)
         "kv_calls_ms": recorder.busy_s * 1e3 / len(measured) if recorder else None,
         "kv_replayed_ms": recorder.replay_s() * 1e3 / len(measured) if recorder else None,
         "max_batch": max(o.batch_size for o in measured),
-        "predicted_own_ms": own, "predicted_own_error": abs(summ.frame_ms_mean - own) / own,
-        "predicted_metrics_ms": pred_metrics, "prefill_ms_each": p_each,
+        # from the separately micro-benchmarked stage costs and this run's schedule only
+        "predicted_ms": predicted,
+        "predicted_error": (abs(summ.frame_ms_mean - predicted) / predicted
+                            if predicted else None),
+        "prefill_ms_each": p_each,
         "glue_ms": summ.frame_ms_mean - sum(summ.stage_ms.values()),
         "rss_peak_bytes": max(rss[spec.warmup:]), "rss_maxrss_bytes": _maxrss(),
         "cuda_peak_bytes": torch.cuda.max_memory_allocated() if cuda else None,
@@ -174,12 +170,16 @@ def run(ctx: Context, spec: RunSpec, on_frame: Callable[[], None] | None = None)
     return row, summ
 
 
-def decode_micro(ctx: Context, batches=(1, 4, 8, 16, 30), steps: int = 8, repeats: int = 5,
-                 budget_s: float = 5.0, max_repeats: int = 25) -> dict:
-    """ModelRunner.decode at several batch sizes on a realistic context (the frame prefix plus a
-    prompt), each sequence on its own blocks. Returns ms per batched decode step by batch size
-    (bench.profile.decode_step_ms: interleaved rounds, median per size)."""
-    eng = ctx.engine("oxygen", 1, 30, 10)
+def stage_micro(ctx: Context, denoise_steps=(10,), batches=(1, 4, 8, 16, 30), steps: int = 8,
+                repeats: int = 5, budget_s: float = 5.0, max_repeats: int = 25) -> dict:
+    """Stage costs micro-benchmarked apart from every run, to predict the runs' frame latency:
+    one observation prefill and one S-step denoise for each S (bench.profile.action_path_ms), and
+    ModelRunner.decode at several batch sizes on a realistic context (the frame prefix plus a
+    prompt, each sequence on its own blocks; bench.profile.decode_step_ms: interleaved rounds,
+    median per size). Returns plain data: ms per batched decode step by batch size, prefill_ms,
+    denoise_ms by S."""
+    eng = ctx.engine("oxygen", 1, 30, max(denoise_steps))
+    prefill, denoise = action_path_ms(eng, denoise_steps, repeats=max(repeats, 5))
     runner, bs = eng.runner, eng.config.block_size
     ctx_len = ctx.model_config.max_prefix_tokens + 8
     nb = -(-(ctx_len + steps) // bs)
@@ -191,7 +191,16 @@ def decode_micro(ctx: Context, batches=(1, 4, 8, 16, 30), steps: int = 8, repeat
     del eng
     gc.collect()
     return {"context_tokens": ctx_len, "steps": steps, "rounds": rounds, "ms_per_step": out,
-            "ratio_30_over_1": out[str(min(30, bmax))] / out["1"]}
+            "ratio_30_over_1": out[str(min(30, bmax))] / out["1"], "prefill_ms": prefill,
+            "denoise_ms": {str(s): ms for s, ms in denoise.items()}}
+
+
+def micro_costs(micro: dict, s: int) -> StageCosts | None:
+    """The StageCosts of a stage_micro result for S denoise steps (None if S was not measured)."""
+    if "prefill_ms" not in micro or str(s) not in micro.get("denoise_ms", {}):
+        return None
+    return StageCosts(micro["prefill_ms"], micro["denoise_ms"][str(s)],
+                      {int(b): ms for b, ms in micro["ms_per_step"].items()})
 
 
 def probe_in_subprocess(spec: RunSpec, preset: str, model_config: str | None, threads: int,

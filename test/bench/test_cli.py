@@ -14,7 +14,7 @@ ROW_FIELDS = {"preset", "group", "mode", "k", "N", "S", "action_hz", "tokens_per
               "frame_ms_mean", "frame_ms_p50", "frame_ms_p99", "stage_ms", "mean_batch",
               "kv_peak_bytes", "kv_ms", "kv_share", "sched_ms", "sched_share", "kv_calls_ms",
               "kv_replayed_ms", "rss_peak_bytes", "cuda_peak_bytes",
-              "energy_j_per_request", "predicted_own_ms", "predicted_own_error"}
+              "energy_j_per_request", "predicted_ms", "predicted_error"}
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +59,11 @@ def test_results_json(quick):
     assert pats == {"pattern:per_frame", "pattern:bursty", "pattern:poisson", "pattern:sparse"}
     fl = [r for r in res["rows"] if r["group"] == "fluctuating"]
     assert len(fl) == 1 and len(fl[0]["trace"]["kv_bytes"]) == 40
-    assert "1" in res["decode_micro"]["tiny"]["ms_per_step"]
+    micro = res["decode_micro"]["tiny"]
+    assert "1" in micro["ms_per_step"] and micro["prefill_ms"] > 0
+    assert set(micro["denoise_ms"]) == {str(r["S"]) for r in res["rows"]}
+    # every run's latency is predicted from those micro-benchmarks
+    assert all(r["predicted_ms"] > 0 and r["predicted_error"] >= 0 for r in grid)
     # same arrivals in every mode of a pattern
     for p in pats:
         arr = [r["trace"]["arrivals"] for r in res["rows"] if r["group"] == p]
