@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from ..engine.config import LINEAR_LAYOUTS, MODES, PRESETS, load_model_config
+from ..engine.config import ATTENTION_BACKENDS, LINEAR_LAYOUTS, MODES, PRESETS, load_model_config
 from ..engine.model import init_model
 from ..engine.tokenizer import build_tiny_tokenizer
 from . import patterns as pat
@@ -86,7 +86,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=2, help="torch CPU threads")
     p.add_argument("--device", default="cpu")
     p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"))
-    p.add_argument("--attention-backend", default="auto", choices=("auto", "cpp", "reference"))
+    p.add_argument("--attention-backend", default="auto", choices=ATTENTION_BACKENDS)
     p.add_argument("--compile", action="store_true",
                    help="torch.compile the action expert's denoising step (all modes alike)")
     p.add_argument("--linear-layout", default="standard", choices=LINEAR_LAYOUTS,

@@ -11,6 +11,7 @@ MODES = ("oxygen", "shared", "isolated", "parallel")
 DTYPES = ("float32", "bfloat16", "float16")
 # standard: nn.Linear weights [out, in] (F.linear); transposed: [in, out] copies (x @ w)
 LINEAR_LAYOUTS = ("standard", "transposed")
+ATTENTION_BACKENDS = ("auto", "cpp", "triton", "reference")
 
 
 def _positive(name: str, value: int | float) -> None:
@@ -207,7 +208,7 @@ class EngineConfig:
     seed: int = 0
     device: str = "cpu"
     dtype: str = "float32"
-    attention_backend: str = "auto"  # auto | cpp | reference
+    attention_backend: str = "auto"  # auto (cpp on CPU, triton on CUDA) | cpp | triton | reference
     compile_denoise: bool = False  # torch.compile the action expert's step (slow first frame)
     # standard: nn.Linear weights [out, in] (F.linear); transposed: [in, out] copies (x @ w),
     # faster at one token on some CPU BLAS builds. Same layout in every mode of a process.
@@ -240,10 +241,9 @@ class EngineConfig:
             raise ValueError(f"num_blocks must be >= 0 (0 = auto), got {self.num_blocks}")
         if self.dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {DTYPES}, got {self.dtype!r}")
-        if self.attention_backend not in ("auto", "cpp", "reference"):
-            raise ValueError(
-                f"attention_backend must be auto, cpp or reference, got {self.attention_backend!r}"
-            )
+        if self.attention_backend not in ATTENTION_BACKENDS:
+            raise ValueError(f"attention_backend must be one of {ATTENTION_BACKENDS}, "
+                             f"got {self.attention_backend!r}")
         if self.linear_layout not in LINEAR_LAYOUTS:
             raise ValueError(
                 f"linear_layout must be standard or transposed, got {self.linear_layout!r}")

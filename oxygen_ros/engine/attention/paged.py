@@ -1,5 +1,6 @@
-"""Paged attention over the unified KV pool: a C++ CPU op that reads blocks in place, and a
-gather-based reference (copies; used to check the op and on devices without the op)."""
+"""Paged attention over the unified KV pool: a C++ CPU op and a Triton kernel (triton_paged.py,
+CUDA) that read blocks in place, and a gather-based reference (copies; used to check both and on
+devices without either)."""
 from __future__ import annotations
 
 import logging
@@ -95,22 +96,52 @@ def paged_attention_reference(q: torch.Tensor, k_cache: torch.Tensor, v_cache: t
     return out[:, :, 0, :].to(q.dtype)
 
 
+def _triton_available(device: torch.device) -> str | None:
+    """None when the Triton kernel can serve `device`, else the reason it cannot."""
+    try:
+        from . import triton_paged
+    except Exception as exc:  # triton missing or broken: say so, never a traceback at a frame
+        return f"triton is not importable ({exc}); pip install the version pinned in requirements.txt"
+    if device.type == "cpu" and not triton_paged.INTERPRETED:
+        return ("the Triton kernel runs on the CPU only in Triton's interpreter: set TRITON_INTERPRET=1 "
+                "before the engine is imported (slow; for tests)")
+    return None
+
+
 def select_backend(name: str, device: torch.device | str) -> str:
-    """'cpp' on CPU when the op loads, else 'reference'. An explicit 'cpp' that cannot load raises."""
-    is_cpu = torch.device(device).type == "cpu"
+    """auto: 'cpp' on CPU when the op loads (else 'reference'); 'triton' on CUDA when triton imports
+    (else 'reference', with a warning). An explicit backend that cannot serve the device raises."""
+    device = torch.device(device)
+    is_cpu = device.type == "cpu"
     if name == "reference":
         return "reference"
     if name == "cpp":
         if not is_cpu:
-            raise ValueError("attention_backend 'cpp' is a CPU op; use 'reference' or 'auto' on CUDA")
+            raise ValueError("attention_backend 'cpp' is a CPU op; use 'triton', 'reference' or 'auto' on CUDA")
         if not load_cpp_op():
             raise ValueError("attention_backend 'cpp' requested but the C++ op failed to build")
         return "cpp"
-    return "cpp" if is_cpu and load_cpp_op() else "reference"
+    if name == "triton":
+        reason = _triton_available(device)
+        if reason is not None:
+            raise ValueError(f"attention_backend 'triton' unavailable: {reason}")
+        return "triton"
+    if is_cpu:
+        return "cpp" if load_cpp_op() else "reference"
+    reason = _triton_available(device)
+    if reason is None:
+        return "triton"
+    log.warning("attention on %s falls back to the gathering reference: %s", device, reason)
+    return "reference"
 
 
 def paged_attention(backend: str, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                     block_tables: torch.Tensor, q_row: torch.Tensor, q_len: torch.Tensor,
                     scale: float) -> torch.Tensor:
-    fn = paged_attention_cpp if backend == "cpp" else paged_attention_reference
+    if backend == "cpp":
+        fn = paged_attention_cpp
+    elif backend == "triton":
+        from .triton_paged import paged_attention_triton as fn
+    else:
+        fn = paged_attention_reference
     return fn(q, k_cache, v_cache, block_tables, q_row, q_len, scale)
