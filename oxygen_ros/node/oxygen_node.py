@@ -8,6 +8,7 @@
 - inference_worker.py  the thread running Engine.step on the newest paired observation
 - control_loop.py    ~/joint_command at control_rate_hz from the ChunkPlayer
 - publishers.py      every publisher; diagnostics.py the 1 Hz /diagnostics timer
+- recording.py       record.* parameters: raw subscriptions into recorder.py's bag writer
 - conversions.py     the only module knowing both message and engine types
 
 main() spins a SingleThreadedExecutor (see main.py for why), so callbacks never run
@@ -41,6 +42,7 @@ from .inference_worker import InferenceWorker
 from .inputs import Inputs
 from .publishers import Publishers
 from .questions import ABORTED_CLEANUP, ABORTED_DEACTIVATE, Questions
+from .recording import Recording
 from .text import TextIO, text_bound_reason
 
 NODE_NAME = "oxygen"
@@ -61,6 +63,7 @@ class Runtime:
     worker: InferenceWorker
     control: ControlLoop
     diag: Diagnostics | None = None
+    recording: Recording | None = None
 
 
 class OxygenNode(LifecycleNode):
@@ -115,6 +118,8 @@ class OxygenNode(LifecycleNode):
         gc.freeze()
         stop = threading.Event()  # this run's; a new activation makes a new one
         priority = int(P.get(self, "control_priority"))
+        if rt.recording is not None:
+            rt.recording.start()  # before the threads: the run's first outputs are recorded
         rt.inputs.open()
         rt.worker.start(stop, priority)
         rt.control.start(stop, 1.0 / float(P.get(self, "control_rate_hz")), priority,
@@ -176,6 +181,7 @@ class OxygenNode(LifecycleNode):
         control = ControlLoop(self, player, names, pubs.command, self._warn)
         rt = Runtime(built, names, mapping, player, pubs, inputs, text, worker, control)
         rt.diag = Diagnostics(self, pubs, self._diagnostics, self._warn)
+        rt.recording = Recording(self, p, self._warn) if p["record.enabled"] else None
         return rt
 
     @staticmethod
@@ -194,6 +200,8 @@ class OxygenNode(LifecycleNode):
         rt.control.stop()
         rt.worker.stop()
         rt.player.clear()
+        if rt.recording is not None:
+            rt.recording.stop()  # after the threads: the bag holds the run's last outputs
 
     def _teardown(self, reason: str) -> None:
         self._stop_run()
@@ -290,9 +298,12 @@ class OxygenNode(LifecycleNode):
             "questions_refused": q.refused, "last_refusal": q.last_refusal,
         }
         rate = float(P.get(self, "control_rate_hz"))
-        return [("engine", level, message, engine_values, cfg.device),
-                ("inputs", *rt.inputs.status(timeout, active, rt.text.problems()), ""),
-                ("control", *rt.control.status(active, rate, self._clock_problem()), "")]
+        statuses = [("engine", level, message, engine_values, cfg.device),
+                    ("inputs", *rt.inputs.status(timeout, active, rt.text.problems()), ""),
+                    ("control", *rt.control.status(active, rate, self._clock_problem()), "")]
+        if rt.recording is not None:
+            statuses.append(("recorder", *rt.recording.status(), ""))
+        return statuses
 
     def _clock_problem(self) -> str:
         """With use_sim_time: no /clock yet, or /clock stopped (sim time rules the commands)."""

@@ -108,6 +108,15 @@ PARAMETERS: tuple[Spec, ...] = (
     Spec("model.num_threads", "int", 0, "torch CPU threads (0 = torch default)", CONFIGURE, (0, 256)),
     Spec("kv.num_blocks", "int", 0, "KV pool blocks (0 = sized from max_decode_steps and "
          "max_active_requests at configure)", CONFIGURE, (0, 10_000_000)),
+    Spec("record.enabled", "bool", False, "record a rosbag2 while active (no `ros2 bag` needed)",
+         CONFIGURE),
+    Spec("record.path", "string", "oxygen_bag", "bag folder; when it exists, _<date-time> is "
+         "appended (a new bag per activation)", CONFIGURE, nonempty=True),
+    Spec("record.storage", "string", "mcap", "bag storage", CONFIGURE, choices=("mcap", "sqlite3")),
+    Spec("record.topics", "string_array", [], "topics to record (empty = the node's inputs and "
+         "outputs)", CONFIGURE),
+    Spec("record.queue_size", "int", 2000, "messages waiting for the writer thread; beyond: "
+         "dropped and counted", CONFIGURE, (1, 1_000_000)),
     Spec("autostart", "bool", False, "configure + activate on start-up (oxygen_node executable)",
          READ_ONLY),
 )
@@ -235,7 +244,7 @@ def declare(node) -> None:
 
     for spec in PARAMETERS:
         ptype = getattr(Parameter.Type, _PTYPE[spec.type])
-        if spec.type == "double_array" and not spec.default:
+        if spec.type.endswith("_array") and not spec.default:
             # an empty list cannot carry its type: declare typed without a value (`get` below
             # returns [] while unset); a params file's `[]` arrives as "not set" too
             node.declare_parameter(spec.name, ptype, descriptor(spec))
