@@ -17,6 +17,49 @@ class Built:
     model_config: Any
     norm: Any  # checkpoint normalisation statistics or None
     model_name: str
+    camera_slots: tuple[int, ...] = ()  # model camera index of each camera topic
+    n_action_steps: int = 0  # chunk steps meant to be executed (0 = all)
+    tokenizer_source: str = ""
+
+
+def _short(key: str) -> str:
+    return key[len("observation.images."):] if key.startswith("observation.images.") else key
+
+
+def camera_slots(topics: list[str], keys: list[str], model_keys: tuple[str, ...]) -> tuple[int, ...]:
+    """The model camera each topic feeds: camera_keys names them (full LeRobot key or the part
+    after observation.images.), else topics follow the model's camera order."""
+    if not keys:
+        if len(topics) > len(model_keys):
+            raise ValueError(f"{len(topics)} camera_topics but the model takes at most "
+                             f"{len(model_keys)} cameras {list(model_keys)}")
+        return tuple(range(len(topics)))
+    if len(keys) != len(topics):
+        raise ValueError(f"camera_keys has {len(keys)} entries for {len(topics)} camera_topics: "
+                         "give one checkpoint camera key per topic")
+    index = {}
+    for i, k in enumerate(model_keys):
+        index[k] = index[_short(k)] = i
+    unknown = [k for k in keys if k not in index]
+    if unknown:
+        raise ValueError(f"camera_keys {unknown} are not cameras of the model; it has {list(model_keys)}")
+    slots = tuple(index[k] for k in keys)
+    if len(set(slots)) != len(slots):
+        raise ValueError(f"camera_keys {keys} name the same model camera twice")
+    return slots
+
+
+def check_joints(names: list[str], state_dim: int | None, action_dim: int | None, padded: int) -> None:
+    """joint_names are the state's and the action's leading dims: counts must fit exactly."""
+    n = len(names)
+    if state_dim is not None and n != state_dim:
+        raise ValueError(f"{n} joint_names but the checkpoint's state has {state_dim} values "
+                         "(normalisation statistics / input features): list exactly those joints, in order")
+    if action_dim is not None and n != action_dim:
+        raise ValueError(f"{n} joint_names but the checkpoint's actions have {action_dim} values: "
+                         "list exactly those joints, in order")
+    if n > padded:
+        raise ValueError(f"{n} joint_names but the model has action_dim {padded}")
 
 
 def build_engine(p: dict[str, Any]) -> Built:
@@ -31,19 +74,27 @@ def build_engine(p: dict[str, Any]) -> Built:
             raise ValueError(reason)
     if p["model.num_threads"] > 0:
         torch.set_num_threads(int(p["model.num_threads"]))
-    norm, model, tokenizer = None, None, None
-    if p["model.checkpoint"]:
-        from oxygen_ros.engine.model import load_checkpoint
-
-        model, mc, tokenizer, norm = load_checkpoint(p["model.checkpoint"], device=p["model.device"],
-                                                     dtype=p["model.dtype"])
-    else:
-        mc = load_model_config(p["model.preset"])
     names, cams = list(p["joint_names"]), list(p["camera_topics"])
-    if len(names) > mc.action_dim:
-        raise ValueError(f"{len(names)} joint_names but the model has action_dim {mc.action_dim}")
-    if len(cams) > mc.num_cameras:
-        raise ValueError(f"{len(cams)} camera_topics but the model takes at most {mc.num_cameras}")
+    norm, model, tokenizer, source, steps = None, None, None, "", 0
+    if p["model.checkpoint"]:
+        from oxygen_ros.engine.model import open_checkpoint
+
+        # tokenizer and every key/shape are checked before the weights are read
+        ck = open_checkpoint(p["model.checkpoint"], device=p["model.device"], dtype=p["model.dtype"],
+                             tokenizer=p["model.tokenizer"] or None, asset_id=p["model.asset_id"] or None,
+                             progress=True)
+        model, mc, tokenizer, norm = ck.model, ck.config, ck.tokenizer, ck.norm_stats
+        source, steps, model_keys = ck.tokenizer_source, ck.info.n_action_steps, ck.info.camera_keys
+        check_joints(names, ck.info.state_dim, ck.info.action_dim, mc.action_dim)
+    else:
+        for name in ("model.tokenizer", "model.asset_id"):
+            if p[name]:
+                raise ValueError(f"{name} applies to model.checkpoint; a random preset uses its "
+                                 "built-in tokenizer")
+        mc = load_model_config(p["model.preset"])
+        model_keys = tuple(f"camera{i}" for i in range(mc.num_cameras))
+        check_joints(names, None, None, mc.action_dim)
+    slots = camera_slots(cams, list(p["camera_keys"]), model_keys)
     reason = P.validate({"joint_limits_lower": p["joint_limits_lower"],
                          "joint_limits_upper": p["joint_limits_upper"]}, p, False)
     if reason:
@@ -53,4 +104,5 @@ def build_engine(p: dict[str, Any]) -> Built:
     engine = Engine(mc, ec, model=model, tokenizer=tokenizer)
     # first frames allocate and pick kernels: pay that now, not in the first control frames
     engine.warmup()
-    return Built(engine, mc, norm, p["model.checkpoint"] or f"preset:{p['model.preset']}")
+    return Built(engine, mc, norm, p["model.checkpoint"] or f"preset:{p['model.preset']}", slots,
+                 steps, source)

@@ -14,12 +14,12 @@ import threading
 import time
 from typing import Any, Callable
 
-import numpy as np
 
 from oxygen_ros.engine.observation import Observation
 
 from .chunk_player import ChunkPlayer
 from .pairing import Mailbox, Pair
+from .values import place_cameras
 
 STAMPS_KEPT = 8192  # frame -> source header stamp, for text updates of requests born earlier
 ERROR_WINDOW_S = 5.0  # an error is "recent" (diagnostics) this long, unless a frame succeeded since
@@ -28,8 +28,11 @@ ERROR_WINDOW_S = 5.0  # an error is "recent" (diagnostics) this long, unless a f
 class InferenceWorker:
     def __init__(self, engine, mapping: Callable[[], Any], player: ChunkPlayer, mailbox: Mailbox[Pair],
                  publishers, text, joint_names: list[str], instruction: str, frame_id: str,
-                 warn: Callable[[str, str], None], node) -> None:
+                 warn: Callable[[str, str], None], node, camera_slots: tuple[int, ...] = (),
+                 n_action_steps: int = 0) -> None:
         self.engine = engine
+        self._camera_slots = camera_slots  # model camera of each topic (node/build.camera_slots)
+        self._n_action_steps = n_action_steps  # the checkpoint's executed steps per chunk (0 = all)
         self._mapping = mapping  # () -> the current StateMapping (joint limits are live)
         self.player = player
         self.mailbox = mailbox
@@ -113,7 +116,9 @@ class InferenceWorker:
                 self._warn("update_config", f"parameter change not applied: {exc}")
         self._text.hand_over(engine)  # cancelled questions out, queued ones in
         mapping = self._mapping()
-        obs = Observation(images=np.stack(pair.images), state=mapping.to_model(pair.state),
+        slots = self._camera_slots or tuple(range(len(pair.images)))
+        images, valid = place_cameras(pair.images, slots)
+        obs = Observation(images=images, state=mapping.to_model(pair.state), camera_valid=valid,
                           instruction=self.instruction, stamp=pair.stamp)
         out = engine.step(obs)
         stamp = pair.header_stamp
@@ -121,7 +126,8 @@ class InferenceWorker:
         while len(self._stamps) > STAMPS_KEPT:
             self._stamps.popitem(last=False)
 
-        chunk = mapping.to_robot(out.actions)
+        # only the steps the checkpoint executes per chunk (LeRobot n_action_steps)
+        chunk = mapping.to_robot(out.actions[: self._n_action_steps or None])
         now = self._node.get_clock().now().nanoseconds * 1e-9
         if not self.player.set_chunk(chunk, pair.stamp, now):
             self._warn("chunk", "action chunk rejected (non-finite values): holding the last command")

@@ -103,7 +103,9 @@ class OxygenNode(LifecycleNode):
         self.get_logger().info(
             f"configured: model {rt.built.model_config.name} on {rt.built.engine.config.device} "
             f"({rt.built.engine.config.dtype}), {len(rt.joint_names)} joints, cameras "
-            f"{P.get(self, 'camera_topics')}, control {P.get(self, 'control_rate_hz')} Hz")
+            f"{P.get(self, 'camera_topics')} -> model cameras {list(rt.built.camera_slots)}, control "
+            f"{P.get(self, 'control_rate_hz')} Hz"
+            + (f", tokenizer {rt.built.tokenizer_source}" if rt.built.tokenizer_source else ""))
         return TransitionCallbackReturn.SUCCESS
 
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
@@ -177,7 +179,8 @@ class OxygenNode(LifecycleNode):
         text = TextIO(self, pubs, Questions(int(p["ask.max_open"])), built.engine, self._warn)
         # self.rt.mapping is read per frame: joint limits are live for normalisation too
         worker = InferenceWorker(built.engine, lambda: self.rt.mapping, player, inputs.mailbox, pubs,
-                                 text, names, p["instruction"], p["markers.frame_id"], self._warn, self)
+                                 text, names, p["instruction"], p["markers.frame_id"], self._warn, self,
+                                 camera_slots=built.camera_slots, n_action_steps=built.n_action_steps)
         control = ControlLoop(self, player, names, pubs.command, self._warn)
         rt = Runtime(built, names, mapping, player, pubs, inputs, text, worker, control)
         rt.diag = Diagnostics(self, pubs, self._diagnostics, self._warn)

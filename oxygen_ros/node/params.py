@@ -92,8 +92,11 @@ PARAMETERS: tuple[Spec, ...] = (
     Spec("control_priority", "int", 0, "SCHED_FIFO priority of the control thread, the inference "
          "thread gets one less (0 = normal scheduling; needs rtprio permission, else a warning)",
          CONFIGURE, (0, 99)),
-    Spec("camera_topics", "string_array", ["/camera/image_raw"], "camera image topics, model "
-         "camera order", CONFIGURE, nonempty=True),
+    Spec("camera_topics", "string_array", ["/camera/image_raw"], "camera image topics (model "
+         "camera order unless camera_keys pairs them)", CONFIGURE, nonempty=True),
+    Spec("camera_keys", "string_array", [], "checkpoint camera key of each camera_topics entry "
+         "(e.g. observation.images.base_0_rgb or base_0_rgb; empty = camera_topics in the "
+         "checkpoint's camera order); cameras without a topic are fed masked", CONFIGURE),
     Spec("joint_state_topic", "string", "/joint_states", "sensor_msgs/JointState input", CONFIGURE,
          nonempty=True),
     Spec("joint_names", "string_array",
@@ -101,8 +104,13 @@ PARAMETERS: tuple[Spec, ...] = (
          "joints of the state vector and of the commands, in model order", CONFIGURE, nonempty=True),
     Spec("model.preset", "string", "tiny", "model shape when no checkpoint is given", CONFIGURE,
          choices=PRESETS),
-    Spec("model.checkpoint", "string", "", "LeRobot pi0.5 folder (config.json + model.safetensors); "
-         "empty = random weights of model.preset", CONFIGURE),
+    Spec("model.checkpoint", "string", "", "LeRobot or openpi pi0.5 folder (config.json + "
+         "model.safetensors); empty = random weights of model.preset", CONFIGURE),
+    Spec("model.tokenizer", "string", "", "tokenizer of model.checkpoint: tokenizer.model / "
+         "tokenizer.json file, a folder with one, or a Hugging Face repo id in the local cache; "
+         "empty = next to the checkpoint, then the local cache for the repo it names", CONFIGURE),
+    Spec("model.asset_id", "string", "", "openpi checkpoint: normalisation statistics of "
+         "assets/<asset_id>/ (empty = the only one there)", CONFIGURE),
     Spec("model.device", "string", "cpu", "cpu or cuda[:N]", CONFIGURE, nonempty=True),
     Spec("model.dtype", "string", "float32", "weight / KV dtype", CONFIGURE, choices=DTYPES),
     Spec("model.num_threads", "int", 0, "torch CPU threads (0 = torch default)", CONFIGURE, (0, 256)),
@@ -160,6 +168,8 @@ def validate_value(spec: Spec, value: Any) -> str | None:
                 return f"{spec.name} must not contain empty names"
             if len(set(value)) != len(value):
                 return f"{spec.name} has duplicates: {list(value)!r}"
+    if spec.name == "camera_keys" and len(set(value)) != len(value):
+        return f"camera_keys has duplicates: {list(value)!r}"
     if spec.name == "model.device" and not (value == "cpu" or value.startswith("cuda")):
         return f"model.device must be cpu or cuda[:N], got {value!r}"
     return None

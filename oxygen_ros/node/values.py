@@ -146,6 +146,22 @@ class StateMapping:
         return np.ascontiguousarray(out, dtype=np.float32)
 
 
+def place_cameras(images: Sequence[np.ndarray], slots: Sequence[int]
+                  ) -> tuple[np.ndarray, tuple[bool, ...] | None]:
+    """Camera images in topic order -> [cameras, H, W, 3] in model camera order plus the
+    camera_valid mask: a model camera without a topic is a zero image marked invalid (pi0.5
+    masks missing cameras; masked tokens change nothing). Topics already in model order 0..C-1
+    pass through unmasked."""
+    if tuple(slots) == tuple(range(len(images))):
+        return np.stack(images), None
+    out = np.zeros((max(slots) + 1, *np.shape(images[0])), dtype=np.uint8)
+    valid = [False] * out.shape[0]
+    for img, slot in zip(images, slots):
+        out[slot] = img
+        valid[slot] = True
+    return out, tuple(valid)
+
+
 def text_kind(update: Any) -> str:
     """Engine kinds 'memory' | 'question' -> TextMemory kinds 'memory' | 'answer'."""
     return "memory" if update.kind == "memory" else "answer"

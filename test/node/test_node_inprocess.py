@@ -81,3 +81,38 @@ def test_too_many_joints_fails_configure(ctx):
     finally:
         node.stop()
         node.destroy_node()
+
+
+def test_checkpoint_without_tokenizer_stays_unconfigured_then_named_cameras(ctx, tmp_path, monkeypatch):
+    from oxygen_ros.engine.config import load_model_config
+    from oxygen_ros.engine.model import init_model, save_openpi_checkpoint
+    from oxygen_ros.engine.tokenizer import build_tiny_tokenizer
+
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.setenv("OPENPI_DATA_HOME", str(tmp_path / "openpi"))
+    mc = load_model_config("tiny")
+    stats = {"state": {"q01": np.full(6, -1.0), "q99": np.ones(6)},
+             "actions": {"q01": np.full(6, -2.0), "q99": np.full(6, 2.0)}}
+    folder = save_openpi_checkpoint(init_model(mc, seed=4), mc, tmp_path / "op", stats)
+    node = OxygenNode(context=ctx, parameter_overrides=[
+        Parameter("model.checkpoint", value=str(folder)), Parameter("model.num_threads", value=1)])
+    try:
+        assert node.trigger_configure() == TransitionCallbackReturn.FAILURE  # no tokenizer anywhere
+        assert node.rt is None and node.state_label == "unconfigured"
+        build_tiny_tokenizer(mc.vocab_size).save(tmp_path / "tok")
+        assert node.set_parameters([Parameter("model.tokenizer", value=str(tmp_path / "tok")),
+                                    Parameter("camera_keys", value=["left_wrist_0_rgb"])])[0].successful
+        assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
+        rt = node.rt
+        assert rt.built.camera_slots == (1,)  # the only topic feeds the wrist camera; base is masked
+        size = mc.vision.image_size
+        img = np.random.default_rng(1).integers(0, 255, (size, size, 3), dtype=np.uint8)
+        out = rt.worker.frame(Pair(stamp=5.0, images=(img,), state=np.zeros(6, np.float32),
+                                   header_stamp=Time(sec=5), image_stamps=(5.0,), state_stamp=5.0))
+        assert np.isfinite(out.actions).all()
+        sample = rt.player.value_at(5.0)
+        expect = (out.actions[0, :6].astype(np.float64) + 1.0) / 2.0 * (4.0 + 1e-6) - 2.0  # openpi
+        assert np.allclose(sample.values, expect, atol=1e-5)
+    finally:
+        node.stop()
+        node.destroy_node()

@@ -1,0 +1,97 @@
+"""Configure-time construction from parameters: checkpoint, tokenizer, cameras and joints by name."""
+import numpy as np
+import pytest
+
+from oxygen_ros.engine.config import PRESETS
+from oxygen_ros.engine.model import NormStats, init_model, save_lerobot_checkpoint, save_openpi_checkpoint
+from oxygen_ros.engine.tokenizer import build_tiny_tokenizer
+from oxygen_ros.node import params as P
+from oxygen_ros.node.build import build_engine, camera_slots, check_joints
+from oxygen_ros.node.values import place_cameras
+
+CKPT_KEYS = ("observation.images.base_0_rgb", "observation.images.left_wrist_0_rgb")
+
+
+def _params(**over):
+    p = {s.name: s.default for s in P.PARAMETERS}
+    p["model.num_threads"] = 1
+    p.update({k.replace("__", "."): v for k, v in over.items()})
+    return p
+
+
+@pytest.fixture(scope="module")
+def model():
+    return init_model(PRESETS["tiny"], seed=3)
+
+
+@pytest.fixture(scope="module")
+def lerobot(model, tmp_path_factory):
+    stats = NormStats.quantiles(np.full(6, -2.0), np.full(6, 2.0), np.full(6, -3.0), np.full(6, 3.0))
+    return save_lerobot_checkpoint(model, model.config, tmp_path_factory.mktemp("c") / "lr",
+                                   norm_stats=stats, tokenizer=build_tiny_tokenizer(512),
+                                   camera_keys=list(CKPT_KEYS), n_action_steps=4)
+
+
+def test_camera_slots_by_name():
+    topics = ["/wrist/image", "/base/image"]
+    assert camera_slots(topics, [], CKPT_KEYS) == (0, 1)
+    assert camera_slots(topics, ["left_wrist_0_rgb", "observation.images.base_0_rgb"], CKPT_KEYS) == (1, 0)
+    assert camera_slots(["/wrist"], ["left_wrist_0_rgb"], CKPT_KEYS) == (1,)
+    with pytest.raises(ValueError, match=r"camera_keys \['right_wrist_0_rgb'\] are not cameras.*base_0_rgb"):
+        camera_slots(["/w"], ["right_wrist_0_rgb"], CKPT_KEYS)
+    with pytest.raises(ValueError, match="camera_keys has 1 entries for 2 camera_topics"):
+        camera_slots(topics, ["base_0_rgb"], CKPT_KEYS)
+    with pytest.raises(ValueError, match="same model camera twice"):
+        camera_slots(topics, ["base_0_rgb", "observation.images.base_0_rgb"], CKPT_KEYS)
+    with pytest.raises(ValueError, match="3 camera_topics but the model takes at most 2"):
+        camera_slots(["/a", "/b", "/c"], [], CKPT_KEYS)
+
+
+def test_place_cameras_masks_cameras_without_a_topic():
+    a, b = np.full((4, 4, 3), 7, np.uint8), np.full((4, 4, 3), 9, np.uint8)
+    imgs, valid = place_cameras([a, b], (0, 1))
+    assert valid is None and imgs.shape == (2, 4, 4, 3)
+    imgs, valid = place_cameras([a], (1,))
+    assert valid == (False, True) and (imgs[0] == 0).all() and (imgs[1] == 7).all()
+    imgs, valid = place_cameras([a, b], (2, 0))
+    assert valid == (True, False, True) and (imgs[0] == 9).all() and (imgs[2] == 7).all()
+
+
+def test_joint_counts_must_fit():
+    check_joints(["a"] * 6, 6, 6, 32)
+    with pytest.raises(ValueError, match="5 joint_names but the checkpoint's state has 6 values"):
+        check_joints(["a"] * 5, 6, 6, 32)
+    with pytest.raises(ValueError, match="6 joint_names but the checkpoint's actions have 7 values"):
+        check_joints(["a"] * 6, 6, 7, 32)
+    with pytest.raises(ValueError, match="action_dim 8"):
+        check_joints(["a"] * 9, None, None, 8)
+
+
+def test_build_lerobot_checkpoint_by_name(lerobot):
+    built = build_engine(_params(model__checkpoint=str(lerobot), camera_topics=["/wrist"],
+                                 camera_keys=["left_wrist_0_rgb"]))
+    assert built.camera_slots == (1,) and built.n_action_steps == 4 and built.tokenizer_source == str(lerobot)
+    assert built.norm.state_dim == 6
+    with pytest.raises(ValueError, match="7 joint_names but the checkpoint's state has 6"):
+        build_engine(_params(model__checkpoint=str(lerobot), joint_names=[f"j{i}" for i in range(7)]))
+
+
+def test_openpi_without_tokenizer_refused_then_given_by_repo_id(model, tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.setenv("OPENPI_DATA_HOME", str(tmp_path / "openpi"))
+    stats = {"state": {"q01": np.full(6, -1.0), "q99": np.ones(6)},
+             "actions": {"q01": np.full(6, -1.0), "q99": np.ones(6)}}
+    folder = save_openpi_checkpoint(model, model.config, tmp_path / "op", stats, asset_id="arm")
+    with pytest.raises(ValueError) as err:
+        build_engine(_params(model__checkpoint=str(folder)))
+    assert "no tokenizer found" in str(err.value) and "model.tokenizer" in str(err.value)
+    rev = "f" * 40
+    snap = tmp_path / "hf" / "hub" / "models--acme--tiny" / "snapshots" / rev
+    build_tiny_tokenizer(512).save(snap)
+    (tmp_path / "hf" / "hub" / "models--acme--tiny" / "refs").mkdir()
+    (tmp_path / "hf" / "hub" / "models--acme--tiny" / "refs" / "main").write_text(rev)
+    built = build_engine(_params(model__checkpoint=str(folder), model__tokenizer="acme/tiny",
+                                 model__asset_id="arm", camera_keys=["left_wrist_0_rgb"]))
+    assert "acme/tiny" in built.tokenizer_source and built.camera_slots == (1,)
+    with pytest.raises(ValueError, match="model.tokenizer applies to model.checkpoint"):
+        build_engine(_params(model__tokenizer="acme/tiny"))
