@@ -3,6 +3,7 @@ CUDA) that read blocks in place, and a gather-based reference (copies; used to c
 devices without either)."""
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import threading
@@ -35,14 +36,19 @@ def load_cpp_op(verbose: bool = False) -> bool:
         try:
             from torch.utils import cpp_extension
 
-            build = build_directory()
-            build.mkdir(parents=True, exist_ok=True)
+            # The source's hash in the name and one build folder per name: checkouts with
+            # different sources sharing the cache (worktrees, an upgrade) and the two flag sets
+            # never overwrite each other's objects (ninja names the object after the source).
+            digest = hashlib.sha256(_SOURCE.read_bytes()).hexdigest()[:10]
             # The op is compiled on the machine that runs it, so -march=native is safe and
             # gives the dot products the host's vector width; fall back if a compiler lacks it.
             for arch in (["-march=native"], []):
+                name = f"oxygen_paged_attention_{digest}" + ("_native" if arch else "")
+                build = build_directory() / name
+                build.mkdir(parents=True, exist_ok=True)
                 try:
                     cpp_extension.load(
-                        name="oxygen_paged_attention" + ("_native" if arch else ""),
+                        name=name,
                         sources=[str(_SOURCE)],
                         extra_cflags=["-O3", "-fopenmp", "-fopenmp-simd", *arch],
                         extra_ldflags=["-fopenmp"],

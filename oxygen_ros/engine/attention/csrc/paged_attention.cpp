@@ -13,11 +13,41 @@
 #include <ATen/Parallel.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
 
 namespace {
+
+// Work is cut into tiles: up to kMaxTile consecutive queries that read the same block-table row,
+// times one KV head. A tile walks the row's blocks once, converting its keys/values to float
+// into a small per-thread buffer (L2-sized: at most the row's length x head_dim), and then runs
+// all its queries and query heads against them as two matrix products (scores = Q K^T,
+// out = softmax(scores) V), so the dot products run at GEMM speed instead of one vector
+// reduction per key and query. The action queries of a denoise step share one row: one tile
+// reads each key once per step instead of once per query. Tiles are made smaller when there
+// would be fewer tiles than threads.
+constexpr int64_t kMaxTile = 16;
+
+struct Tile {
+  int64_t begin, end;  // queries [begin, end), all on one row
+};
+
+std::vector<Tile> make_tiles(const int32_t* rows, int64_t T, int64_t Hkv) {
+  const int64_t threads = std::max<int64_t>(1, at::get_num_threads());
+  // tile size so that tiles x Hkv keeps every thread busy, capped at kMaxTile
+  const int64_t want = std::max<int64_t>(1, std::min<int64_t>(kMaxTile, (T * Hkv + threads - 1) / threads));
+  std::vector<Tile> tiles;
+  int64_t begin = 0;
+  for (int64_t t = 1; t <= T; ++t) {
+    if (t == T || rows[t] != rows[begin] || t - begin == want) {
+      tiles.push_back({begin, t});
+      begin = t;
+    }
+  }
+  return tiles;
+}
 
 template <typename scalar_t>
 void paged_attention_kernel(const at::Tensor& q, const at::Tensor& k_cache, const at::Tensor& v_cache,
@@ -35,53 +65,64 @@ void paged_attention_kernel(const at::Tensor& q, const at::Tensor& k_cache, cons
   const int32_t* lens = q_len.data_ptr<int32_t>();
   scalar_t* op = out.data_ptr<scalar_t>();
   const float fscale = static_cast<float>(scale);
+  const std::vector<Tile> tiles = make_tiles(rows, T, Hkv);
+  const int64_t jobs = static_cast<int64_t>(tiles.size()) * Hkv;
+  const auto f32 = at::TensorOptions().dtype(at::kFloat);
 
-  at::parallel_for(0, T * Hkv, 1, [&](int64_t begin, int64_t end) {
-    std::vector<float> qf(G * D), acc(G * D), scores;
+  at::parallel_for(0, jobs, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> qf, kf, vf, scores, acc;
     for (int64_t job = begin; job < end; ++job) {
-      const int64_t t = job / Hkv, g = job % Hkv;
-      const int64_t L = lens[t];
-      const int32_t* table = tables + static_cast<int64_t>(rows[t]) * MB;
-      for (int64_t i = 0; i < G * D; ++i) {
-        qf[i] = static_cast<float>(qp[(t * Hq + g * G) * D + i]) * fscale;
+      const Tile tile = tiles[job / Hkv];
+      const int64_t g = job % Hkv;
+      const int64_t n = tile.end - tile.begin;  // queries in the tile
+      const int64_t R = n * G;                  // rows of the products: (query, head)
+      const int32_t* table = tables + static_cast<int64_t>(rows[tile.begin]) * MB;
+      int64_t L = 0;  // the longest query of the tile decides how far the row is read
+      for (int64_t i = 0; i < n; ++i) L = std::max<int64_t>(L, lens[tile.begin + i]);
+      qf.resize(R * D);
+      for (int64_t i = 0; i < n; ++i) {
+        const scalar_t* src = qp + ((tile.begin + i) * Hq + g * G) * D;
+        for (int64_t j = 0; j < G * D; ++j) qf[i * G * D + j] = static_cast<float>(src[j]) * fscale;
       }
-      scores.assign(G * L, 0.f);
-      for (int64_t p = 0; p < L; ++p) {
-        const int64_t slot = static_cast<int64_t>(table[p / BS]) * BS + p % BS;
-        const scalar_t* kv = kp + (slot * Hkv + g) * D;
-        for (int64_t h = 0; h < G; ++h) {
-          const float* qh = qf.data() + h * D;
-          float s = 0.f;
-#pragma omp simd reduction(+ : s)
-          for (int64_t d = 0; d < D; ++d) s += qh[d] * static_cast<float>(kv[d]);
-          scores[h * L + p] = s;
-        }
-      }
-      for (int64_t h = 0; h < G; ++h) {
-        float* sh = scores.data() + h * L;
-        float m = -std::numeric_limits<float>::infinity();
-        for (int64_t p = 0; p < L; ++p) m = std::max(m, sh[p]);
-        float sum = 0.f;
+      acc.assign(R * D, 0.f);
+      if (L > 0) {
+        kf.resize(L * D);
+        vf.resize(L * D);
         for (int64_t p = 0; p < L; ++p) {
-          sh[p] = std::exp(sh[p] - m);
-          sum += sh[p];
+          const int64_t slot = static_cast<int64_t>(table[p / BS]) * BS + p % BS;
+          const scalar_t* ks = kp + (slot * Hkv + g) * D;
+          const scalar_t* vs = vp + (slot * Hkv + g) * D;
+          for (int64_t d = 0; d < D; ++d) {
+            kf[p * D + d] = static_cast<float>(ks[d]);
+            vf[p * D + d] = static_cast<float>(vs[d]);
+          }
         }
-        const float inv = L > 0 ? 1.f / sum : 0.f;
-        for (int64_t p = 0; p < L; ++p) sh[p] *= inv;
-      }
-      std::fill(acc.begin(), acc.end(), 0.f);
-      for (int64_t p = 0; p < L; ++p) {
-        const int64_t slot = static_cast<int64_t>(table[p / BS]) * BS + p % BS;
-        const scalar_t* vv = vp + (slot * Hkv + g) * D;
-        for (int64_t h = 0; h < G; ++h) {
-          const float w = scores[h * L + p];
-          float* ah = acc.data() + h * D;
-#pragma omp simd
-          for (int64_t d = 0; d < D; ++d) ah[d] += w * static_cast<float>(vv[d]);
+        scores.resize(R * L);
+        auto Q = at::from_blob(qf.data(), {R, D}, f32);
+        auto K = at::from_blob(kf.data(), {L, D}, f32);
+        auto V = at::from_blob(vf.data(), {L, D}, f32);
+        auto S = at::from_blob(scores.data(), {R, L}, f32);
+        auto O = at::from_blob(acc.data(), {R, D}, f32);
+        at::mm_out(S, Q, K.t());
+        for (int64_t r = 0; r < R; ++r) {
+          const int64_t Li = lens[tile.begin + r / G];
+          float* sr = scores.data() + r * L;
+          float m = -std::numeric_limits<float>::infinity();
+          for (int64_t p = 0; p < Li; ++p) m = std::max(m, sr[p]);
+          float sum = 0.f;
+          for (int64_t p = 0; p < Li; ++p) {
+            sr[p] = std::exp(sr[p] - m);
+            sum += sr[p];
+          }
+          const float inv = Li > 0 ? 1.f / sum : 0.f;
+          for (int64_t p = 0; p < Li; ++p) sr[p] *= inv;
+          for (int64_t p = Li; p < L; ++p) sr[p] = 0.f;  // keys past this query's length
         }
+        at::mm_out(O, S, V);
       }
-      for (int64_t i = 0; i < G * D; ++i) {
-        op[(t * Hq + g * G) * D + i] = static_cast<scalar_t>(acc[i]);
+      for (int64_t i = 0; i < n; ++i) {
+        scalar_t* dst = op + ((tile.begin + i) * Hq + g * G) * D;
+        for (int64_t j = 0; j < G * D; ++j) dst[j] = static_cast<scalar_t>(acc[i * G * D + j]);
       }
     }
   });
