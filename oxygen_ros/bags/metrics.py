@@ -10,7 +10,10 @@ the receiving clock). So:
   latency = that command's stamp - the chunk's observation stamp;
 - tokens/s: tokens_this_frame summed over frames 2..n / (last - first FrameStats log time);
 - memory / answer completion: frames_spanned of the final message, and final log time - the
-  source observation stamp.
+  source observation stamp;
+- hold (stale) periods: runs of 1 Hz `<node>: control` diagnostics saying stale/holding, from the
+  first such message to the first one that does not (so 1 s resolution); `stale_ticks` (the
+  control status' counter) counts the held ticks exactly.
 """
 from __future__ import annotations
 
@@ -185,21 +188,51 @@ def _periods(flags: list[tuple[float, bool]]) -> list[tuple[float, float]]:
     return out
 
 
+def _kv(st: Any) -> dict[str, str]:
+    return {str(kv.key): str(kv.value) for kv in st.values}
+
+
+def _float(v: str | None) -> float | None:
+    try:
+        return float(v) if v is not None else None
+    except ValueError:
+        return None
+
+
 def _stale(bag: BagData, t: Topics, t0: int, s: dict, series: dict) -> None:
-    hold, inputs = [], []
-    stale_ticks = 0
+    """Hold periods from the control status' stale_ticks counter (exact held time = ticks /
+    control_rate_hz; a period is a diagnostics interval in which the counter grew); bags whose
+    diagnostics lack the counter fall back to the status message ("stale ... holding")."""
+    flags, inputs, ticks = [], [], []
     for ts, arr in bag.get(t.diagnostics):
         rel = (ts - t0) * 1e-9
         for st in arr.status:
             msg = str(st.message).lower()
             if st.name.endswith(": control"):
-                hold.append((rel, "stale" in msg or "holding" in msg))
-                for kv in st.values:
-                    if kv.key == "stale_ticks" and kv.value.isdigit():
-                        stale_ticks = max(stale_ticks, int(kv.value))
+                flags.append((rel, "stale" in msg or "holding" in msg))
+                kv = _kv(st)
+                n, rate = _float(kv.get("stale_ticks")), _float(kv.get("control_rate_hz"))
+                if n is not None:
+                    ticks.append((rel, n, rate))
             elif st.name.endswith(": inputs"):
                 inputs.append((rel, "stale" in msg))
-    hp, ip = _periods(hold), _periods(inputs)
-    s.update(hold_periods=len(hp), hold_s=float(sum(b - a for a, b in hp)), stale_ticks=stale_ticks,
-             input_stale_periods=len(ip), input_stale_s=float(sum(b - a for a, b in ip)))
+    if ticks and all(r for _, _, r in ticks):
+        hp: list[tuple[float, float]] = []
+        held_s, total = 0.0, 0
+        for (a_t, a, _), (b_t, b, rate) in zip(ticks, ticks[1:]):
+            d = b - a if b >= a else b  # a smaller counter: the node was re-activated
+            if d <= 0:
+                continue
+            held_s += d / rate
+            total += int(d)
+            if hp and hp[-1][1] == a_t:  # adjacent intervals: one period
+                hp[-1] = (hp[-1][0], b_t)
+            else:
+                hp.append((a_t, b_t))
+        s.update(hold_periods=len(hp), hold_s=float(held_s), stale_ticks=total)
+    else:
+        hp = _periods(flags)
+        s.update(hold_periods=len(hp), hold_s=float(sum(b - a for a, b in hp)), stale_ticks=None)
+    ip = _periods(inputs)
+    s.update(input_stale_periods=len(ip), input_stale_s=float(sum(b - a for a, b in ip)))
     series.update(hold_periods=hp, input_stale_periods=ip)

@@ -30,6 +30,7 @@ ROWS = [
     ("answer_s_p50", "answer completion p50 (s)", "{:.3f}"),
     ("hold_periods", "hold (stale) periods", "{}"),
     ("hold_s", "time holding (s)", "{:.2f}"),
+    ("stale_ticks", "stale control ticks", "{}"),
     ("input_stale_periods", "input-stale periods", "{}"),
 ]
 

@@ -81,7 +81,7 @@ def write_run(path: Path, storage: str = "mcap", seconds: float = 3.0, image_siz
                 msgs.append((ns, "/diagnostics", DIAGNOSTICS, M.diagnostics(store, ns, [
                     ("oxygen: control", 1 if stale else 0,
                      "stale observation: holding the last command" if stale else "commanding",
-                     {"stale_ticks": 50 if sec >= HOLD_TO_S else 0})])))
+                     {"stale_ticks": 50 if sec >= HOLD_TO_S else 0, "control_rate_hz": 50.0})])))
         for log, topic, typ, msg in sorted(msgs, key=lambda m: m[0]):
             w.write(topic, typ, msg, log)
     n_mem = len([i for i in range(n_cam) if i % MEMORY_EVERY == 0 and i + MEMORY_FRAMES < n_cam])

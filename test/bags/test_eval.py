@@ -30,6 +30,7 @@ def test_eval_numbers_match_what_was_written(tmp_path, storage):
     assert s["memory_frames_p50"] == exp["memory_frames"]
     assert s["memory_s_p50"] == pytest.approx(exp["memory_s"], abs=1e-9)
     assert s["hold_periods"] == 1 and s["hold_s"] == pytest.approx(exp["hold_s"])
+    assert s["stale_ticks"] == 50
     assert s["stage_ms"]["vision_prefill_ms"] == pytest.approx(10.0)
     assert (s["mode"], s["k"], s["N"], s["S"]) == ("oxygen", 4, 12, 10)
 
@@ -84,3 +85,18 @@ def test_garbage_file_is_a_clear_error(tmp_path, capsys):
     assert main([str(f), "--out", str(tmp_path / "out")]) == 1
     err = capsys.readouterr().err
     assert "x.mcap" in err and "magic" in err
+
+
+def test_hold_from_status_messages_when_there_is_no_counter():
+    from types import SimpleNamespace as NS
+
+    from oxygen_ros.bags.reader import BagData
+
+    bag = BagData("x")
+    bag.topics["/diagnostics"] = "diagnostic_msgs/msg/DiagnosticArray"
+    for sec, msg in enumerate(["commanding", "stale observation: holding the last command",
+                               "stale observation: holding the last command", "commanding"]):
+        st = NS(name="oxygen: control", message=msg, values=[])
+        bag.messages["/diagnostics"].append((sec * 10**9, NS(status=[st])))
+    s = evaluate(bag).summary
+    assert s["hold_periods"] == 1 and s["hold_s"] == pytest.approx(2.0) and s["stale_ticks"] is None

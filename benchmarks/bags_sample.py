@@ -1,0 +1,134 @@
+"""Record a run of the tiny node, evaluate it, replay it in two modes, compare and score them.
+
+    source scripts/env.sh && python benchmarks/bags_sample.py --out benchmarks/results/bags-sample
+
+Steps (each printed with its command line):
+1. `oxygen_node` (tiny preset, autostart, record.enabled) as a subprocess; this script publishes
+   a synthetic camera (64x48 rgb8, 30 Hz), joint states and a "teleoperator" reference command
+   (/teleop/joint_command: the joint trajectory 0.1 s ahead) for --seconds, asks one question,
+   then stops the node with SIGINT (the recorder closes the bag).
+2. `oxygen-eval` on the recorded bag -> <out>/eval/
+3. `oxygen-replay` of that bag with --mode oxygen and --mode isolated (same engine settings as the
+   node), scored against /teleop/joint_command -> <out>/work/oxy, iso (+ -score folders)
+4. `oxygen-eval --no-plots` of both replays side by side -> <out>/compare/
+The bags stay under <out>/work/ (not meant to be committed); the reports and plots are small.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+JOINTS = [f"joint_{i}" for i in range(1, 7)]
+NODE_SETTINGS = ["decode_steps_per_frame:=4", "max_decode_steps:=12", "denoise_steps:=10",
+                 "memory.every_n_frames:=5", "model.num_threads:=1"]
+REPLAY_SETTINGS = ["--k", "4", "--N", "12", "--S", "10", "--memory-every", "5", "--threads", "1"]
+TOPICS = ["/camera/image_raw", "/joint_states", "/teleop/joint_command", "/oxygen/joint_command",
+          "/oxygen/action_chunk", "/oxygen/memory", "/oxygen/answer", "/oxygen/frame_stats",
+          "/oxygen/ask", "/oxygen/instruction", "/diagnostics"]
+
+
+def run(cmd: list[str], cwd: Path) -> None:
+    print("$ " + " ".join(cmd), flush=True)
+    subprocess.run(cmd, cwd=cwd, check=False)
+
+
+def positions(t: float) -> list[float]:
+    return [0.3 * math.sin(0.8 * t + j) for j in range(len(JOINTS))]
+
+
+def record(bag: Path, seconds: float) -> None:
+    import rclpy
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.qos import qos_profile_sensor_data
+    from sensor_msgs.msg import Image, JointState
+    from std_msgs.msg import String
+    from trajectory_msgs.msg import JointTrajectory
+
+    from oxygen_ros.node import conversions as conv
+
+    params = ["autostart:=true", "record.enabled:=true", f"record.path:={bag}",
+              "record.topics:=[" + ",".join(TOPICS) + "]", *NODE_SETTINGS]
+    cmd = [sys.executable, "-m", "oxygen_ros.node.main", "--ros-args", "--params-file",
+           str(ROOT / "config" / "oxygen.yaml")] + [x for p in params for x in ("-p", p)]
+    print("$ " + " ".join(cmd), flush=True)
+    node_proc = subprocess.Popen(cmd)
+    rclpy.init()
+    node = rclpy.create_node("bags_sample_feeder")
+    chunks: list = []
+    node.create_subscription(JointTrajectory, "/oxygen/action_chunk", chunks.append, 10)
+    img_pub = node.create_publisher(Image, "/camera/image_raw", qos_profile_sensor_data)
+    js_pub = node.create_publisher(JointState, "/joint_states", 10)
+    ref_pub = node.create_publisher(JointState, "/teleop/joint_command", 10)
+    ask_pub = node.create_publisher(String, "/oxygen/ask", 10)
+    ex = SingleThreadedExecutor()
+    ex.add_node(node)
+    threading.Thread(target=ex.spin, daemon=True).start()
+    base = np.random.default_rng(0).integers(0, 255, (48, 64, 3), dtype=np.uint8)
+    t_start, t_run, asked, i = time.monotonic(), None, False, 0
+    try:
+        while node_proc.poll() is None:
+            now = node.get_clock().now()
+            t = now.nanoseconds * 1e-9
+            img_pub.publish(conv.encode_image(np.roll(base, i, axis=1), "rgb8", stamp=now.to_msg()))
+            for pub, values in ((js_pub, positions(t)), (ref_pub, positions(t + 0.1))):
+                js = JointState()
+                js.header.stamp = now.to_msg()
+                js.name, js.position = list(JOINTS), values
+                pub.publish(js)
+            if chunks and t_run is None:
+                t_run = time.monotonic()
+                print(f"node running after {t_run - t_start:.1f} s; recording {seconds} s", flush=True)
+            if t_run is not None and not asked and time.monotonic() - t_run > seconds / 2:
+                ask_pub.publish(String(data="What is on the table?"))
+                asked = True
+            if t_run is not None and time.monotonic() - t_run > seconds:
+                break
+            if time.monotonic() - t_start > 120 + seconds:
+                raise RuntimeError("the node did not start within 120 s")
+            i += 1
+            time.sleep(1 / 30)
+    finally:
+        node_proc.send_signal(signal.SIGINT)
+        node_proc.wait(timeout=60)
+        ex.shutdown()
+        node.destroy_node()
+        rclpy.try_shutdown()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default="benchmarks/results/bags-sample")
+    ap.add_argument("--seconds", type=float, default=8.0)
+    args = ap.parse_args()
+    out = Path(args.out).resolve()
+    work = out / "work"
+    if work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
+    os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    record(work / "run", args.seconds)
+    py = sys.executable
+    # relative paths: the reports name the bags as the commands did
+    run([py, "-m", "oxygen_ros.bags.eval", "run", "--out", str(out / "eval")], work)
+    for mode, name in (("oxygen", "oxy"), ("isolated", "iso")):
+        run([py, "-m", "oxygen_ros.bags.replay_cli", "run", "--mode", mode, *REPLAY_SETTINGS,
+             "--reference-topic", "/teleop/joint_command", "--out", name, "--quiet", "--json"], work)
+    run([py, "-m", "oxygen_ros.bags.eval", "oxy", "iso", "--out", str(out / "compare"), "--no-plots"], work)
+    for name in ("oxy", "iso"):
+        shutil.copytree(work / f"{name}-score", out / f"{name}-score", dirs_exist_ok=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
