@@ -95,3 +95,50 @@ def test_openpi_without_tokenizer_refused_then_given_by_repo_id(model, tmp_path,
     assert "acme/tiny" in built.tokenizer_source and built.camera_slots == (1,)
     with pytest.raises(ValueError, match="model.tokenizer applies to model.checkpoint"):
         build_engine(_params(model__tokenizer="acme/tiny"))
+
+
+def test_lerobot_checkpoint_with_paligemma_named_tokenizer_from_cache_speaks_its_words(model, tmp_path,
+                                                                                       monkeypatch):
+    """The user flow: a LeRobot folder without a tokenizer whose processor names
+    google/paligemma-3b-pt-224, that repo's tokenizer.model in the local HF cache: actions in
+    joint units and text decoded by that SentencePiece model."""
+    import sentencepiece as spm
+
+    from oxygen_ros.engine.observation import Observation
+
+    sys_path = tmp_path / "tokenizer.model"
+    rng = np.random.default_rng(0)
+    words = ["".join(rng.choice(list("abcdefghij"), 5)) for _ in range(800)]
+    lines = [" ".join(rng.choice(words, 12)) for _ in range(300)]
+    lines += [f"Task: pick up the cube, State: {' '.join(str(n) for n in rng.integers(0, 256, 6))};\nAction: "
+              for _ in range(300)]
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(lines),
+                                   model_prefix=str(sys_path.with_suffix("")), vocab_size=512, pad_id=0,
+                                   eos_id=1, bos_id=2, unk_id=3, minloglevel=2, model_type="bpe")
+    rev = "a" * 40
+    repo = tmp_path / "hf" / "hub" / "models--google--paligemma-3b-pt-224"
+    (repo / "snapshots" / rev).mkdir(parents=True)
+    (repo / "snapshots" / rev / "tokenizer.model").write_bytes(sys_path.read_bytes())
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(rev)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    stats = NormStats.quantiles(np.full(6, -2.0), np.full(6, 2.0), np.full(6, -3.0), np.full(6, 3.0))
+    folder = save_lerobot_checkpoint(model, model.config, tmp_path / "lr", norm_stats=stats,
+                                     tokenizer_name="google/paligemma-3b-pt-224")
+    built = build_engine(_params(model__checkpoint=str(folder), max_decode_steps=6, decode_steps_per_frame=3))
+    assert "google/paligemma-3b-pt-224" in built.tokenizer_source
+    sp = spm.SentencePieceProcessor(model_file=str(sys_path))
+    tokens: dict[int, list[int]] = {}
+    finals = []
+    for i in range(4):
+        out = built.engine.step(Observation(images=np.zeros((1, 32, 32, 3), np.uint8),
+                                            state=np.zeros(6, np.float32), instruction="pick up the cube",
+                                            stamp=float(i)))
+        assert out.actions.shape[1] >= 6 and np.isfinite(out.actions).all()
+        for up in out.updates:
+            tokens.setdefault(up.id, []).extend(up.new_tokens)
+            if up.is_final:
+                ids = [t for t in tokens[up.id] if t != 1]
+                assert up.text == sp.decode(ids) and up.text
+                finals.append(up.text)
+    assert finals

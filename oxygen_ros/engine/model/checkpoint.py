@@ -259,9 +259,7 @@ def read_weights(path: str | Path, entries: dict[str, WeightEntry], dtype: torch
         for batch in _jobs(entries):
             with safe_open(str(path), framework="pt", device="cpu") as f:
                 for ours, e, lo, hi in batch:
-                    if not e.shape:
-                        out[ours].copy_(f.get_tensor(e.key))
-                    elif lo == 0 and hi == e.shape[0]:
+                    if not e.shape or (lo == 0 and hi == e.shape[0]):
                         out[ours].copy_(f.get_tensor(e.key))
                     else:
                         out[ours][lo:hi].copy_(f.get_slice(e.key)[lo:hi])
