@@ -23,7 +23,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="oxygen-demo", description=__doc__)
     p.add_argument("--preset", default="tiny", help="model preset: tiny, small, balanced, pi05")
     p.add_argument("--model-config", default=None, help="JSON/YAML overriding preset fields")
-    p.add_argument("--checkpoint", default=None, help="LeRobot pi05 checkpoint folder to load")
+    p.add_argument("--checkpoint", default=None, help="LeRobot or openpi pi0.5 checkpoint folder to load")
+    p.add_argument("--tokenizer", default=None, help="the checkpoint's tokenizer: tokenizer.model / "
+                   "tokenizer.json, a folder with one, or a repo id in the local HF cache (default: searched)")
+    p.add_argument("--asset-id", default=None, help="openpi checkpoint: statistics of assets/<asset_id>/")
     p.add_argument("--mode", default="oxygen", choices=MODES)
     p.add_argument("--k", type=int, default=4, help="decode steps per frame")
     p.add_argument("--N", type=int, default=12, help="max decode steps per request")
@@ -61,7 +64,8 @@ def build_engine(args: argparse.Namespace, mode: str, model: torch.nn.Module | N
     if args.checkpoint and model is None:
         from .engine.model import load_checkpoint
 
-        model, mc, tokenizer, _ = load_checkpoint(args.checkpoint, args.device, args.dtype)
+        model, mc, tokenizer, _ = load_checkpoint(args.checkpoint, args.device, args.dtype,
+                                                     tokenizer=args.tokenizer, asset_id=args.asset_id)
     ec = EngineConfig(mode=mode, decode_steps_per_frame=args.k, max_decode_steps=args.N,
                       denoise_steps=args.S, max_active_requests=args.max_active,
                       memory_every_n_frames=args.memory_every, memory_prompt=args.memory_prompt,
