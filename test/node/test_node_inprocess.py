@@ -27,7 +27,7 @@ def checkpoint(tmp_path_factory):
     stats = NormStats.quantiles(np.full(6, -2.0, np.float32), np.full(6, 2.0, np.float32),
                                 np.full(6, -3.0, np.float32), np.full(6, 3.0, np.float32))
     return save_lerobot_checkpoint(model, mc, tmp_path_factory.mktemp("ckpt") / "tiny", norm_stats=stats,
-                                   tokenizer=build_tiny_tokenizer(mc.vocab_size))
+                                   tokenizer=build_tiny_tokenizer(mc.vocab_size), n_action_steps=4)
 
 
 @pytest.fixture
@@ -61,6 +61,7 @@ def test_checkpoint_configure_infer_cleanup(ctx, checkpoint):
         assert out.s == 3 and rt.worker.source_stamp(out.frame) == stamp
         sample = rt.player.value_at(100.0)
         assert sample is not None and sample.values.shape == (6,)
+        assert rt.player.horizon == 4 < out.actions.shape[0]  # the checkpoint's n_action_steps
         # actions unnormalised with the checkpoint's q01/q99: a = (x + 1) * 3 - 3 for 6 joints
         expect = (out.actions[0, :6].astype(np.float64) + 1.0) * 6.0 / 2.0 - 3.0
         assert np.allclose(sample.values, expect, atol=1e-5)
