@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .metrics import Evaluation, Topics, evaluate
+from .metrics import TYPES, Evaluation, Topics, evaluate
 from .plots import make_plots
 from .reader import read_bag
 from .report import report
@@ -52,7 +52,7 @@ def run(bags: list[str], out: Path, names: list[str] | None = None, topics: Topi
     names = names or _names(bags)
     evs, files = [], []
     for bag, name in zip(bags, names):
-        ev = evaluate(read_bag(bag), topics)
+        ev = evaluate(read_bag(bag, types=TYPES), topics)  # images are not needed
         evs.append(ev)
         prefix = "" if len(bags) == 1 else f"{name}-"
         files.append(make_plots(ev, out, prefix) if plots else [])

@@ -29,6 +29,7 @@ from .reader import BagData
 from .typestore import DIAGNOSTICS, FRAME_STATS, JOINT_STATE, TEXT_MEMORY, TRAJECTORY
 
 STAGES_SKIP = {"frame_ms"}
+TYPES = (JOINT_STATE, TRAJECTORY, FRAME_STATS, TEXT_MEMORY, DIAGNOSTICS)  # what evaluate reads
 
 
 @dataclass

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 from rosbags.highlevel import AnyReader
 from rosbags.typesys import get_types_from_msg
@@ -56,49 +56,75 @@ class BagData:
 
 
 def read_bag(path: str | Path, topics: Iterable[str] | None = None,
-             store: Typestore | None = None) -> BagData:
-    """All messages (or those of `topics`) of one bag, by topic, in log-time order."""
-    p = Path(path)
-    data = BagData(str(p))
-    want = set(topics) if topics is not None else None
-    if not p.exists():
-        data.error(f"{p}: no such file or folder")
-        return data
-    store = store or default_typestore()
-    try:
-        _read_rosbags(p, data, want)
-        return data
-    except _OpenFailed as exc:
-        reason = str(exc)
-    data.messages.clear()
-    data.topics.clear()
-    files = scan.storage_files(p)
-    if not files:
-        data.error(f"{p}: not a readable bag ({reason}) and no .mcap or .db3 file found in it")
-        return data
-    data.error(f"{p}: rosbags could not open it ({reason}); read record by record instead")
-    for f in files:
-        _read_scan(f, data, want, store)
+             types: Iterable[str] | None = None, store: Typestore | None = None) -> BagData:
+    """All messages (or those of `topics` / of `types`) of one bag, by topic, in log-time order."""
+    data = BagData(str(path))
+    for ts, topic, msg in messages(path, data, topics, types, store):
+        data.messages[topic].append((ts, msg))
     for msgs in data.messages.values():
         msgs.sort(key=lambda m: m[0])
     return data
 
 
-class _OpenFailed(Exception):
-    pass
-
-
-def _read_rosbags(p: Path, data: BagData, want: set[str] | None) -> None:
+def bag_topics(path: str | Path) -> dict[str, str]:
+    """{topic: msgtype} of a bag without reading its messages (a broken bag: scanned)."""
+    p = Path(path)
     try:
         reader = AnyReader([p], default_typestore=default_typestore())
         reader.open()
-    except Exception as exc:  # noqa: BLE001 - rosbags raises several types; all mean "use the scanner"
-        raise _OpenFailed(f"{type(exc).__name__}: {exc}") from None
+    except Exception:  # noqa: BLE001 - fall back to the record scan
+        out: dict[str, str] = {}
+        for f in scan.storage_files(p) if p.exists() else []:
+            try:
+                for topic, msgtype, _, _, _ in scan.records(f):
+                    out.setdefault(topic, msgtype)
+            except scan.ScanStopped:
+                pass
+        return out
     try:
-        data.storage = "mcap" if p.suffix == ".mcap" or any(p.glob("*.mcap")) else "sqlite3"
-        conns = [c for c in reader.connections if want is None or c.topic in want]
+        return {c.topic: c.msgtype for c in reader.connections}
+    finally:
+        reader.close()
+
+
+def messages(path: str | Path, info: BagData, topics: Iterable[str] | None = None,
+             types: Iterable[str] | None = None, store: Typestore | None = None
+             ) -> Iterator[tuple[int, str, Any]]:
+    """Stream (log time ns, topic, message) without holding the bag in memory; `info` collects
+    the topics, the storage and every problem. rosbags yields in log-time order; the
+    record-by-record fallback in file order (the recording order)."""
+    p = Path(path)
+    want = set(topics) if topics is not None else None
+    kinds = set(types) if types is not None else None
+    if not p.exists():
+        info.error(f"{p}: no such file or folder")
+        return
+    store = store or default_typestore()
+    try:
+        reader = AnyReader([p], default_typestore=store)
+        reader.open()
+    except Exception as exc:  # noqa: BLE001 - rosbags raises several types; all mean "use the scanner"
+        reason = f"{type(exc).__name__}: {exc}"
+    else:
+        yield from _read_rosbags(p, reader, info, want, kinds)
+        return
+    files = scan.storage_files(p)
+    if not files:
+        info.error(f"{p}: not a readable bag ({reason}) and no .mcap or .db3 file found in it")
+        return
+    info.error(f"{p}: rosbags could not open it ({reason}); read record by record instead")
+    for f in files:
+        yield from _read_scan(f, info, want, kinds, store)
+
+
+def _read_rosbags(p: Path, reader: AnyReader, info: BagData, want: set[str] | None,
+                  kinds: set[str] | None) -> Iterator[tuple[int, str, Any]]:
+    try:
+        info.storage = "mcap" if p.suffix == ".mcap" or any(p.glob("*.mcap")) else "sqlite3"
+        conns = [c for c in reader.connections if (want is None or c.topic in want)
+                 and (kinds is None or c.msgtype in kinds)]
         for c in conns:
-            data.topics[c.topic] = c.msgtype
+            info.topics[c.topic] = c.msgtype
         n = 0
         it = reader.messages(connections=conns) if conns else iter(())
         while True:
@@ -107,34 +133,36 @@ def _read_rosbags(p: Path, data: BagData, want: set[str] | None) -> None:
             except StopIteration:
                 break
             except Exception as exc:  # noqa: BLE001 - a broken chunk: keep what was read
-                data.error(f"{p}: stopped reading after {n} messages: {type(exc).__name__}: {exc}")
+                info.error(f"{p}: stopped reading after {n} messages: {type(exc).__name__}: {exc}")
                 break
             n += 1
-            _add(data, conn.topic, conn.msgtype, ts, raw, reader.deserialize)
+            msg = _deserialize(info, conn.topic, conn.msgtype, ts, raw, reader.deserialize)
+            if msg is not None:
+                yield int(ts), conn.topic, msg
     finally:
         reader.close()
 
 
-def _read_scan(f: Path, data: BagData, want: set[str] | None, store: Typestore) -> None:
-    data.storage = data.storage or ("mcap" if f.suffix == ".mcap" else "sqlite3")
+def _read_scan(f: Path, info: BagData, want: set[str] | None, kinds: set[str] | None,
+               store: Typestore) -> Iterator[tuple[int, str, Any]]:
+    info.storage = info.storage or ("mcap" if f.suffix == ".mcap" else "sqlite3")
     stores: dict[str, Typestore] = {}
     n = 0
     try:
         for topic, msgtype, msgdef, ts, raw in scan.records(f):
-            if want is not None and topic not in want:
+            if (want is not None and topic not in want) or (kinds is not None and msgtype not in kinds):
                 continue
-            data.topics.setdefault(topic, msgtype)
+            info.topics.setdefault(topic, msgtype)
             ts_store = store
-            if msgdef and msgtype not in _names(store):
+            if msgdef and msgtype not in store.fielddefs:
                 ts_store = stores.get(msgtype) or _extend(store, msgtype, msgdef, stores)
             n += 1
-            _add(data, topic, msgtype, ts, raw, lambda r, t, s=ts_store: s.deserialize_cdr(r, t))
+            msg = _deserialize(info, topic, msgtype, ts, raw,
+                               lambda r, t, s=ts_store: s.deserialize_cdr(r, t))
+            if msg is not None:
+                yield int(ts), topic, msg
     except scan.ScanStopped as exc:
-        data.error(f"{f}: stopped reading after {n} messages: {exc}")
-
-
-def _names(store: Typestore) -> set[str]:
-    return set(store.fielddefs)
+        info.error(f"{f}: stopped reading after {n} messages: {exc}")
 
 
 def _extend(store: Typestore, msgtype: str, msgdef: str, cache: dict[str, Typestore]) -> Typestore:
@@ -151,11 +179,10 @@ def _extend(store: Typestore, msgtype: str, msgdef: str, cache: dict[str, Typest
     return new
 
 
-def _add(data: BagData, topic: str, msgtype: str, ts: int, raw: bytes, deser) -> None:
+def _deserialize(info: BagData, topic: str, msgtype: str, ts: int, raw: bytes, deser) -> Any:
     try:
-        msg = deser(raw, msgtype)
+        return deser(raw, msgtype)
     except Exception as exc:  # noqa: BLE001 - one corrupt message: skip it, say so
-        data.skipped += 1
-        data.error(f"{data.path}: message on {topic} at {ts} ns not readable: {type(exc).__name__}: {exc}")
-        return
-    data.messages[topic].append((int(ts), msg))
+        info.skipped += 1
+        info.error(f"{info.path}: message on {topic} at {ts} ns not readable: {type(exc).__name__}: {exc}")
+        return None

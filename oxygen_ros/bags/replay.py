@@ -18,10 +18,11 @@ joint_command at control_rate_hz over the recorded time span.
 """
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 
@@ -30,8 +31,6 @@ from oxygen_ros.node.pairing import Mailbox, Pair, Pairer
 from oxygen_ros.node.values import StateMapping, decode_image_numpy, joint_state_to_vector, resize_area
 
 from .messages import stamp_ns
-from .reader import BagData
-from .typestore import IMAGE, JOINT_STATE, STRING
 
 
 @dataclass
@@ -81,13 +80,6 @@ class ReplayResult:
     errors: list[str] = field(default_factory=list)
     commands: list[tuple[int, np.ndarray, bool]] = field(default_factory=list)  # (ns, values, stale)
     drained: list[Frame] = field(default_factory=list)  # frames run only to finish language
-
-
-def _events(bag: BagData, cfg: ReplayConfig) -> list[tuple[int, str, Any]]:
-    topics = [*cfg.camera_topics, cfg.joint_state_topic, cfg.ask_topic, cfg.instruction_topic]
-    ev = [(ts, t, m) for t in topics if t for ts, m in bag.get(t)]
-    ev.sort(key=lambda e: e[0])  # stable: same-time messages keep topic order
-    return ev
 
 
 def _stamp(msg: Any, log_ns: int) -> int:
@@ -149,8 +141,23 @@ class Replayer:
         self.result.source_ns[out.frame] = int(pair.header_stamp)
         return self.mapping.to_robot(out.actions), out
 
-    def run(self, bag: BagData, progress: Callable[[Frame], None] | None = None) -> ReplayResult:
-        events = _events(bag, self.cfg)
+    def input_topics(self) -> list[str]:
+        cfg = self.cfg
+        return [t for t in (*cfg.camera_topics, cfg.joint_state_topic, cfg.ask_topic,
+                            cfg.instruction_topic) if t]
+
+    def run(self, events: Iterable[tuple[int, str, Any]],
+            progress: Callable[[Frame], None] | None = None) -> ReplayResult:
+        """events: (log time ns, topic, message) of the input topics in log-time order (a
+        stream: reader.messages(...)); nothing but the pairer's few frames is held."""
+        span = [None, None]
+
+        def seen(it: Iterable[tuple[int, str, Any]]):
+            for ev in it:
+                span[0] = ev[0] if span[0] is None else span[0]
+                span[1] = ev[0]
+                yield ev
+        events = seen(events)
         if self.cfg.rate > 0:
             self._run_timed(events, progress)
         else:
@@ -164,8 +171,8 @@ class Replayer:
                 self.result.frames.append(fr)
                 if progress:
                     progress(fr)
-        if events:
-            self._play(events[0][0], events[-1][0])
+        if span[0] is not None:
+            self._play(span[0], span[1])
         if self.cfg.drain:
             self._drain()
         return self.result
@@ -185,9 +192,15 @@ class Replayer:
             t += int(out.frame_ms * 1e6)
             self.result.drained.append(Frame(last.pair, last.header_ns, t, chunk, out))
 
-    def _run_timed(self, events: list, progress: Callable[[Frame], None] | None) -> None:
+    def _run_timed(self, events: Iterable[tuple[int, str, Any]],
+                   progress: Callable[[Frame], None] | None) -> None:
         mailbox: Mailbox[tuple[Pair, int]] = Mailbox()
-        t0_ns, rate = events[0][0] if events else 0, self.cfg.rate
+        rate = self.cfg.rate
+        events = iter(events)
+        first = next(events, None)
+        if first is None:
+            return
+        t0_ns = first[0]
         wall0 = time.perf_counter()
         done = threading.Event()
 
@@ -210,7 +223,7 @@ class Replayer:
 
         th = threading.Thread(target=worker, name="replay-worker", daemon=True)
         th.start()
-        for ts, topic, msg in events:
+        for ts, topic, msg in itertools.chain([first], events):
             delay = (ts - t0_ns) / 1e9 / rate - (time.perf_counter() - wall0)
             if delay > 0:
                 time.sleep(delay)

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from . import messages as M
-from .reader import BagData, read_bag
+from .reader import BagData, bag_topics, messages, read_bag
 from .replay import ReplayConfig, Replayer, ReplayResult
 from .score import markdown, plot, reference_series, score
 from .typestore import FRAME_STATS, IMAGE, JOINT_STATE, STRING, TEXT_MEMORY, TRAJECTORY
@@ -122,8 +122,8 @@ def config_from(args: argparse.Namespace, bag: BagData, num_cameras: int, action
                          f"{sorted(bag.topics)} (use --camera-topics / --joint-state-topic)")
     names = args.joint_names
     if not names:
-        first = bag.get(js)
-        names = list(first[0][1].name)[:action_dim] if first else []
+        first = next(messages(args.bag, BagData(str(args.bag)), topics=[js]), None)
+        names = list(first[2].name)[:action_dim] if first else []
     return ReplayConfig(camera_topics=cams, joint_state_topic=js, joint_names=list(names),
                         instruction=args.instruction, ask_topic=_suffix_topic(bag, STRING, "/ask"),
                         instruction_topic=_suffix_topic(bag, STRING, "/instruction"),
@@ -188,9 +188,8 @@ def main(argv: list[str] | None = None) -> int:
     if out.exists():
         print(f"oxygen-replay: {out} exists already; choose another --out", file=sys.stderr)
         return 2
-    bag = read_bag(args.bag)
-    for e in bag.errors:
-        print(f"oxygen-replay: {e}", file=sys.stderr)
+    bag = BagData(str(args.bag))  # topics now; errors while streaming
+    bag.topics.update(bag_topics(args.bag))
     try:
         engine, norm = build(args)
         mc = engine.model_config
@@ -216,7 +215,10 @@ def main(argv: list[str] | None = None) -> int:
                   f"tokens {fr.out.tokens_this_frame}", flush=True)
 
     start = time.perf_counter()
-    res = Replayer(engine, mapping, cfg).run(bag, progress)
+    replayer = Replayer(engine, mapping, cfg)
+    res = replayer.run(messages(args.bag, bag, topics=replayer.input_topics()), progress)
+    for e in bag.errors:
+        print(f"oxygen-replay: {e}", file=sys.stderr)
     wall = time.perf_counter() - start
     counts = write_outputs(out, args.storage, res, cfg, args.node)
     summary: dict[str, Any] = {
@@ -230,7 +232,8 @@ def main(argv: list[str] | None = None) -> int:
     rc = 1 if bag.errors else 0
     if args.reference_topic:
         try:
-            rt, rv = reference_series(bag.get(args.reference_topic), cfg.joint_names)
+            ref = read_bag(args.bag, topics=[args.reference_topic])
+            rt, rv = reference_series(ref.get(args.reference_topic), cfg.joint_names)
             sc = score([(f.header_ns, f.chunk) for f in res.frames], rt, rv,
                        1.0 / cfg.control_rate_hz, cfg.joint_names)
         except ValueError as exc:

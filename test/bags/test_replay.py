@@ -94,3 +94,14 @@ def test_bag_tools_import_no_ros():
             "print(bad); sys.exit(1 if bad else 0)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_truncated_input_bag_replays_what_is_readable(tmp_path, capsys):
+    write_run(tmp_path / "in", "mcap", seconds=6.0, image_size=160, with_outputs=False)
+    f = next((tmp_path / "in").glob("*.mcap"))
+    f.write_bytes(f.read_bytes()[: f.stat().st_size // 2])
+    rc = main([str(tmp_path / "in"), "--out", str(tmp_path / "out"), *ENGINE, "--memory-every", "0"])
+    cap = capsys.readouterr()
+    assert rc == 1 and "cut off" in cap.err
+    r = json.loads(cap.out.strip().splitlines()[-1])
+    assert 0 < r["frames"] < 6 * CAMERA_HZ
