@@ -88,7 +88,7 @@ class Engine:
         num_blocks = config.num_blocks or self.auto_num_blocks(model_config, config)
         self.runner = ModelRunner(self.model, model_config, num_blocks, config.block_size,
                                   config.device, config.dtype, config.attention_backend,
-                                  config.compile_denoise, config.cuda_graphs)
+                                  config.compile_denoise)
         self.kv = KVManager(num_blocks, config.block_size, self.runner.bytes_per_block)
         self.scheduler = Scheduler(self.kv, config.max_active_requests,
                                    reserved_blocks=self.frame_blocks(model_config, config))
@@ -158,7 +158,7 @@ class Engine:
         return ids
 
     _FIXED = ("block_size", "num_blocks", "device", "dtype", "seed", "attention_backend",
-              "compile_denoise", "linear_layout", "cuda_graphs")
+              "compile_denoise", "linear_layout")
 
     def validate_changes(self, **changes: Any) -> EngineConfig:
         """The EngineConfig that `update_config(**changes)` would apply, checked against this

@@ -119,9 +119,16 @@ class TextIO:
         """End `q` with a final refusal on ~/answer (and its goal), once."""
         if not self.questions.end(q, reason, time.monotonic()):
             return
+        if not self._node.context.ok():
+            return  # the process is exiting (Ctrl-C): nothing can be delivered any more
         self._note("~/ask", f"question refused ({reason}): {q.prompt[:60]!r}")
-        msg = self._pubs.refusal(q.prompt, reason, self._node.get_clock().now().to_msg(),
-                                 q.request_id)
+        try:
+            msg = self._pubs.refusal(q.prompt, reason, self._node.get_clock().now().to_msg(),
+                                     q.request_id)
+        except Exception:  # noqa: BLE001 - a shutdown racing this publish
+            if self._node.context.ok():
+                raise
+            return
         if q.sink is not None:
             q.sink(msg)
 

@@ -111,3 +111,25 @@ def test_bad_settings():
         ChunkPlayer(2, 0.0)
     with pytest.raises(ValueError):
         ChunkPlayer(2, DT, lower=np.array([1.0, 1.0]), upper=np.array([0.0, 0.0]))
+
+
+def test_future_stamped_chunk_is_never_played():
+    """A negative age beyond the tolerance (clock jumped back) holds the last output; a newer
+    arriving chunk replaces it although its stamp is older."""
+    p = ChunkPlayer(2, DT, crossfade_s=0.0, observation_timeout_s=0.5, future_tolerance_s=1.0)
+    assert p.set_chunk(ramp(start=5.0), stamp=100.0, now=100.0)
+    held = p.value_at(100.1).values  # the output when the jumped chunk arrives
+    assert p.set_chunk(ramp(start=-5.0), stamp=120.0, now=100.1)  # stamped 20 s ahead
+    for t in (100.1, 100.3, 101.0):
+        s = p.value_at(t)
+        assert s.future and s.stale and np.allclose(s.values, held)  # never step 0 of the jump
+    assert p.set_chunk(ramp(start=1.0), stamp=101.0, now=101.0)  # sane again: accepted
+    s = p.value_at(101.0)
+    assert not s.stale and not s.future and np.allclose(s.values, 1.0)
+    # within the tolerance a slightly negative age plays step 0
+    assert p.set_chunk(ramp(start=2.0), stamp=101.5, now=101.2)
+    assert np.allclose(p.value_at(101.2).values, 2.0)
+    # a first chunk from the future: nothing to hold, nothing is output
+    q = ChunkPlayer(2, DT, future_tolerance_s=1.0)
+    assert q.set_chunk(ramp(), stamp=50.0, now=10.0)
+    assert q.value_at(10.0) is None

@@ -86,3 +86,17 @@ def test_mailbox_wakes_waiter_and_close():
     m.reopen()
     m.put(5)
     assert m.get(0) == 5
+
+
+def test_reset_after_clock_jump_pairs_again():
+    p = Pairer(1, tolerance_s=0.05)
+    p.add_image(0, 200.0, "future", None)
+    p.add_state(200.0, "s", None)
+    assert p.newest_pair().stamp == 200.0
+    p.add_image(0, 10.0, "img", None)  # the clock went back: older than the used stamp
+    p.add_state(10.0, "s2", None)
+    assert p.newest_pair() is None
+    p.reset()
+    p.add_image(0, 10.0, "img", None)
+    p.add_state(10.01, "s2", None)
+    assert p.newest_pair().images == ("img",)
