@@ -181,8 +181,8 @@ class TextIO:
         for q in self.questions.take():
             try:
                 rid = engine.ask(q.prompt, priority=1)
-            except ValueError as exc:  # e.g. N changed since it was checked
-                self.refuse(q, f"{INVALID}: {exc}")
+            except ValueError as exc:  # the engine's own refusal (e.g. its queue is full)
+                self.refuse(q, f"refused: {exc}")
                 continue
             if not self.questions.asked(q, rid):  # ended (cancelled) meanwhile
                 engine.abort(rid)

@@ -117,3 +117,28 @@ def test_checkpoint_without_tokenizer_stays_unconfigured_then_named_cameras(ctx,
     finally:
         node.stop()
         node.destroy_node()
+
+
+def test_joint_limits_live_for_normalisation_and_clipping(ctx):
+    """Without checkpoint statistics the joint limits map robot units to [-1, 1]: a live change
+    applies to the next frame's (un)normalisation as well as to the clipping."""
+    node = OxygenNode(context=ctx, parameter_overrides=[
+        Parameter("model.num_threads", value=1), Parameter("memory.enabled", value=False),
+        Parameter("joint_limits_lower", value=[-1.0] * 6),
+        Parameter("joint_limits_upper", value=[1.0] * 6)])
+    try:
+        assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
+        assert node.set_parameters([Parameter("joint_limits_lower", value=[0.0] * 6),
+                                    Parameter("joint_limits_upper", value=[4.0] * 6)])[0].successful
+        rt = node.rt
+        size = rt.built.model_config.vision.image_size
+        img = np.random.default_rng(1).integers(0, 255, (size, size, 3), dtype=np.uint8)
+        state = np.full(6, 3.0, np.float32)  # 3.0 in [0, 4] -> 0.5 in model space
+        assert np.allclose(rt.mapping.to_model(state), 0.5)
+        out = rt.worker.frame(Pair(stamp=100.0, images=(img,), state=state,
+                                   header_stamp=Time(sec=100), image_stamps=(100.0,), state_stamp=100.0))
+        expect = np.clip((out.actions[0, :6].astype(np.float64) + 1.0) * 2.0, 0.0, 4.0)
+        assert np.allclose(rt.player.value_at(100.0).values, expect, atol=1e-5)
+    finally:
+        node.stop()
+        node.destroy_node()
