@@ -4,7 +4,9 @@ Input events (camera images, joint states, ~/ask and ~/instruction strings) are 
 order they were recorded (log time) and handed to the node's own Pairer with the node's own
 conversions (node/values.py): each camera frame is decoded and area-resized to the model's image
 size, each joint state ordered by the joint names; an unstamped message uses its log time, like
-the node uses its arrival time. After every event the newest complete pair is taken, as the node
+the node uses its arrival time. As in the node's inference worker, the cameras are placed in model
+order (values.place_cameras, --camera-keys) and only a checkpoint's n_action_steps of each chunk
+are kept. After every event the newest complete pair is taken, as the node
 does, and:
 - `rate=0` (as fast as possible): every pair is inferred, in order. The node drops pairs that
   arrive while it is busy; offline nothing is dropped, so two settings see identical input and
@@ -28,7 +30,8 @@ import numpy as np
 
 from oxygen_ros.node.chunk_player import ChunkPlayer
 from oxygen_ros.node.pairing import Mailbox, Pair, Pairer
-from oxygen_ros.node.values import StateMapping, decode_image_numpy, joint_state_to_vector, resize_area
+from oxygen_ros.node.values import (StateMapping, decode_image_numpy, joint_state_to_vector,
+                                    place_cameras, resize_area)
 
 from .messages import stamp_ns
 
@@ -47,6 +50,8 @@ class ReplayConfig:
     observation_timeout_s: float = 0.5
     rate: float = 0.0  # 0 = as fast as possible, else x recorded speed
     drain: bool = True  # after the last input, finish every language request (see Replayer.drain)
+    camera_slots: tuple[int, ...] = ()  # model camera of each topic (node/build.camera_slots)
+    n_action_steps: int = 0  # the checkpoint's executed steps per chunk (0 = all), as the node
 
     def __post_init__(self) -> None:
         if not self.camera_topics:
@@ -135,11 +140,13 @@ class Replayer:
                 self.engine.ask(prompt, priority=1, kind=RequestKind.QUESTION)
             except ValueError as exc:
                 self.result.errors.append(f"question rejected: {exc}")
-        obs = Observation(images=np.stack(pair.images), state=self.mapping.to_model(pair.state),
+        images, valid = place_cameras(pair.images, self.cfg.camera_slots or tuple(range(len(pair.images))))
+        obs = Observation(images=images, state=self.mapping.to_model(pair.state), camera_valid=valid,
                           instruction=self._instruction, stamp=pair.stamp)
         out = self.engine.step(obs)
         self.result.source_ns[out.frame] = int(pair.header_stamp)
-        return self.mapping.to_robot(out.actions), out
+        # only the steps the checkpoint executes per chunk, like the node's inference worker
+        return self.mapping.to_robot(out.actions[: self.cfg.n_action_steps or None]), out
 
     def input_topics(self) -> list[str]:
         cfg = self.cfg

@@ -50,6 +50,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     # inputs and the node's settings (its parameter names)
     p.add_argument("--camera-topics", nargs="+", default=None,
                    help="camera topics in model order (default: /camera/image_raw, else every Image topic)")
+    p.add_argument("--camera-keys", nargs="+", default=None,
+                   help="checkpoint camera key of each camera topic (as the node's camera_keys)")
     p.add_argument("--joint-state-topic", default=None, help="default: /joint_states")
     p.add_argument("--joint-names", nargs="+", default=None,
                    help="default: the names of the first joint state message")
@@ -79,27 +81,31 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def build(args: argparse.Namespace) -> tuple[Any, Any]:
-    """(Engine, normalisation stats or None) from the oxygen-demo style flags."""
+def build(args: argparse.Namespace) -> tuple[Any, Any, tuple[str, ...], int]:
+    """(Engine, normalisation stats or None, model camera keys, n_action_steps) from the
+    oxygen-demo style flags; a checkpoint is opened like the node does (node/build.py)."""
     import torch
 
     from oxygen_ros.engine.config import EngineConfig, load_model_config
     from oxygen_ros.engine.engine import Engine
 
     torch.set_num_threads(args.threads)
-    model, tokenizer, norm = None, None, None
+    model, tokenizer, norm, steps = None, None, None, 0
     mc = load_model_config(args.preset, args.model_config)
+    keys = tuple(f"camera{i}" for i in range(mc.num_cameras))
     if args.checkpoint:
-        from oxygen_ros.engine.model import load_checkpoint
+        from oxygen_ros.engine.model import open_checkpoint
 
-        model, mc, tokenizer, norm = load_checkpoint(args.checkpoint, args.device, args.dtype,
-                                                     tokenizer=args.tokenizer, asset_id=args.asset_id)
+        ck = open_checkpoint(args.checkpoint, args.device, args.dtype, tokenizer=args.tokenizer,
+                             asset_id=args.asset_id)
+        model, mc, tokenizer, norm = ck.model, ck.config, ck.tokenizer, ck.norm_stats
+        keys, steps = ck.info.camera_keys, ck.info.n_action_steps
     ec = EngineConfig(mode=args.mode, decode_steps_per_frame=args.k, max_decode_steps=args.N,
                       denoise_steps=args.S, max_active_requests=args.max_active,
                       memory_every_n_frames=args.memory_every, memory_prompt=args.memory_prompt,
                       seed=args.seed, device=args.device, dtype=args.dtype,
                       compile_denoise=args.compile, linear_layout=args.linear_layout)
-    return Engine(mc, ec, model=model, tokenizer=tokenizer), norm
+    return Engine(mc, ec, model=model, tokenizer=tokenizer), norm, tuple(keys), int(steps or 0)
 
 
 def _suffix_topic(bag: BagData, msgtype: str, suffix: str) -> str | None:
@@ -191,9 +197,13 @@ def main(argv: list[str] | None = None) -> int:
     bag = BagData(str(args.bag))  # topics now; errors while streaming
     bag.topics.update(bag_topics(args.bag))
     try:
-        engine, norm = build(args)
+        engine, norm, model_keys, steps = build(args)
         mc = engine.model_config
         cfg = config_from(args, bag, mc.num_cameras, mc.action_dim)
+        from oxygen_ros.node.build import camera_slots
+
+        cfg.camera_slots = camera_slots(cfg.camera_topics, list(args.camera_keys or []), model_keys)
+        cfg.n_action_steps = steps
         from oxygen_ros.node.values import StateMapping
 
         lo = np.asarray(args.joint_limits_lower, np.float32) if args.joint_limits_lower else None

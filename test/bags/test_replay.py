@@ -105,3 +105,29 @@ def test_truncated_input_bag_replays_what_is_readable(tmp_path, capsys):
     assert rc == 1 and "cut off" in cap.err
     r = json.loads(cap.out.strip().splitlines()[-1])
     assert 0 < r["frames"] < 6 * CAMERA_HZ
+
+
+def test_checkpoint_replay_like_the_node(tmp_path, capsys):
+    """A checkpoint's n_action_steps cut each chunk and --camera-keys places the camera (the
+    other model camera masked: the same single image, so the same actions), as the node does."""
+    from oxygen_ros.engine.config import load_model_config
+    from oxygen_ros.engine.model import NormStats, init_model, save_lerobot_checkpoint
+    from oxygen_ros.engine.tokenizer import build_tiny_tokenizer
+
+    mc = load_model_config("tiny")
+    stats = NormStats.quantiles(np.full(3, -2.0, np.float32), np.full(3, 2.0, np.float32),
+                                np.full(3, -3.0, np.float32), np.full(3, 3.0, np.float32))
+    ck = save_lerobot_checkpoint(init_model(mc, seed=3), mc, tmp_path / "ck", norm_stats=stats,
+                                 tokenizer=build_tiny_tokenizer(mc.vocab_size), n_action_steps=3)
+    write_run(tmp_path / "in", "mcap", seconds=0.5)
+    outs = []
+    for name, keys in (("a", ["camera1"]), ("b", ["camera0"])):
+        rc, r = _replay(capsys, tmp_path / "in", tmp_path / name, "--checkpoint", str(ck),
+                        "--camera-keys", *keys, "--memory-every", "0")
+        assert rc == 0 and r["frames"] == CAMERA_HZ // 2
+        outs.append(_outputs(tmp_path / name)[1])
+    assert outs[0].shape == (CAMERA_HZ // 2, 3, len(JOINTS))  # n_action_steps of 10
+    np.testing.assert_allclose(outs[0], outs[1], atol=1e-5)
+    assert main([str(tmp_path / "in"), "--out", str(tmp_path / "c"), *ENGINE, "--checkpoint", str(ck),
+                 "--camera-keys", "wrist"]) == 2
+    assert "not cameras of the model" in capsys.readouterr().err
