@@ -45,6 +45,7 @@ class ReplayConfig:
     ask_topic: str | None = None
     instruction_topic: str | None = None
     stamp_tolerance_s: float = 0.05
+    max_stamp_offset_s: float = 1.0  # the node's input check against its clock (log time here); 0: off
     control_rate_hz: float = 50.0
     crossfade_s: float = 0.1
     observation_timeout_s: float = 0.5
@@ -58,6 +59,8 @@ class ReplayConfig:
             raise ValueError("replay needs at least one camera topic")
         if not self.joint_names:
             raise ValueError("replay needs joint names")
+        if self.max_stamp_offset_s < 0:
+            raise ValueError(f"max_stamp_offset_s must be >= 0 (0 = not checked), got {self.max_stamp_offset_s}")
         if self.rate < 0:
             raise ValueError(f"rate must be >= 0 (0 = as fast as possible), got {self.rate}")
         if not self.control_rate_hz > 0:
@@ -87,9 +90,18 @@ class ReplayResult:
     drained: list[Frame] = field(default_factory=list)  # frames run only to finish language
 
 
-def _stamp(msg: Any, log_ns: int) -> int:
+def _stamp(msg: Any, log_ns: int, max_offset_s: float) -> int:
+    """The message's stamp (its log time when unstamped, as the node uses its arrival time);
+    ValueError when it is further than max_offset_s from the log time (the node refuses inputs
+    that far from its clock)."""
     ns = stamp_ns(msg.header.stamp)
-    return ns if ns else log_ns
+    if not ns:
+        return log_ns
+    off = (ns - log_ns) * 1e-9
+    if max_offset_s and abs(off) > max_offset_s:
+        where = "ahead of" if off > 0 else "behind"
+        raise ValueError(f"stamp {abs(off):.2f} s {where} the log time (max_stamp_offset_s {max_offset_s:g})")
+    return ns
 
 
 class Replayer:
@@ -102,18 +114,23 @@ class Replayer:
         self.result = ReplayResult()
         self._asks: list[str] = []
         self._instruction = cfg.instruction or engine.config.instruction
-        self._header: dict[float, int] = {}  # pair stamp (s) -> exact ns of camera 0
+        self._last_log = 0
 
     def _feed(self, ts: int, topic: str, msg: Any) -> Pair | None:
         cfg = self.cfg
+        off = cfg.max_stamp_offset_s
+        if topic in cfg.camera_topics or topic == cfg.joint_state_topic:
+            if off and ts < self._last_log - off * 1e9:  # the clock jumped back: the node restarts pairing
+                self.pairer.reset()
+            self._last_log = ts
         try:
             if topic in cfg.camera_topics:
                 img = resize_area(decode_image_numpy(msg), self.size)
-                ns = _stamp(msg, ts)
+                ns = _stamp(msg, ts, off)
                 self.pairer.add_image(cfg.camera_topics.index(topic), ns * 1e-9, img, ns)
             elif topic == cfg.joint_state_topic:
                 vec = joint_state_to_vector(msg, cfg.joint_names)
-                ns = _stamp(msg, ts)
+                ns = _stamp(msg, ts, off)
                 self.pairer.add_state(ns * 1e-9, vec, ns)
             elif topic == cfg.ask_topic:
                 if str(msg.data).strip():

@@ -60,6 +60,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--instruction", default="", help="task text (default: the engine's); a recorded "
                    "~/instruction topic changes it as it did live")
     p.add_argument("--stamp-tolerance-s", type=float, default=0.05)
+    p.add_argument("--max-stamp-offset-s", type=float, default=1.0,
+                   help="refuse inputs stamped further than this from their log time, as the node "
+                        "does against its clock (0: not checked)")
     p.add_argument("--control-rate-hz", type=float, default=50.0)
     p.add_argument("--crossfade-s", type=float, default=0.1)
     p.add_argument("--observation-timeout-s", type=float, default=0.5)
@@ -133,7 +136,8 @@ def config_from(args: argparse.Namespace, bag: BagData, num_cameras: int, action
     return ReplayConfig(camera_topics=cams, joint_state_topic=js, joint_names=list(names),
                         instruction=args.instruction, ask_topic=_suffix_topic(bag, STRING, "/ask"),
                         instruction_topic=_suffix_topic(bag, STRING, "/instruction"),
-                        stamp_tolerance_s=args.stamp_tolerance_s, control_rate_hz=args.control_rate_hz,
+                        stamp_tolerance_s=args.stamp_tolerance_s,
+                        max_stamp_offset_s=args.max_stamp_offset_s, control_rate_hz=args.control_rate_hz,
                         crossfade_s=args.crossfade_s, observation_timeout_s=args.observation_timeout_s,
                         rate=args.rate, drain=not args.no_drain)
 

@@ -131,3 +131,31 @@ def test_checkpoint_replay_like_the_node(tmp_path, capsys):
     assert main([str(tmp_path / "in"), "--out", str(tmp_path / "c"), *ENGINE, "--checkpoint", str(ck),
                  "--camera-keys", "wrist"]) == 2
     assert "not cameras of the model" in capsys.readouterr().err
+
+
+def test_inputs_checked_like_the_node():
+    """Stamps too far from their log time are refused, an unstamped message takes its log time,
+    a recording clock jumping back restarts pairing (node/inputs.py does the same)."""
+    from types import SimpleNamespace as NS
+
+    from oxygen_ros.bags import messages as M
+    from oxygen_ros.bags.replay import ReplayConfig, Replayer
+    from oxygen_ros.bags.typestore import typestore
+    from oxygen_ros.node.values import StateMapping
+
+    s = typestore()
+    engine = NS(model_config=NS(vision=NS(image_size=8)), config=NS(instruction="x"))
+    cfg = ReplayConfig(camera_topics=["/cam"], joint_state_topic="/js", joint_names=["a"])
+    r = Replayer(engine, StateMapping(1), cfg)
+    img = np.zeros((8, 8, 3), np.uint8)
+    t = 10**18
+    assert r._feed(t, "/cam", M.image(s, img, t)) is None
+    assert r._feed(t, "/js", M.joint_state(s, ["a"], [0.0], t + 3 * 10**9)) is None  # 3 s ahead
+    assert r.result.bad_inputs == 1 and "ahead of the log time" in r.result.errors[0]
+    pair = r._feed(t + 1000, "/js", M.joint_state(s, ["a"], [0.0], 0))  # unstamped: its log time
+    assert pair is not None and pair.state_stamp == pytest.approx((t + 1000) * 1e-9)
+    back = t - 5 * 10**9  # the recording clock jumps back 5 s (a simulation reset)
+    assert r._feed(back, "/js", M.joint_state(s, ["a"], [0.0], back)) is None
+    # pairing restarted: a frame older than the last used one pairs again (without the reset
+    # the pairer would skip it as already used)
+    assert r._feed(back + 1000, "/cam", M.image(s, img, back + 1000)) is not None
