@@ -21,7 +21,9 @@ from .chunk_player import ChunkPlayer
 from .pairing import Mailbox, Pair
 from .values import place_cameras
 
-STAMPS_KEPT = 8192  # frame -> source header stamp, for text updates of requests born earlier
+# frame -> source header stamp, for text updates of requests born earlier (~80 s at 25 Hz; a
+# request older than that is stamped with the current frame's stamp)
+STAMPS_KEPT = 2048
 ERROR_WINDOW_S = 5.0  # an error is "recent" (diagnostics) this long, unless a frame succeeded since
 
 

@@ -25,6 +25,7 @@ pytest.importorskip("oxygen_ros.msg")
 
 from action_msgs.msg import GoalStatus  # noqa: E402
 from diagnostic_msgs.msg import DiagnosticStatus  # noqa: E402
+from lifecycle_msgs.srv import GetState  # noqa: E402
 from rcl_interfaces.srv import GetParameters  # noqa: E402
 from rclpy.action import ActionClient  # noqa: E402
 from rclpy.qos import QoSProfile  # noqa: E402
@@ -132,7 +133,9 @@ def client(node_proc):
         rclpy.init()
     c = StampClient()
     c.mode = "good"
-    c.wait_for(lambda: c.state() == "active", 60, "autostarted node")
+    # autostart configures (model warm-up) before the node spins: services answer after that
+    state = c.call(c.get, GetState.Request(), timeout=180.0).current_state.label
+    assert state == "active", state
     c.wait_for(lambda: c.frames_since(0) >= 3, 30, "first frames")
     yield c
     c.close()
