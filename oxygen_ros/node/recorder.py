@@ -67,6 +67,7 @@ class Recorder:
         self.written = 0
         self.bytes_written = 0
         self.dropped = 0
+        self._count_lock = threading.Lock()  # dropped is counted by producers and the writer
         self.failed = False
         self.last_error = ""
         self.topics: set[str] = set()
@@ -75,14 +76,18 @@ class Recorder:
     def offer(self, topic: str, msgtype: str, data: bytes, log_ns: int) -> bool:
         """Queue one message without blocking; False (and counted) when it is dropped."""
         if self.failed or self._thread is None:
-            self.dropped += 1
+            self._drop()
             return False
         try:
             self._q.put_nowait(Item(topic, msgtype, bytes(data), int(log_ns)))
             return True
         except queue.Full:
-            self.dropped += 1
+            self._drop()
             return False
+
+    def _drop(self) -> None:
+        with self._count_lock:
+            self.dropped += 1
 
     # -- lifecycle --------------------------------------------------------------------------------
     def start(self, timeout: float = 10.0) -> None:
@@ -107,13 +112,14 @@ class Recorder:
         th = self._thread
         if th is None:
             return
-        while th.is_alive():
+        deadline = time.monotonic() + timeout
+        while th.is_alive() and time.monotonic() < deadline:  # a stalled disk: give up at timeout
             try:
                 self._q.put(None, timeout=0.1)  # the sentinel after everything queued
                 break
             except queue.Full:
                 continue
-        th.join(timeout)
+        th.join(max(deadline - time.monotonic(), 0.0))
         self._thread = None
 
     @property
@@ -162,7 +168,7 @@ class Recorder:
             self.bytes_written += len(item.data)
             self.topics.add(item.topic)
         else:
-            self.dropped += 1
+            self._drop()
 
     def _guard(self, fn: Callable[[], None]) -> bool:
         try:
@@ -184,7 +190,7 @@ class Recorder:
             if item is None:
                 self._q.put_nowait(None)  # keep the stop request
                 return
-            self.dropped += 1
+            self._drop()
 
     def _close(self) -> None:
         w, self._writer = self._writer, None

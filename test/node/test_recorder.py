@@ -136,3 +136,15 @@ def test_bad_settings_are_refused(tmp_path):
         Recorder(tmp_path / "b", "rosbag1")
     with pytest.raises(ValueError, match="queue"):
         Recorder(tmp_path / "b", queue_size=0)
+
+
+def test_stop_gives_up_on_a_stalled_disk(tmp_path):
+    w = _Blocked()  # never released: the writer thread hangs in a write
+    rec = Recorder(tmp_path / "bag", queue_size=2, open_writer=lambda p, s: w)
+    rec.start()
+    for i in range(10):
+        rec.offer(*_cdr(i), i)
+    t = time.monotonic()
+    rec.stop(timeout=0.5)
+    assert time.monotonic() - t < 3.0
+    w.go.set()  # let the daemon thread end
