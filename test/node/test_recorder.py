@@ -148,3 +148,42 @@ def test_stop_gives_up_on_a_stalled_disk(tmp_path):
     rec.stop(timeout=0.5)
     assert time.monotonic() - t < 3.0
     w.go.set()  # let the daemon thread end
+
+
+class _Counting:
+    """In-memory writer failing at its `fail_at`-th write (None: never)."""
+
+    def __init__(self, fail_at) -> None:
+        self.fail_at, self.n = fail_at, 0
+
+    def write_raw(self, *a) -> None:
+        if self.fail_at is not None and self.n == self.fail_at:
+            raise OSError(errno.EIO, "I/O error")
+        self.n += 1
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=30, deadline=None)
+@given(offers=st.integers(0, 200), queue_size=st.integers(1, 50),
+       fail_at=st.none() | st.integers(0, 200))
+def test_every_offer_is_written_or_counted_dropped(tmp_path_factory, offers, queue_size, fail_at):
+    w = _Counting(fail_at)
+    rec = Recorder(tmp_path_factory.mktemp("r") / "bag", queue_size=queue_size, open_writer=lambda p, s: w)
+    rec.start()
+    for i in range(offers):
+        rec.offer("/t", "std_msgs/msg/String", b"x", i)
+    rec.stop()
+    assert rec.written == w.n and rec.written + rec.dropped == offers
+    if rec.failed:  # it failed exactly at the failing write, and said so
+        assert rec.written == fail_at and "I/O error" in rec.status()[1]
+    else:  # the failing write was never reached (or there is none)
+        assert fail_at is None or rec.written <= fail_at
