@@ -103,15 +103,27 @@ def run_mode(engine: Engine, args: argparse.Namespace, log: bool, drain: bool) -
     return outputs, measured
 
 
+def collect_requests(outputs: list[FrameOutput]) -> list[dict]:
+    """Every request's tokens and margins, gathered from the frames' updates (the engine keeps
+    no history: a request is gone once its final update was returned)."""
+    reqs: dict[int, dict] = {}
+    for o in outputs:
+        for u in o.updates:
+            r = reqs.setdefault(u.id, {"id": u.id, "frame": u.birth_frame, "kind": u.kind,
+                                       "tokens": [], "margins": [], "finish_reason": None,
+                                       "admitted_frame": u.admitted_frame})
+            r["tokens"].extend(u.new_tokens)
+            r["margins"].extend(u.new_margins)
+            if u.is_final:
+                r["finish_reason"] = u.finish_reason
+    return [reqs[i] for i in sorted(reqs)]
+
+
 def dump(path: str, engine: Engine, outputs: list[FrameOutput], args: argparse.Namespace) -> None:
     data = {
         "mode": engine.config.mode, "preset": args.preset, "k": args.k, "N": args.N, "S": args.S,
         "seed": args.seed,
-        "requests": [
-            {"id": r.id, "frame": r.birth_frame, "kind": r.kind.value, "tokens": r.output_ids,
-             "margins": r.margins, "finish_reason": r.finish_reason}
-            for r in sorted(engine.requests.values(), key=lambda r: r.id)
-        ],
+        "requests": collect_requests(outputs),
         "frames": [{"frame": o.frame, "actions": o.actions.tolist()} for o in outputs],
     }
     Path(path).write_text(json.dumps(data))

@@ -200,6 +200,9 @@ class EngineConfig:
     max_decode_steps: int = 12  # N
     denoise_steps: int = 10  # S
     max_active_requests: int = 32
+    # Language requests waiting for admission; beyond it the lowest-priority, newest one is
+    # refused with a reason (live state stays bounded when asks outpace decoding).
+    max_waiting_requests: int = 64
     memory_every_n_frames: int = 1  # M; 0 disables periodic memory requests
     memory_prompt: str = "Memory: what happened?\n"
     instruction: str = "pick up the cube"
@@ -233,6 +236,9 @@ class EngineConfig:
             raise ValueError(
                 f"max_active_requests must be in [1, 4096], got {self.max_active_requests}"
             )
+        if not 1 <= self.max_waiting_requests <= 1 << 16:
+            raise ValueError(
+                f"max_waiting_requests must be in [1, 65536], got {self.max_waiting_requests}")
         if self.memory_every_n_frames < 0:
             raise ValueError(f"memory_every_n_frames must be >= 0, got {self.memory_every_n_frames}")
         if self.block_size not in (1, 2, 4, 8, 16, 32, 64, 128, 256):

@@ -1,9 +1,10 @@
 """Engine.step(): one control frame, read top to bottom.
 
-observation -> one prefill (vision + prompt) -> S-step denoise to an action chunk -> new language
-requests attach to this frame's prefix -> schedule -> suffix prefill of admitted requests ->
-k batched decode steps over every running request -> retire finished -> FrameOutput.
-The four modes share this code and these weights; they differ only in scheduling.
+observation -> secure the action path's KV (relieve pressure, allocate) -> the mode arranges
+prefill, S-step denoise and the language work (new requests, admission, k batched decode steps)
+-> FrameOutput. The four modes (engine/modes.py) share these primitives and these weights; they
+differ only in scheduling. Requests live in the Scheduler from birth to their final update; the
+Engine keeps none after reporting it.
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import itertools
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterable
 
 import numpy as np
 import torch
@@ -21,15 +22,15 @@ import torch
 from .config import EngineConfig, ModelConfig
 from .kv import KVManager, KVUsage
 from .model import format_prompt, init_model
+from .modes import MODES
 from .observation import Observation
-from .request import Request, RequestKind, RequestStatus
+from .request import Request, RequestKind, Source
 from .runner import ModelRunner, SeqView
-from .scheduler import Scheduler, request_blocks
+from .scheduler import Admission, Scheduler, blocks_for, request_blocks
+from .timer import STAGES, StageTimer, TimedKV
 from .tokenizer import Tokenizer, build_tiny_tokenizer
 
-# kv: the KV manager's own calls (allocation, forks, frees, block tables, prefix hashing) and the
-# copy-on-write block copies; sched: scheduling policy and request bookkeeping around them.
-STAGES = ("vision_prefill", "denoise", "decode", "kv", "sched", "detokenize")
+__all__ = ["STAGES", "Engine", "FrameOutput", "RequestUpdate"]
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,10 @@ class RequestUpdate:
     frames_spanned: int
     birth_frame: int
     stamp: float
-    finish_reason: str | None
+    finish_reason: str | None  # "length" | "eos" | "refused" (then `reason` says why)
+    new_margins: tuple[float, ...] = ()  # top1 - top2 logit of each new token (near ties)
+    admitted_frame: int | None = None
+    reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -61,7 +65,7 @@ class FrameOutput:
     updates: tuple[RequestUpdate, ...]
     timings_ms: dict[str, float]
     frame_ms: float
-    batch_size: int  # requests advanced by decode this frame
+    batch_size: int  # requests advanced by decode this frame (largest batch)
     tokens_this_frame: int
     num_waiting: int
     num_running: int
@@ -69,6 +73,32 @@ class FrameOutput:
     decode_steps: int = 0  # batched decode steps run this frame
     admitted: int = 0  # requests admitted (suffix prefilled) this frame
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Frame:
+    """One control frame's inputs and counters, handed to the mode."""
+
+    index: int
+    stamp: float
+    source: Source
+    noise: torch.Tensor
+    batch_size: int = 0
+    decode_steps: int = 0
+    admitted: int = 0
+
+
+@dataclass
+class ActionPath:
+    """The action path's KV for one frame: the observation prefix and the action scratch (a fork
+    of the prefix), both allocated before any language work."""
+
+    prefix_seq: int
+    scratch_seq: int
+    prefix_table: tuple[int, ...]
+    scratch_table: tuple[int, ...]
+    copies: tuple[tuple[int, int, int], ...]  # CoW of the prefix tail, after the prefill
+    released: bool = False
 
 
 class Engine:
@@ -89,19 +119,19 @@ class Engine:
         self.runner = ModelRunner(self.model, model_config, num_blocks, config.block_size,
                                   config.device, config.dtype, config.attention_backend,
                                   config.compile_denoise)
-        self.kv = KVManager(num_blocks, config.block_size, self.runner.bytes_per_block)
+        self.timer = StageTimer(STAGES)
+        # The engine and the scheduler reach the manager through one TimedKV (stage kv): the
+        # seam where a measuring proxy can be put in front of it (bench/kv_recorder.py).
+        self.kv = TimedKV(KVManager(num_blocks, config.block_size, self.runner.bytes_per_block),
+                          self.timer)
         self.scheduler = Scheduler(self.kv, config.max_active_requests,
-                                   reserved_blocks=self.frame_blocks(model_config, config))
-        self.requests: dict[int, Request] = {}
-        self._ids = itertools.count(1)  # KV sequence ids
+                                   reserved_blocks=self.frame_blocks(model_config, config),
+                                   max_waiting=config.max_waiting_requests)
+        self._seq_ids = itertools.count(1)  # KV sequence ids
         self._req_ids = itertools.count(1)  # request ids: the same in every mode
-        self._pending: list[Request] = []  # asked, attaches to the next frame's observation
-        self._prefix_len: dict[int, int] = {}  # request id -> its frame's prefix token count
-        self._tables: dict[int, tuple[int, ...]] = {}  # running request id -> its block table
-        # request id -> (images, prompt ids) of its source observation, kept while it is live so
-        # a request parked under KV pressure can be re-prefilled from exactly what it saw
-        self._source: dict[int, tuple[np.ndarray, list[int]]] = {}
-        self._parked: list[Request] = []
+        self._pending: list[Request] = []  # asked, attaches to the next good frame
+        self._outbox: list[RequestUpdate] = []  # updates not yet returned in a FrameOutput
+        self._memory_prompt: tuple[str, list[int]] = ("", [])
         self._lock = threading.Lock()  # parallel mode: two threads touch the KV manager
         self.frame = 0
         self._worst_state = self._longest_state()
@@ -111,19 +141,19 @@ class Engine:
     @staticmethod
     def frame_blocks(mc: ModelConfig, ec: EngineConfig) -> int:
         """Blocks one frame's action path needs: the prefix plus the action scratch (+ CoW)."""
-        return -(-(mc.max_prefix_tokens + mc.action_horizon) // ec.block_size) + 2
+        return blocks_for(mc.max_prefix_tokens + mc.action_horizon, ec.block_size) + 2
 
     @staticmethod
     def auto_num_blocks(mc: ModelConfig, ec: EngineConfig) -> int:
-        per_request = -(-(mc.max_prefix_tokens + mc.max_prompt_tokens + ec.max_decode_steps)
-                        // ec.block_size) + 2
+        per_request = request_blocks(mc.max_prefix_tokens, mc.max_prompt_tokens,
+                                     ec.max_decode_steps, ec.block_size, with_prefix=True)
         return (ec.max_active_requests + 2) * per_request + 2 * Engine.frame_blocks(mc, ec)
 
     def prefix_tokens(self, images: np.ndarray, prompt_ids: list[int]) -> int:
         """Tokens of an observation prefix: each valid camera's patches, then the prompt."""
         return images.shape[0] * self.model_config.vision.tokens_per_image + len(prompt_ids)
 
-    # -- requests -------------------------------------------------------------------------------
+    # -- requests and live settings -------------------------------------------------------------
     def ask(self, prompt: str, priority: int = 1, kind: RequestKind = RequestKind.QUESTION,
             max_new_tokens: int | None = None) -> int:
         """Queue a language request on the next observation; returns its id. ValueError (with
@@ -201,11 +231,13 @@ class Engine:
                 f"next frame's action path; the pool has {self.kv.pool.num_blocks} (num_blocks)")
 
     def update_config(self, **changes: Any) -> None:
-        """k, N, S, mode, memory and instruction changes take effect on the next frame;
-        refused (ValueError, nothing applied) as validate_changes refuses them."""
+        """k, N, S, mode, max_active, memory and instruction changes take effect on the next
+        frame, requests in flight included; refused (ValueError, nothing applied) as
+        validate_changes refuses them."""
         new = self.validate_changes(**changes)
         self.config = new
         self.scheduler.set_max_active(new.max_active_requests)
+        self.scheduler.set_max_waiting(new.max_waiting_requests)
 
     def warmup(self, frames: int = 2) -> None:
         """Run a few frames on a synthetic observation (action path and one language request),
@@ -213,7 +245,7 @@ class Engine:
         allocate, pick kernels and, with compile_denoise, compile). Call before serving."""
         from .synthetic import SyntheticStream
 
-        if self.frame or self.requests or self._pending:
+        if self.frame or self.has_unfinished() or self._outbox:
             raise RuntimeError("warmup() must run before the engine serves any frame")
         saved = self.config
         self.config = saved.replace(memory_every_n_frames=1)
@@ -226,22 +258,23 @@ class Engine:
             while self.has_unfinished() and i < frames + 4 * self.config.max_decode_steps:
                 self.step(stream.frame(i))
                 i += 1
-            for rid in [r.id for r in self.scheduler.running + self.scheduler.waiting]:
-                self.scheduler.abort(rid)
+            for r in self.scheduler.running + self.scheduler.waiting:
+                self.scheduler.abort(r.id)
         finally:
             self.config = saved
         self.frame = 0
         self._req_ids = itertools.count(1)
-        self.requests.clear()
         self._pending.clear()
-        self._parked.clear()
-        self._source.clear()
-        self._prefix_len.clear()
-        self._tables.clear()
+        self._outbox.clear()
         self.kv.pool.reset_peak()
 
     def has_unfinished(self) -> bool:
-        return bool(self._pending or self._parked) or self.scheduler.num_unfinished > 0
+        return bool(self._pending) or self.scheduler.num_unfinished > 0
+
+    @property
+    def num_live_requests(self) -> int:
+        """Requests the engine holds: asked and not yet reported final (bounded)."""
+        return len(self._pending) + self.scheduler.num_unfinished
 
     def abort(self, request_id: int) -> bool:
         """Drop a language request wherever it is (asked, parked, waiting, running) and free its
@@ -261,54 +294,31 @@ class Engine:
 
     # -- one frame ------------------------------------------------------------------------------
     def step(self, obs: Observation) -> FrameOutput:
-        cfg = self.config
-        obs.validate(self.model_config)
+        cfg, mc = self.config, self.model_config
+        obs.validate(mc)
+        prompt_ids = self._action_prompt(obs)  # refuses a bad prompt before anything changes
         start = time.perf_counter()
-        frame = self.frame
+        self.timer.reset()
+        frame = Frame(self.frame, obs.stamp, self._source(obs, prompt_ids), self._noise(self.frame))
         self.frame += 1
-        timings = dict.fromkeys(STAGES, 0.0)
-        # Bookkeeping is timed as "sched"; the KV manager's own share of it (its busy_s) is
-        # moved to "kv" when the frame ends.
-        kv_busy = self.kv.busy_s
-        self._counts = {"decode_steps": 0, "admitted": 0}
-        prompt_ids = self._action_prompt(obs)
-        noise = self._noise(frame)
-        born = self._births(frame, obs)
-        images = obs.valid_images()  # a copy when a camera is masked: take it once per frame
-        if cfg.mode == "parallel":
-            actions, updates, batch = self._parallel_frame(frame, images, prompt_ids, noise, born,
-                                                           timings)
-        else:
-            prefix_seq, plen = self._prefill(images, prompt_ids, timings)
-            actions = self._denoise(prefix_seq, plen, noise, timings)
-            if cfg.mode == "isolated":
-                self._free(prefix_seq, timings)
-                updates, batch = self._isolated_language(frame, images, prompt_ids, born, timings)
-            else:
-                for req in born:
-                    self._source[req.id] = (images, prompt_ids)
-                    self._attach(req, prefix_seq, plen, timings)
-                self._free(prefix_seq, timings)
-                k = cfg.max_decode_steps if cfg.mode == "shared" else cfg.decode_steps_per_frame
-                updates, batch = self._advance(frame, k, timings)
-        self._relieve_pressure(timings)
-        kv_busy = self.kv.busy_s - kv_busy
-        timings["kv"] += kv_busy
-        timings["sched"] -= kv_busy
-        frame_ms = (time.perf_counter() - start) * 1e3
+        mode = MODES[cfg.mode]
+        action = self.secure_action_path(frame)
+        try:
+            actions = mode.run(self, frame, action)
+        finally:
+            self.release(action)
+        updates, self._outbox = tuple(self._outbox), []
         return FrameOutput(
-            frame=frame, stamp=obs.stamp, mode=cfg.mode, k=cfg.decode_steps_per_frame,
+            frame=frame.index, stamp=obs.stamp, mode=cfg.mode, k=cfg.decode_steps_per_frame,
             n=cfg.max_decode_steps, s=cfg.denoise_steps, actions=actions.cpu().numpy(),
-            updates=tuple(updates), timings_ms={k_: v * 1e3 for k_, v in timings.items()},
-            frame_ms=frame_ms, batch_size=batch,
+            updates=updates, timings_ms=self.timer.ms(),
+            frame_ms=(time.perf_counter() - start) * 1e3, batch_size=frame.batch_size,
             tokens_this_frame=sum(len(u.new_tokens) for u in updates),
-            num_waiting=len(self.scheduler.waiting) + len(self._parked),
-            num_running=len(self.scheduler.running),
-            kv=self.kv.usage(), decode_steps=self._counts["decode_steps"],
-            admitted=self._counts["admitted"],
+            num_waiting=len(self.scheduler.waiting), num_running=len(self.scheduler.running),
+            kv=self.kv.usage(), decode_steps=frame.decode_steps, admitted=frame.admitted,
         )
 
-    # -- stages ---------------------------------------------------------------------------------
+    # -- frame inputs ---------------------------------------------------------------------------
     def _action_prompt(self, obs: Observation) -> list[int]:
         instruction = self.config.instruction if obs.instruction is None else obs.instruction
         ids = self._prompt_ids(instruction, np.asarray(obs.state, dtype=np.float32))
@@ -332,239 +342,166 @@ class Engine:
                    for b in range(-1, mc.state_bins)]
         return np.full(mc.action_dim, values[int(np.argmax(lengths))], dtype=np.float32)
 
+    def _source(self, obs: Observation, prompt_ids: list[int]) -> Source:
+        images = obs.valid_images()  # a copy when a camera is masked: take it once per frame
+        with self.timer.stage("kv"):  # the prefix cache's identity of this observation
+            h = hashlib.blake2b(images.tobytes(), digest_size=8)
+            h.update(np.asarray(prompt_ids, dtype=np.int64).tobytes())
+            root = int.from_bytes(h.digest(), "little") & ((1 << 62) - 1)
+        return Source(self.frame, images, tuple(prompt_ids), self.prefix_tokens(images, prompt_ids),
+                      root)
+
     def _noise(self, frame: int) -> torch.Tensor:
         gen = torch.Generator().manual_seed(self.config.seed * 1_000_003 + frame)
         mc = self.model_config
         return torch.randn(mc.action_horizon, mc.action_dim, generator=gen)
 
-    def _births(self, frame: int, obs: Observation) -> list[Request]:
+    # -- primitives the modes arrange -----------------------------------------------------------
+    def secure_action_path(self, frame: Frame) -> ActionPath:
+        """Relieve KV pressure, then allocate this frame's prefix and action scratch: the action
+        stream never waits for language, whatever is in flight."""
+        source, horizon = frame.source, self.model_config.action_horizon
+        prefix_seq, scratch_seq = next(self._seq_ids), next(self._seq_ids)
+        with self.timer.stage("sched"), self._lock:
+            self.scheduler.relieve()
+            kv = self.kv
+            kv.create(prefix_seq)
+            prefix = kv.append(prefix_seq, source.keys(), cacheable=False)
+            scratch = None
+            if prefix is not None:
+                kv.create(scratch_seq, parent=prefix_seq)
+                scratch = kv.append(scratch_seq, [], reserve=horizon, cacheable=False)
+            if scratch is None:  # relief leaves frame_blocks free: only a sizing bug gets here
+                kv.free(prefix_seq)
+                if scratch_seq in kv:
+                    kv.free(scratch_seq)
+                raise RuntimeError("KV pool cannot hold this frame's action path: raise num_blocks")
+        return ActionPath(prefix_seq, scratch_seq, prefix.block_ids, scratch.block_ids,  # type: ignore[union-attr]
+                          scratch.copies)
+
+    def prefill(self, frame: Frame, action: ActionPath) -> None:
+        source = frame.source
+        with self.timer.stage("vision_prefill"):
+            self.runner.prefill_observation(source.images, source.prompt_ids,
+                                            SeqView(action.prefix_table, source.num_tokens))
+
+    def denoise(self, frame: Frame, action: ActionPath) -> torch.Tensor:
+        plen = frame.source.num_tokens
+        with self.timer.stage("kv"):
+            self.runner.copy_blocks(action.copies)  # the prefix's partial tail, now written
+        with self.timer.stage("denoise"):
+            return self.runner.denoise(SeqView(action.scratch_table, plen), plen, frame.noise,
+                                       self.config.denoise_steps)
+
+    def release(self, action: ActionPath) -> None:
+        if action.released:
+            return
+        action.released = True
+        with self.timer.stage("sched"), self._lock:
+            self.kv.free(action.scratch_seq)
+            self.kv.free(action.prefix_seq)
+
+    def take_births(self, frame: Frame, prefix_seq: int | None) -> None:
+        """Hand the questions asked since the last good frame, and this frame's memory request,
+        to the scheduler: forking `prefix_seq`, or (None) to prefill the observation themselves.
+        Until then they stay pending, so a frame that fails earlier loses none."""
         cfg = self.config
-        born, self._pending = self._pending, []
-        if cfg.memory_every_n_frames and frame % cfg.memory_every_n_frames == 0:
-            born.insert(0, Request(
-                id=next(self._req_ids), kind=RequestKind.MEMORY, prompt=cfg.memory_prompt,
-                prompt_ids=self._encode_suffix(cfg.memory_prompt), priority=0,
-                max_new_tokens=cfg.max_decode_steps))
-        for req in born:
-            req.birth_frame, req.stamp = frame, obs.stamp
-            self.requests[req.id] = req
-        return born
+        with self.timer.stage("sched"):
+            born, self._pending = self._pending, []
+            if cfg.memory_every_n_frames and frame.index % cfg.memory_every_n_frames == 0:
+                born.insert(0, Request(
+                    id=next(self._req_ids), kind=RequestKind.MEMORY, prompt=cfg.memory_prompt,
+                    prompt_ids=self._memory_ids(cfg.memory_prompt), priority=0,
+                    max_new_tokens=cfg.max_decode_steps))
+            refused: list[Request] = []
+            with self._lock:
+                for req in born:
+                    req.birth_frame, req.stamp = frame.index, frame.stamp
+                    req.seq_id, req.prefix_seq_id = next(self._seq_ids), prefix_seq
+                    req.source, req.prefix_len = frame.source, frame.source.num_tokens
+                    refused += self.scheduler.add(req)
+        self._report(refused)
 
-    def _prefill(self, images: np.ndarray, prompt_ids: list[int], timings: dict[str, float]
-                 ) -> tuple[int, int]:
-        t0 = time.perf_counter()
-        n_tokens = self.prefix_tokens(images, prompt_ids)
-        keys = self._observation_keys(images, prompt_ids, n_tokens)
-        t1 = time.perf_counter()
-        seq = next(self._ids)
-        with self._lock:
-            self.kv.create(seq)
-            blocks = self.kv.append(seq, keys, cacheable=False)
-        if blocks is None:  # the scheduler keeps frame_blocks free, so this is a sizing bug
-            raise RuntimeError("KV pool cannot hold this frame's prefix: raise num_blocks")
-        t2 = time.perf_counter()
-        self.runner.prefill_observation(images, prompt_ids, SeqView(blocks.block_ids, n_tokens))
-        timings["kv"] += t1 - t0  # prefix-cache keys
-        timings["sched"] += t2 - t1
-        timings["vision_prefill"] += time.perf_counter() - t2
-        return seq, n_tokens
+    def _memory_ids(self, prompt: str) -> list[int]:
+        if self._memory_prompt[0] != prompt:  # the same prompt every frame: encode it once
+            self._memory_prompt = (prompt, self._encode_suffix(prompt))
+        return list(self._memory_prompt[1])
 
-    @staticmethod
-    def _observation_keys(images: np.ndarray, prompt_ids: list[int], n: int) -> list[int]:
-        """Per-token keys for the prefix cache: the prefix is bidirectional, so every token's key
-        depends on the whole observation (images and prompt)."""
-        h = hashlib.blake2b(images.tobytes(), digest_size=8)
-        h.update(np.asarray(prompt_ids, dtype=np.int64).tobytes())
-        root = int.from_bytes(h.digest(), "little") & ((1 << 62) - 1)
-        return [root ^ (i << 1) for i in range(n)]
+    def admit(self, frame: Frame, limit: int | None = None) -> list[Admission]:
+        """Admit what fits (priority, FIFO); prepare the admitted requests' KV: copy-on-write of
+        a shared tail, and the observation prefix of a request that waited without one."""
+        with self.timer.stage("sched"), self._lock:
+            admissions = self.scheduler.admit(frame.index, limit)
+        for a in admissions:
+            if a.prefill is not None:
+                with self.timer.stage("vision_prefill"):
+                    self.runner.prefill_observation(
+                        a.prefill.images, a.prefill.prompt_ids,
+                        SeqView(a.request.block_table, a.prefill.num_tokens))
+            with self.timer.stage("kv"):
+                self.runner.copy_blocks(a.blocks.copies)
+        frame.admitted += len(admissions)
+        return admissions
 
-    def _denoise(self, prefix_seq: int, plen: int, noise: torch.Tensor,
-                 timings: dict[str, float]) -> torch.Tensor:
-        t0 = time.perf_counter()
-        seq = next(self._ids)
-        horizon = self.model_config.action_horizon
-        with self._lock:
-            self.kv.create(seq, parent=prefix_seq)
-            blocks = self.kv.append(seq, [], reserve=horizon, cacheable=False)
-        if blocks is None:
-            raise RuntimeError("KV pool cannot hold this frame's action scratch: raise num_blocks")
-        t1 = time.perf_counter()
-        self.runner.copy_blocks(blocks.copies)
-        t2 = time.perf_counter()
-        actions = self.runner.denoise(SeqView(blocks.block_ids, plen), plen, noise,
-                                      self.config.denoise_steps)
-        t3 = time.perf_counter()
-        self._free(seq, timings)
-        timings["sched"] += t1 - t0
-        timings["kv"] += t2 - t1
-        timings["denoise"] += t3 - t2
-        return actions
-
-    def _attach(self, req: Request, prefix_seq: int, plen: int, timings: dict[str, float]) -> None:
-        t0 = time.perf_counter()
-        req.prefix_seq_id, req.seq_id = prefix_seq, next(self._ids)
-        self._prefix_len[req.id] = plen
-        with self._lock:
-            self.scheduler.add(req)
-        timings["sched"] += time.perf_counter() - t0
-
-    def _free(self, seq: int, timings: dict[str, float]) -> None:
-        t0 = time.perf_counter()
-        with self._lock:
-            self.kv.free(seq)
-        timings["sched"] += time.perf_counter() - t0
-
-    def _advance(self, frame: int, k: int, timings: dict[str, float]) -> tuple[list[RequestUpdate], int]:
-        """Admit what fits, then advance every running request by up to k tokens, batched; the
-        admitted requests' prompt suffixes ride in the first decode step's forward pass."""
-        self._unpark(timings)
-        t0 = time.perf_counter()
-        with self._lock:
-            out = self.scheduler.schedule(frame, k)
-        t1 = time.perf_counter()
-        for blocks in out.admitted_blocks:
-            self.runner.copy_blocks(blocks.copies)
-        t2 = time.perf_counter()
-        cached: dict[int, int] = {}
-        for r, b in zip(out.admitted, out.admitted_blocks):
-            cached[r.id] = b.num_cached_tokens
-            # Every decode slot was reserved at admission, so the table is final: no per-frame
-            # lookups for running requests.
-            self._tables[r.id] = b.block_ids
-        decode = out.decode
-        seqs, inputs, steps, read_only = [], [], [], []
-        tables, prefix_len = self._tables, self._prefix_len
-        for r in decode:
-            n_prompt = len(r.prompt_ids)
-            if r.id in cached:  # newly admitted: its suffix (less any prefix-cache hit) first
-                skip = min(cached[r.id], n_prompt - 1)
-                seqs.append(SeqView(tables[r.id], prefix_len[r.id] + skip))
-                inputs.append(r.prompt_ids[skip:])
-                read_only.append(cached[r.id] >= n_prompt)
-                steps.append(min(k, r.max_new_tokens))
-            else:
-                n_out = len(r.output_ids)
-                seqs.append(SeqView(tables[r.id], prefix_len[r.id] + n_prompt + n_out - 1))
-                inputs.append(r.output_ids[-1:])
-                read_only.append(False)
-                steps.append(min(k, r.max_new_tokens - n_out))
-        t3 = time.perf_counter()
-        tokens: dict[int, list[int]] = {}
-        margins: dict[int, list[float]] = {}
-        if decode:
+    def decode(self, frame: Frame, batch: Iterable[Request], k: int) -> None:
+        """Advance `batch` (running requests) by up to k tokens each in one batched generate;
+        an admitted request's prompt suffix rides in its first step."""
+        batch = list(batch)
+        if not batch:
+            return
+        with self.timer.stage("sched"):
+            seqs, inputs, steps, read_only = [], [], [], []
+            for r in batch:
+                n_prompt = len(r.prompt_ids)
+                if r.suffix_pending:  # its suffix (less any prefix-cache hit) first
+                    skip = min(r.num_cached_tokens, n_prompt - 1)
+                    seqs.append(SeqView(r.block_table, r.prefix_len + skip))
+                    inputs.append(r.prompt_ids[skip:])
+                    read_only.append(r.num_cached_tokens >= n_prompt)
+                else:
+                    n_out = len(r.output_ids)
+                    seqs.append(SeqView(r.block_table, r.prefix_len + n_prompt + n_out - 1))
+                    inputs.append(r.output_ids[-1:])
+                    read_only.append(False)
+                steps.append(min(k, r.remaining))
+        with self.timer.stage("decode"):
             toks, mars = self.runner.generate(seqs, inputs, steps, read_only)
-            tokens = {r.id: t for r, t in zip(decode, toks)}
-            margins = {r.id: m for r, m in zip(decode, mars)}
-        t4 = time.perf_counter()
-        self._counts["decode_steps"] += max(steps, default=0)
-        self._counts["admitted"] += len(out.admitted)
-        with self._lock:
-            before = {r.id: len(r.output_ids) for r in decode}
-            finished = self.scheduler.update(frame, tokens, margins, self.model_config.eos_token_id)
-        for r in finished:
-            self._forget(r.id)
-        t5 = time.perf_counter()
-        updates = [self._update(r, r.output_ids[before[r.id]:]) for r in decode]
-        t6 = time.perf_counter()
-        timings["sched"] += (t1 - t0) + (t3 - t2) + (t5 - t4)
-        timings["kv"] += t2 - t1  # copy-on-write of the admitted requests' partial blocks
-        timings["decode"] += t4 - t3
-        timings["detokenize"] += t6 - t5
-        return updates, len(decode)
+        frame.decode_steps += max(steps)
+        frame.batch_size = max(frame.batch_size, len(batch))
+        with self.timer.stage("sched"), self._lock:
+            before = [len(r.output_ids) for r in batch]
+            self.scheduler.update(frame.index, {r.id: t for r, t in zip(batch, toks)},
+                                  {r.id: m for r, m in zip(batch, mars)},
+                                  self.model_config.eos_token_id)
+        self._report(batch, before)
 
-    def _forget(self, req_id: int) -> None:
-        self._source.pop(req_id, None)
-        self._prefix_len.pop(req_id, None)
-        self._tables.pop(req_id, None)
-
-    def _relieve_pressure(self, timings: dict[str, float]) -> None:
-        """Keep room for the next frame's action path. Waiting requests hold their source
-        frame's prefix; when the pool runs short, the lowest-priority, newest ones are parked:
-        their blocks are freed, their observation is kept, and they are re-prefilled from it
-        when room returns (recomputation, like vLLM's preemption), so nothing is lost and the
-        tokens they produce are unchanged."""
-        t0 = time.perf_counter()
-        need = self.scheduler.reserved_blocks
-        with self._lock:
-            for req in reversed(self.scheduler.waiting):
-                if self.kv.can_fit(need):
-                    break
-                self.scheduler.abort(req.id)
-                self._parked.append(req)
-        self._parked.sort(key=lambda r: (-r.priority, r.id))
-        timings["sched"] += time.perf_counter() - t0
-
-    def _unpark(self, timings: dict[str, float]) -> None:
-        bs = self.config.block_size
-        while self._parked and len(self.scheduler.running) < self.scheduler.max_active:
-            req = self._parked[0]
-            images, prompt_ids = self._source[req.id]
-            plen = self.prefix_tokens(images, prompt_ids)
-            need = -(-plen // bs) + -(-(len(req.prompt_ids) + req.max_new_tokens) // bs) + 1
-            t0 = time.perf_counter()
-            fits = self.kv.can_fit(need + self.scheduler.reserved_blocks)
-            timings["sched"] += time.perf_counter() - t0
-            if not fits:
+    def run_one_by_one(self, frame: Frame) -> None:
+        """Isolated execution of the language work: every running request, then every request
+        the queue admits, each alone until it finishes."""
+        for r in self.scheduler.running:
+            self.decode(frame, [r], r.remaining)
+        while True:
+            admissions = self.admit(frame, limit=1)
+            if not admissions:
                 return
-            self._parked.pop(0)
-            prefix_seq, plen = self._prefill(images, prompt_ids, timings)
-            req.status = RequestStatus.WAITING
-            self._attach(req, prefix_seq, plen, timings)
-            self._free(prefix_seq, timings)
+            r = admissions[0].request
+            self.decode(frame, [r], r.remaining)
 
-    def _update(self, r: Request, new_tokens: list[int]) -> RequestUpdate:
-        ids = r.output_ids
-        if r.finish_reason == "eos" and ids and ids[-1] == self.model_config.eos_token_id:
-            ids = ids[:-1]
-        return RequestUpdate(
-            id=r.id, kind=r.kind.value, prompt=r.prompt, new_tokens=tuple(new_tokens),
-            text=self.tokenizer.decode(ids), num_tokens=len(r.output_ids), is_final=r.is_finished,
-            frames_spanned=len(r.frames_spanned), birth_frame=r.birth_frame, stamp=r.stamp,
-            finish_reason=r.finish_reason)
-
-    def _isolated_language(self, frame: int, images: np.ndarray, prompt_ids: list[int],
-                           born: list[Request], timings: dict[str, float]
-                           ) -> tuple[list[RequestUpdate], int]:
-        """The baseline: every language request prefills the observation again on its own and
-        decodes all N tokens at batch 1 before the next frame."""
-        updates: list[RequestUpdate] = []
-        for req in born:
-            self._source[req.id] = (images, prompt_ids)
-            prefix_seq, plen = self._prefill(images, prompt_ids, timings)
-            self._attach(req, prefix_seq, plen, timings)
-            self._free(prefix_seq, timings)
-            saved = self.scheduler.max_active
-            self.scheduler.set_max_active(1)
-            try:
-                ups, _ = self._advance(frame, req.max_new_tokens, timings)
-            finally:
-                self.scheduler.set_max_active(saved)
-            updates.extend(ups)
-        return updates, 1 if born else 0
-
-    def _parallel_frame(self, frame: int, images: np.ndarray, prompt_ids: list[int],
-                        noise: torch.Tensor, born: list[Request], timings: dict[str, float]
-                        ) -> tuple[torch.Tensor, list[RequestUpdate], int]:
-        """Isolated execution with the two paths in two threads at once (contending)."""
-        lang_timings = dict.fromkeys(STAGES, 0.0)
-        result: dict[str, Any] = {}
-
-        def language() -> None:
-            try:
-                result["lang"] = self._isolated_language(frame, images, prompt_ids, born,
-                                                         lang_timings)
-            except BaseException as exc:  # re-raised in the caller's thread
-                result["error"] = exc
-
-        worker = threading.Thread(target=language, name="oxygen-language")
-        worker.start()
-        prefix_seq, plen = self._prefill(images, prompt_ids, timings)
-        actions = self._denoise(prefix_seq, plen, noise, timings)
-        self._free(prefix_seq, timings)
-        worker.join()
-        if "error" in result:
-            raise result["error"]
-        for key, value in lang_timings.items():
-            timings[key] += value
-        updates, batch = result["lang"]
-        return actions, updates, batch
+    def _report(self, reqs: list[Request], before: list[int] | None = None) -> None:
+        """Updates for `reqs` (tokens after `before[i]`) into the outbox; a final one is the last
+        reference the engine keeps to its request."""
+        eos = self.model_config.eos_token_id
+        with self.timer.stage("detokenize"):
+            for i, r in enumerate(reqs):
+                b = before[i] if before is not None else len(r.output_ids)
+                ids = r.output_ids
+                if r.finish_reason == "eos" and ids and ids[-1] == eos:
+                    ids = ids[:-1]
+                self._outbox.append(RequestUpdate(
+                    id=r.id, kind=r.kind.value, prompt=r.prompt,
+                    new_tokens=tuple(r.output_ids[b:]), text=self.tokenizer.decode(ids),
+                    num_tokens=len(r.output_ids), is_final=r.is_finished,
+                    frames_spanned=len(r.frames_spanned), birth_frame=r.birth_frame,
+                    stamp=r.stamp, finish_reason=r.finish_reason,
+                    new_margins=tuple(r.margins[b:]), admitted_frame=r.admitted_frame,
+                    reason=r.reason))

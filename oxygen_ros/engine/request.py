@@ -1,8 +1,11 @@
-"""Language request state: plain data, mutated only by the Scheduler."""
+"""Language request state: plain data. The Engine creates a request; from then on only the
+Scheduler changes it (admission, preemption, tokens, retirement)."""
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+
+import numpy as np
 
 
 class RequestKind(enum.Enum):
@@ -11,13 +14,32 @@ class RequestKind(enum.Enum):
 
 
 class RequestStatus(enum.Enum):
-    WAITING = "waiting"  # added, holds its frame's prefix alive, no suffix KV yet
-    RUNNING = "running"  # admitted: suffix + all decode slots reserved
+    WAITING = "waiting"  # added, holds a fork of its frame's prefix, no suffix KV yet
+    PREEMPTED = "preempted"  # waiting without any KV: its prefix is prefilled again from `source`
+    RUNNING = "running"  # admitted: prefix, suffix and all decode slots in its block table
     FINISHED = "finished"
-    ABORTED = "aborted"
+    ABORTED = "aborted"  # aborted or refused (finish_reason "refused", `reason` says why)
 
 
-@dataclass
+@dataclass(frozen=True, eq=False)
+class Source:
+    """The observation a request was born from: what its prefix is computed from again when
+    the request waits without KV (preempted, or isolated execution's own prefill)."""
+
+    frame: int
+    images: np.ndarray  # valid cameras only, uint8 [C, H, W, 3]
+    prompt_ids: tuple[int, ...]  # the frame's action prompt (instruction + state)
+    num_tokens: int  # prefix length: image tokens + prompt tokens
+    key_root: int  # prefix-cache identity of this observation
+
+    def keys(self) -> list[int]:
+        """Per-token prefix-cache keys. The prefix is bidirectional, so every token's key
+        depends on the whole observation."""
+        root = self.key_root
+        return [root ^ (i << 1) for i in range(self.num_tokens)]
+
+
+@dataclass(eq=False)
 class Request:
     """One language request, born at an observation frame, decoded across frames."""
 
@@ -29,13 +51,21 @@ class Request:
     max_new_tokens: int = 12  # N
     birth_frame: int = 0
     stamp: float = 0.0  # seconds, stamp of the source observation
-    prefix_seq_id: int | None = None  # the frame's observation prefix sequence
-    seq_id: int | None = None  # this request's own KV sequence (set by whoever creates it)
+    # -- KV state (set by whoever creates the request, then the Scheduler's) --------------------
+    prefix_seq_id: int | None = None  # the frame's prefix it forks when added (None: prefill)
+    seq_id: int | None = None  # this request's own KV sequence id (kept across preemption)
+    source: Source | None = None  # kept while the request may need its prefix again
+    prefix_len: int = 0  # tokens of its observation prefix
+    block_table: tuple[int, ...] = ()  # final once running (every decode slot is reserved)
+    num_cached_tokens: int = 0  # suffix tokens that hit the prefix cache at admission
+    suffix_pending: bool = False  # admitted, its suffix not yet run (rides in the next decode)
+    # -- progress -------------------------------------------------------------------------------
     status: RequestStatus = RequestStatus.WAITING
     output_ids: list[int] = field(default_factory=list)
     margins: list[float] = field(default_factory=list)  # per generated token (top1 - top2 logit)
     frames_spanned: list[int] = field(default_factory=list)  # frames in which it got tokens
-    finish_reason: str | None = None  # "length" | "eos" | None
+    finish_reason: str | None = None  # "length" | "eos" | "refused" | None
+    reason: str = ""  # why it was refused
     arrival: int = -1  # monotonic counter, set by Scheduler.add (FIFO within a priority)
     admitted_frame: int | None = None
     finished_frame: int | None = None

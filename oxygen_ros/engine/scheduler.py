@@ -1,16 +1,21 @@
-"""Scheduler: which language requests run this frame (admission) and for how many tokens.
+"""Scheduler: which language requests hold KV, run this frame, and for how many tokens.
 
-Policy (cross-frame continuous batching, OxyGen section "The method", point 2):
+It owns a request's life from `add` to its final token: admission, preemption (vLLM style:
+recomputation), retirement and refusal. Policy (cross-frame continuous batching, OxyGen section
+"The method", point 2):
 - Waiting requests are admitted highest priority first, FIFO (arrival) within a priority.
 - Admission is strict: it stops at the first request that does not fit (KV or max_active), so a
   big high-priority request is never starved by smaller low-priority ones jumping ahead.
 - Admission appends the prompt suffix AND reserves all max_new_tokens decode slots, so a running
-  request can never run out of KV mid-decode (no preemption needed).
-- Every running request decodes each frame, in admission order; each advances min(k, remaining).
-- A waiting request already holds a fork of its frame's observation prefix (taken in `add`), so
-  the prefix stays alive until the request is admitted and finished (or aborted).
-  Caveat: if nothing is running and the head request still does not fit, only aborting waiting
-  requests frees memory; callers can detect that as `running == ()` with `num_waiting > 0`.
+  request never runs out of KV mid-decode and is never preempted.
+- `reserved_blocks` stay free for the next frame's action path (prefix + action scratch).
+- A waiting request holds a fork of its frame's observation prefix (taken in `add`). Under KV
+  pressure (`relieve`) the newest, lowest-priority waiting requests are preempted: their KV is
+  freed and they keep only their source observation; admission prefills that prefix again
+  (same K/V, so the same tokens). Relief frees blocks until the action path AND the head of the
+  queue fit, with the same arithmetic admission uses (`need`), so the queue always moves.
+- The queue is bounded (`max_waiting`): beyond it the lowest-priority, newest request is
+  refused with a reason, so live state is bounded whatever the number of frames.
 """
 from __future__ import annotations
 
@@ -18,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from oxygen_ros.engine.kv.kv_manager import KVCacheBlocks, KVManager
-from oxygen_ros.engine.request import Request, RequestStatus
+from oxygen_ros.engine.request import Request, RequestStatus, Source
 
 
 def blocks_for(num_tokens: int, block_size: int) -> int:
@@ -35,46 +40,92 @@ def request_blocks(prefix_tokens: int, suffix_tokens: int, max_new_tokens: int, 
 
 
 @dataclass(frozen=True)
+class Admission:
+    """One admitted request and what the runner must do before its first decode step."""
+
+    request: Request
+    blocks: KVCacheBlocks  # its table after the suffix append (copies: CoW before writing)
+    prefill: Source | None  # preempted: prefill this observation into its first blocks
+
+
+@dataclass(frozen=True)
 class SchedulerOutput:
     frame: int
-    admitted: tuple[Request, ...]  # need their suffix prefilled this frame
-    admitted_blocks: tuple[KVCacheBlocks, ...]  # aligned with `admitted`
+    admissions: tuple[Admission, ...]
     decode: tuple[Request, ...]  # all running requests (admitted included), admission order
     num_steps: int  # k when there is anything to decode, else 0
     num_waiting: int
 
+    @property
+    def admitted(self) -> tuple[Request, ...]:
+        return tuple(a.request for a in self.admissions)
+
+    @property
+    def admitted_blocks(self) -> tuple[KVCacheBlocks, ...]:
+        return tuple(a.blocks for a in self.admissions)
+
 
 class Scheduler:
-    def __init__(self, kv: KVManager, max_active_requests: int, reserved_blocks: int = 0) -> None:
+    def __init__(self, kv: KVManager, max_active_requests: int, reserved_blocks: int = 0,
+                 max_waiting: int = 1 << 30) -> None:
         if reserved_blocks < 0:
             raise ValueError(f"reserved_blocks must be >= 0, got {reserved_blocks}")
         self.kv = kv
-        # Kept free for the next frame's action path (prefix + action scratch): language
-        # requests wait rather than ever stall the action stream.
         self.reserved_blocks = reserved_blocks
         self._max_active = 0
+        self._max_waiting = 0
         self.set_max_active(max_active_requests)
+        self.set_max_waiting(max_waiting)
         self._waiting: list[Request] = []  # kept sorted by (-priority, arrival)
         self._running: list[Request] = []  # admission order
         self._live: dict[int, Request] = {}  # unfinished requests by id
         self._arrivals = 0
 
     # ---- queue management -------------------------------------------------------------------
-    def add(self, req: Request) -> None:
+    def add(self, req: Request) -> list[Request]:
+        """Queue a request: with prefix_seq_id it forks that prefix (WAITING); without, it
+        waits with its source only (PREEMPTED) and admission prefills the prefix. Returns the
+        requests refused because the queue is full (possibly `req` itself), already final."""
         if req.id in self._live:
             raise ValueError(f"request {req.id} is already scheduled")
         if req.seq_id is None:
             raise ValueError(f"request {req.id} has no seq_id")
         if req.is_finished:
             raise ValueError(f"request {req.id} is already {req.status.value}")
-        # Fork first: it raises on an unknown prefix, leaving the queue untouched.
-        self.kv.create(req.seq_id, parent=req.prefix_seq_id)
-        req.status = RequestStatus.WAITING
+        if req.prefix_seq_id is None and req.source is None:
+            raise ValueError(f"request {req.id} has neither a prefix sequence nor a source")
+        refused: list[Request] = []
+        if len(self._waiting) >= self._max_waiting:
+            victim = min([*self._waiting, req], key=lambda r: (r.priority, -r.arrival
+                                                               if r is not req else -1 << 62))
+            reason = (f"the waiting queue is full ({self._max_waiting} requests): "
+                      f"refused the newest of the lowest priority ({victim.priority})")
+            if victim is req:
+                self._refuse(req, reason)
+                return [req]
+            self.abort(victim.id)
+            self._refuse(victim, reason)
+            refused.append(victim)
+        if req.prefix_seq_id is not None:
+            # Fork first: it raises on an unknown prefix, leaving the queue untouched.
+            self.kv.create(req.seq_id, parent=req.prefix_seq_id)
+            req.status = RequestStatus.WAITING
+        else:
+            req.status = RequestStatus.PREEMPTED
+        req.prefix_seq_id = None  # the fork (if any) is taken; the frame's prefix may go
         req.arrival = self._arrivals
         self._arrivals += 1
         self._live[req.id] = req
         self._waiting.append(req)
         self._waiting.sort(key=lambda r: (-r.priority, r.arrival))  # stable, queue is short
+        return refused
+
+    @staticmethod
+    def _refuse(req: Request, reason: str) -> None:
+        req.status = RequestStatus.ABORTED
+        req.finish_reason = "refused"
+        req.reason = reason
+        req.source = None
 
     def abort(self, req_id: int) -> Request | None:
         """Abort a waiting or running request and free its KV; None if it is not live."""
@@ -82,16 +133,25 @@ class Scheduler:
         if req is None:
             return None
         queue = self._running if req.status is RequestStatus.RUNNING else self._waiting
-        queue[:] = [r for r in queue if r is not req]  # by identity: dataclass == is by value
-        self.kv.free(req.seq_id)  # type: ignore[arg-type]  # checked in add
+        queue[:] = [r for r in queue if r is not req]
+        if req.status is not RequestStatus.PREEMPTED:
+            self.kv.free(req.seq_id)  # type: ignore[arg-type]  # checked in add
         req.status = RequestStatus.ABORTED
+        req.source = None
         return req
 
     def set_max_active(self, n: int) -> None:
-        """Takes effect at the next admission; running requests above the cap are not preempted."""
+        """Takes effect at the next admission; running requests above the cap are not preempted
+        (they hold all their slots and finish within N/k frames)."""
         if n < 1:
             raise ValueError(f"max_active_requests must be >= 1, got {n}")
         self._max_active = n
+
+    def set_max_waiting(self, n: int) -> None:
+        """Applies to the next add (a shorter queue is not trimmed: it drains)."""
+        if n < 1:
+            raise ValueError(f"max_waiting_requests must be >= 1, got {n}")
+        self._max_waiting = n
 
     @property
     def max_active(self) -> int:
@@ -99,7 +159,7 @@ class Scheduler:
 
     @property
     def waiting(self) -> tuple[Request, ...]:
-        """In admission order (priority, then arrival)."""
+        """In admission order (priority, then arrival); preempted ones included."""
         return tuple(self._waiting)
 
     @property
@@ -110,36 +170,93 @@ class Scheduler:
     def num_unfinished(self) -> int:
         return len(self._waiting) + len(self._running)
 
+    # ---- KV pressure --------------------------------------------------------------------------
+    def need(self, req: Request) -> int:
+        """New blocks admitting `req` may take (admission and relief use this one number)."""
+        return request_blocks(req.prefix_len, len(req.prompt_ids), req.max_new_tokens,
+                              self.kv.block_size, req.status is RequestStatus.PREEMPTED)
+
+    def relieve(self) -> list[Request]:
+        """Preempt waiting requests (newest, lowest priority first) until the next frame's
+        action path fits beside the head of the queue, or, failing that, alone. Returns the
+        requests preempted. Running requests are never preempted: they cannot grow."""
+        head = self._waiting[0] if self._waiting else None
+        target = self.reserved_blocks
+        if head is not None and len(self._running) < self._max_active:
+            target += self.need(head)
+        preempted = self._make_room(target, keep=head)
+        if head is not None and head.status is RequestStatus.WAITING and \
+                head.source is not None and not self.kv.can_fit(self.reserved_blocks):
+            self._preempt(head)  # the action path comes first
+            preempted.append(head)
+        return preempted
+
+    def _make_room(self, blocks: int, keep: Request | None) -> list[Request]:
+        """Preempt waiting requests holding KV, from the back of the queue, until `blocks` are
+        available (or none is left to preempt); `keep` is spared, and so is a request without
+        a source (it could not be prefilled again)."""
+        preempted: list[Request] = []
+        for req in reversed(self._waiting):
+            if self.kv.can_fit(blocks):
+                break
+            if req.status is RequestStatus.WAITING and req is not keep and req.source is not None:
+                self._preempt(req)
+                preempted.append(req)
+        return preempted
+
+    def _preempt(self, req: Request) -> None:
+        self.kv.free(req.seq_id)  # type: ignore[arg-type]
+        req.status = RequestStatus.PREEMPTED
+
     # ---- per frame --------------------------------------------------------------------------
-    def schedule(self, frame: int, k: int) -> SchedulerOutput:
+    def schedule(self, frame: int, k: int, limit: int | None = None) -> SchedulerOutput:
+        """Admit what fits (at most `limit` requests when given), then the decode batch."""
         if k < 1:
             raise ValueError(f"decode steps per frame k must be >= 1, got {k}")
-        admitted: list[Request] = []
-        blocks: list[KVCacheBlocks] = []
-        while self._waiting and len(self._running) < self._max_active:
+        admissions = self.admit(frame, limit)
+        decode = tuple(self._running)
+        return SchedulerOutput(frame, tuple(admissions), decode, k if decode else 0,
+                               len(self._waiting))
+
+    def admit(self, frame: int, limit: int | None = None) -> list[Admission]:
+        admissions: list[Admission] = []
+        kv = self.kv
+        while self._waiting and len(self._running) < self._max_active and \
+                (limit is None or len(admissions) < limit):
             req = self._waiting[0]
-            worst = request_blocks(0, len(req.prompt_ids), req.max_new_tokens,
-                                   self.kv.block_size, with_prefix=False)
-            if not self.kv.can_fit(worst + self.reserved_blocks):
+            need = self.need(req) + self.reserved_blocks
+            if not kv.can_fit(need):
+                # newer waiting requests' prefixes make way for the head (the same arithmetic
+                # as relief); they are prefilled again when their turn comes
+                self._make_room(need, keep=req)
+                if not kv.can_fit(need):
+                    break
+            source = req.source if req.status is RequestStatus.PREEMPTED else None
+            if source is not None:
+                kv.create(req.seq_id, None)  # type: ignore[arg-type]
+                kv.append(req.seq_id, source.keys(), cacheable=False)  # type: ignore[arg-type]
+            got = kv.append(req.seq_id, req.prompt_ids,  # type: ignore[arg-type]
+                            reserve=req.max_new_tokens)
+            if got is None:  # cannot happen after can_fit(need); undo and keep strict order
+                if source is not None:
+                    kv.free(req.seq_id)  # type: ignore[arg-type]
                 break
-            got = self.kv.append(req.seq_id, req.prompt_ids,  # type: ignore[arg-type]
-                                 reserve=req.max_new_tokens)
-            if got is None:
-                break  # strict order: nobody jumps ahead of a request that does not fit
             self._waiting.pop(0)
             req.status = RequestStatus.RUNNING
             req.admitted_frame = frame
+            req.block_table = got.block_ids
+            req.num_cached_tokens = got.num_cached_tokens
+            req.suffix_pending = True
+            req.source = None  # never preempted from here on
             self._running.append(req)
-            admitted.append(req)
-            blocks.append(got)
-        decode = tuple(self._running)
-        return SchedulerOutput(frame, tuple(admitted), tuple(blocks), decode,
-                               k if decode else 0, len(self._waiting))
+            admissions.append(Admission(req, got, source))
+        return admissions
 
     def update(self, frame: int, tokens: dict[int, list[int]], margins: dict[int, list[float]],
                eos_token_id: int | None) -> list[Request]:
         """Record generated tokens (keyed by request id). Tokens beyond max_new_tokens or after an
-        EOS are dropped; the EOS itself is kept. Returns the requests that finished, KV freed."""
+        EOS are dropped; the EOS itself is kept. Returns the requests that finished, KV freed and
+        forgotten (the caller reports them once and drops them)."""
         live = self._live
         unknown = [rid for rid in tokens
                    if rid not in live or live[rid].status is not RequestStatus.RUNNING]
@@ -150,6 +267,7 @@ class Scheduler:
         for req in self._running:  # one pass per frame over the whole batch: keep it lean
             new = tokens.get(req.id)
             if new:
+                req.suffix_pending = False
                 self._accept(req, frame, new, margins.get(req.id, ()), eos_token_id)
             if req.finish_reason is None and len(req.output_ids) >= req.max_new_tokens:
                 req.finish_reason = "length"

@@ -20,7 +20,7 @@ def test_kv_replay_counts_every_frame_and_replays_the_calls():
     assert r["calls_per_frame"] >= 6
     assert r["in_frame_us"] > 0 and r["replayed_us"] > 0 and r["frame_ms"] > 0
     # the engine and its scheduler talk to the manager itself again afterwards
-    assert type(engine.kv) is KVManager and engine.scheduler.kv is engine.kv
+    assert type(engine.kv.inner) is KVManager and engine.scheduler.kv is engine.kv
     assert engine.step(SyntheticStream(PRESETS["tiny"]).frame(6)).frame == 6  # still serving
 
 

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import oxygen_ros.engine.runner as runner_mod
+from oxygen_ros.demo import collect_requests
 from oxygen_ros.engine.config import PRESETS, EngineConfig
 from oxygen_ros.engine.engine import Engine
 from oxygen_ros.engine.model import init_model
@@ -242,14 +243,14 @@ def test_tiny_frame_is_fast_on_one_core(parts):
 def spy_admissions(engine: Engine, monkeypatch) -> list:
     """Record the KVCacheBlocks of every request the scheduler admits, in order."""
     admitted: list = []
-    real_schedule = engine.scheduler.schedule
+    real_admit = engine.scheduler.admit
 
-    def spy(frame, k):
-        out = real_schedule(frame, k)
-        admitted.extend(out.admitted_blocks)
+    def spy(frame, limit=None):
+        out = real_admit(frame, limit)
+        admitted.extend(a.blocks for a in out)
         return out
 
-    monkeypatch.setattr(engine.scheduler, "schedule", spy)
+    monkeypatch.setattr(engine.scheduler, "admit", spy)
     return admitted
 
 
@@ -261,13 +262,13 @@ def test_identical_suffixes_in_one_frame_hit_the_prefix_cache(parts, monkeypatch
     question = "Is the red cube inside the bowl now, or is it still on the table next to it?\n"
     admitted = spy_admissions(engine, monkeypatch)
     a, b = engine.ask(question), engine.ask(question)
-    engine.step(obs(0))
+    outs = [engine.step(obs(0))]
     assert admitted[0].num_cached_tokens == 0
     assert admitted[1].num_cached_tokens >= engine.config.block_size
-    engine.step(obs(1))
-    ra, rb = engine.requests[a], engine.requests[b]
-    assert ra.is_finished and rb.is_finished
-    assert ra.output_ids == rb.output_ids
+    outs.append(engine.step(obs(1)))
+    got = {r["id"]: r for r in collect_requests(outs)}
+    assert got[a]["finish_reason"] and got[b]["finish_reason"]
+    assert got[a]["tokens"] == got[b]["tokens"]
     # the same question on a different observation must not hit
     engine.ask(question)
     engine.step(obs(2))
@@ -300,7 +301,7 @@ def test_fully_cached_suffix_is_recomputed_without_writing_the_shared_block(part
 
     monkeypatch.setattr(runner_mod._PoolWriter, "_write", record)
     a, b = engine.ask(question), engine.ask(question)
-    engine.step(o)
+    out = engine.step(o)
     assert [b.num_cached_tokens for b in admitted] == [0, n_tokens]
     table_b = admitted[1].block_ids
     shared_slots = {blk * bs + i for blk in table_b[: (plen + n_tokens) // bs] for i in range(bs)}
@@ -309,7 +310,8 @@ def test_fully_cached_suffix_is_recomputed_without_writing_the_shared_block(part
     assert language_step0.count(engine.runner.sink_slot) == 1
     first_a = set(language_step0[:n_tokens])  # request a wrote its suffix; b wrote only the sink
     assert first_a <= shared_slots
-    assert engine.requests[a].output_ids == engine.requests[b].output_ids
+    got = {r["id"]: r["tokens"] for r in collect_requests([out])}
+    assert got[a] == got[b] and len(got[a]) == 4
 
 
 def test_compiled_denoise_matches_eager(parts):
@@ -324,7 +326,7 @@ def test_warmup_leaves_no_trace(parts):
     engine = make(parts, decode_steps_per_frame=4, max_decode_steps=6, denoise_steps=2)
     fresh = make(parts, decode_steps_per_frame=4, max_decode_steps=6, denoise_steps=2)
     engine.warmup()
-    assert engine.frame == 0 and not engine.requests and not engine.has_unfinished()
+    assert engine.frame == 0 and engine.num_live_requests == 0 and not engine.has_unfinished()
     assert engine.kv.usage().blocks_used == 0 and engine.kv.usage().peak_blocks == 0
     a, b = engine.step(obs(0)), fresh.step(obs(0))
     assert a.frame == b.frame == 0

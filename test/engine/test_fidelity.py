@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from oxygen_ros.demo import collect_requests
 from oxygen_ros.engine.compare import compare_runs
 from oxygen_ros.engine.config import PRESETS, EngineConfig
 from oxygen_ros.engine.engine import Engine
@@ -49,7 +50,7 @@ def run(model, mc, tok, mode: str, k: int, n: int, s: int, seed: int, pattern: s
     engine = Engine(mc, cfg, model=model, tokenizer=tok)
     stream = SyntheticStream(mc, seed=seed)
     plan = arrivals(pattern, frames, seed)
-    out_frames = []
+    out_frames, outputs = [], []
     f = 0
     while f < frames or engine.has_unfinished():
         if f == frames:
@@ -57,15 +58,16 @@ def run(model, mc, tok, mode: str, k: int, n: int, s: int, seed: int, pattern: s
         for prompt, prio in plan.get(f, []):
             engine.ask(prompt, priority=prio)
         out = engine.step(stream.frame(f))
+        outputs.append(out)
         out_frames.append({"frame": out.frame, "actions": out.actions.tolist()})
         f += 1
         assert f < frames + 200, "requests never finished"
     assert engine.kv.usage().blocks_used == 0, "KV blocks leaked after every request finished"
+    requests = collect_requests(outputs)
     return {
-        "requests": [{"id": r.id, "tokens": r.output_ids, "margins": r.margins}
-                     for r in sorted(engine.requests.values(), key=lambda r: r.id)],
+        "requests": requests,
         "frames": out_frames,
-        "waited": sum(r.admitted_frame > r.birth_frame for r in engine.requests.values()),
+        "waited": sum(r["admitted_frame"] > r["frame"] for r in requests),
     }
 
 

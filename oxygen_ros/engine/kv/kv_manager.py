@@ -18,29 +18,10 @@ admission order when it splits work across calls.
 """
 from __future__ import annotations
 
-import functools
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TypeVar
 
 from oxygen_ros.engine.kv.block_pool import BlockPool
-
-
-_F = TypeVar("_F", bound=Callable)
-
-
-def _timed(fn: _F) -> _F:
-    """Adds the call's duration to the manager's `busy_s`: the engine reports the KV manager's
-    own share of a frame (the paper's table 7) apart from scheduling and request bookkeeping."""
-    @functools.wraps(fn)
-    def wrapper(self: "KVManager", *args, **kwargs):
-        t0 = time.perf_counter()
-        try:
-            return fn(self, *args, **kwargs)
-        finally:
-            self.busy_s += time.perf_counter() - t0
-    return wrapper  # type: ignore[return-value]
 
 
 class UnknownSequenceError(KeyError, ValueError):
@@ -104,10 +85,8 @@ class KVManager:
         self.bytes_per_block = bytes_per_block
         self.enable_prefix_cache = enable_prefix_cache
         self._seqs: dict[int, _Seq] = {}
-        self.busy_s = 0.0  # total time spent in the public methods (monotonic; diff it)
 
     # ---- sequences --------------------------------------------------------------------------
-    @_timed
     def create(self, seq_id: int, parent: int | None = None) -> None:
         """A new empty sequence, or a read-only share of ALL of parent's blocks (no allocation)."""
         if seq_id in self._seqs:
@@ -119,7 +98,6 @@ class KVManager:
         self.pool.incref(p.table)
         self._seqs[seq_id] = _Seq(list(p.table), p.length, p.known, p.last_hash, p.tail_keys)
 
-    @_timed
     def free(self, seq_id: int) -> None:
         s = self._get(seq_id)
         # Reversed: the tail of a chain is evicted before its head (a chain is useless headless).
@@ -134,7 +112,6 @@ class KVManager:
         return len(self._seqs)
 
     # ---- append -----------------------------------------------------------------------------
-    @_timed
     def append(self, seq_id: int, token_keys: Sequence[int], reserve: int = 0,
                cacheable: bool = True) -> KVCacheBlocks | None:
         """Extend by len(token_keys) keyed tokens plus `reserve` un-keyed slots. Atomic: None and
@@ -228,7 +205,6 @@ class KVManager:
         return segs, last_hash, tail_keys, track
 
     # ---- queries ----------------------------------------------------------------------------
-    @_timed
     def slots(self, seq_id: int, start: int, count: int) -> list[int]:
         s = self._get(seq_id)
         if start < 0 or count < 0 or start + count > s.length:
@@ -238,26 +214,21 @@ class KVManager:
         bs, table = self.block_size, s.table
         return [table[p // bs] * bs + p % bs for p in range(start, start + count)]
 
-    @_timed
     def block_table(self, seq_id: int) -> list[int]:
         return list(self._get(seq_id).table)
 
-    @_timed
     def length(self, seq_id: int) -> int:
         return self._get(seq_id).length
 
-    @_timed
     def writable_blocks(self, seq_id: int) -> list[int]:
         """Blocks this sequence may write: exclusively owned and not in the prefix cache."""
         pool = self.pool
         return [b for b in self._get(seq_id).table
                 if pool.refcount(b) == 1 and pool.block_hash(b) is None]
 
-    @_timed
     def can_fit(self, num_new_blocks: int) -> bool:
         return self.pool.num_available >= num_new_blocks
 
-    @_timed
     def usage(self) -> KVUsage:
         p = self.pool
         return KVUsage(
