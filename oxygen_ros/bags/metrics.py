@@ -28,7 +28,12 @@ from .messages import stamp_ns
 from .reader import BagData
 from .typestore import DIAGNOSTICS, FRAME_STATS, JOINT_STATE, TEXT_MEMORY, TRAJECTORY
 
-STAGES_SKIP = {"frame_ms"}
+# the parts of frame_ms (stacked in the plot); FrameStats may gain fields (e.g. a rate
+# controller's chosen k or target): every other numeric field is reported as "other fields"
+STAGES = ("vision_prefill_ms", "denoise_ms", "decode_ms", "kv_ms", "sched_ms")
+KNOWN = {"header", "frame", "mode", "k", "n", "s", "frame_ms", *STAGES, "batch_size",
+         "tokens_this_frame", "waiting_requests", "action_rate_hz", "tokens_per_s", "kv_blocks_used",
+         "kv_blocks_total", "kv_bytes_used"}
 TYPES = (JOINT_STATE, TRAJECTORY, FRAME_STATS, TEXT_MEMORY, DIAGNOSTICS)  # what evaluate reads
 
 
@@ -135,7 +140,15 @@ def _frames(bag: BagData, t: Topics, t0: int, s: dict, series: dict) -> None:
     msgs = [m for _, m in frames]
     logs = np.array([ts for ts, _ in frames], dtype=np.int64)
     # every float *_ms field is a stage (FrameStats may gain fields: read what is there)
-    stages = [f.name for f in dataclasses.fields(msgs[0]) if f.name.endswith("_ms") and f.name not in STAGES_SKIP]
+    names = [f.name for f in dataclasses.fields(msgs[0])]
+    stages = [f for f in STAGES if f in names]
+    other = {}
+    for f in names:
+        if f not in KNOWN and isinstance(getattr(msgs[0], f), (bool, int, float, np.number)):
+            vals = np.array([_field(m, f) for m in msgs])
+            other[f] = {"mean": float(vals.mean()), "min": float(vals.min()), "max": float(vals.max()),
+                        "last": float(vals[-1])}
+    ks = np.array([_field(m, "k") for m in msgs])
     frame_ms = np.array([_field(m, "frame_ms") for m in msgs])
     tokens = np.array([_field(m, "tokens_this_frame") for m in msgs])
     batch = np.array([_field(m, "batch_size") for m in msgs])
@@ -148,6 +161,7 @@ def _frames(bag: BagData, t: Topics, t0: int, s: dict, series: dict) -> None:
              stage_ms={st: float(np.mean([_field(m, st) for m in msgs])) for st in stages},
              mean_batch=float(batch.mean()), max_batch=int(batch.max()),
              kv_blocks_peak=int(kv_used.max()), kv_blocks_total=int(kv_total.max()),
+             other_fields=other, k_min=int(ks.min()), k_max=int(ks.max()),
              mode=str(getattr(last, "mode", "")), k=int(_field(last, "k")), N=int(_field(last, "n")),
              S=int(_field(last, "s")))
     series.update(frame_t=(logs - t0) * 1e-9, frame_ms=frame_ms,

@@ -42,7 +42,8 @@ def _fmt(v: Any, fmt: str) -> str:
 
 
 def _setting(s: dict) -> str:
-    return f"{s.get('mode', '?')} k={s.get('k', '?')} N={s.get('N', '?')} S={s.get('S', '?')}" \
+    k = s.get("k", "?") if s.get("k_min") == s.get("k_max") else f"{s.get('k_min')}..{s.get('k_max')}"
+    return f"{s.get('mode', '?')} k={k} N={s.get('N', '?')} S={s.get('S', '?')}" \
         if s.get("frames") else "no FrameStats"
 
 
@@ -67,6 +68,12 @@ def run_section(ev: Evaluation, name: str, plots: list[str], max_texts: int = 40
     if s.get("stage_ms"):
         lines += ["Mean stage times per frame (ms): " + ", ".join(
             f"{k[:-3]} {v:.2f}" for k, v in s["stage_ms"].items()), ""]
+    if s.get("frames") and s.get("k_min") != s.get("k_max"):
+        lines += [f"k varied between {s['k_min']} and {s['k_max']} over the run.", ""]
+    if s.get("other_fields"):
+        lines += ["Other FrameStats fields (mean / min / max / last):", ""]
+        lines += [f"- `{k}`: {v['mean']:.4g} / {v['min']:.4g} / {v['max']:.4g} / {v['last']:.4g}"
+                  for k, v in s["other_fields"].items()] + [""]
     topics = ", ".join(f"{k}: `{v}`" for k, v in s["topics"].items() if v)
     lines += [f"Topics used: {topics or 'none found'}.", ""]
     lines += [f"![{p}]({p})" for p in plots] + [""]
