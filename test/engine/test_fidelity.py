@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 from oxygen_ros.demo import collect_requests
 from oxygen_ros.engine.compare import compare_runs
 from oxygen_ros.engine.config import PRESETS, EngineConfig
 from oxygen_ros.engine.engine import Engine
-from oxygen_ros.engine.model import init_model
+from oxygen_ros.engine.model import LocalContext, init_model, sample_actions
 from oxygen_ros.engine.synthetic import SyntheticStream
 from oxygen_ros.engine.tokenizer import build_tiny_tokenizer
 
@@ -126,3 +127,72 @@ def test_capacity_short_requests_wait_and_finish_identically(tiny):
         assert small["waited"] > 0, f"{limits}: nothing had to wait; the test proves nothing"
         result = compare_runs(ref, small)
         assert result.ok, f"{limits}: {result.summary()}"
+
+
+# -- the paged runner against the model's own unpaged path ---------------------------------------
+def reference_frame(engine: Engine, obs, question_ids: list[int], n_tokens: int):
+    """The frame computed by the model alone (contiguous LocalContext, no pool, no paging):
+    prefix prefill, pi0.5 Euler sampling of the action chunk with the engine's noise, and greedy
+    decoding of a question after the prefix. Returns (actions, first logits, tokens, margins)."""
+    model, mc = engine.model, engine.model_config
+    images = obs.valid_images()
+    prompt_ids = engine._action_prompt(obs)
+    with torch.inference_mode():
+        pix = torch.from_numpy(np.ascontiguousarray(images)).permute(0, 3, 1, 2).float()
+        pix = pix / 255.0 * 2.0 - 1.0  # uint8 RGB -> [-1, 1]
+        hidden = torch.cat([model.embed_images(pix).reshape(-1, mc.vlm.width),
+                            model.embed_tokens(torch.as_tensor(prompt_ids))])
+        plen = hidden.shape[0]
+        ctx = LocalContext.prefill(model)
+        model.forward_tokens(0, hidden, torch.arange(plen), ctx)
+        noise = torch.randn(mc.action_horizon, mc.action_dim, generator=torch.Generator()
+                            .manual_seed(engine.config.seed * 1_000_003 + 0))
+        actions = sample_actions(model, 1, ctx.frozen, noise, engine.config.denoise_steps,
+                                 plen + torch.arange(mc.action_horizon))
+        lang = ctx.appending(causal=True)
+        ids, pos = list(question_ids), plen
+        tokens, margins, first = [], [], None
+        for _ in range(n_tokens):
+            out = model.forward_tokens(0, model.embed_tokens(torch.as_tensor(ids)),
+                                       pos + torch.arange(len(ids)), lang)
+            logits = model.lm_logits(out[-1:]).float()[0]
+            first = logits if first is None else first
+            top = torch.topk(logits, 2)
+            tokens.append(int(top.indices[0]))
+            margins.append(float(top.values[0] - top.values[1]))
+            pos += len(ids)
+            ids = [tokens[-1]]
+    return actions.numpy(), first, tokens, margins
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_every_mode_matches_the_unpaged_reference(tiny, mode, monkeypatch):
+    mc, tok = tiny
+    model = init_model(mc, seed=7)
+    engine = Engine(mc, EngineConfig(mode=mode, decode_steps_per_frame=3, max_decode_steps=6,
+                                     denoise_steps=4, memory_every_n_frames=0, seed=7),
+                    model=model, tokenizer=tok)
+    obs = SyntheticStream(mc, seed=7).frame(0)
+    question = PROMPTS[2]
+    q_ids = tok.encode(question)
+    first_logits: list[torch.Tensor] = []
+    real = model.lm_logits
+
+    def spy(hidden):
+        out = real(hidden)
+        if not first_logits:
+            first_logits.append(out.float()[0].clone())
+        return out
+
+    monkeypatch.setattr(model, "lm_logits", spy)
+    rid = engine.ask(question)
+    outputs = [engine.step(obs)]
+    while engine.has_unfinished():
+        outputs.append(engine.step(SyntheticStream(mc, seed=7).frame(len(outputs))))
+    monkeypatch.undo()
+    actions, logits, tokens, margins = reference_frame(engine, obs, q_ids, 6)
+    np.testing.assert_allclose(outputs[0].actions, actions, atol=1e-5, rtol=0)
+    torch.testing.assert_close(first_logits[0], logits, atol=1e-4, rtol=0)
+    [req] = [r for r in collect_requests(outputs) if r["id"] == rid]
+    assert req["tokens"] == tokens
+    np.testing.assert_allclose(req["margins"], margins, atol=1e-4)
