@@ -82,6 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     with open(args[0]) as fa, open(args[1]) as fb:
         result = compare_runs(json.load(fa), json.load(fb))
     print(result.summary())
+    for rid, pos, margin in result.near_tie_flips:
+        print(f"  near-tie flip: request {rid} at token {pos} (margin {margin:.3g})")
     for line in result.mismatches[:20]:
         print("  " + line)
     return 0 if result.ok else 1

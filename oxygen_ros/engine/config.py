@@ -1,4 +1,6 @@
-"""Model and engine configuration: frozen dataclasses validated on construction."""
+"""Model and engine configuration, validated on construction: ModelConfig (frozen) and
+EngineConfig (a plain dataclass; a running engine replaces it whole through
+Engine.update_config, which validates the new one first)."""
 from __future__ import annotations
 
 import dataclasses

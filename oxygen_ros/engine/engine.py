@@ -24,7 +24,7 @@ from .kv import KVManager, KVUsage
 from .model import format_prompt, init_model
 from .modes import MODES
 from .observation import Observation
-from .request import Request, RequestKind, Source
+from .request import Request, RequestKind, RequestStatus, Source
 from .runner import ModelRunner, SeqView
 from .scheduler import Admission, Scheduler, blocks_for, request_blocks
 from .timer import STAGES, StageTimer, TimedKV
@@ -277,19 +277,16 @@ class Engine:
         return len(self._pending) + self.scheduler.num_unfinished
 
     def abort(self, request_id: int) -> bool:
-        """Drop a language request wherever it is (asked, parked, waiting, running) and free its
-        KV; it produces no further updates. False when it is not live (unknown or finished).
-        Call it between frames (from the thread that runs step)."""
+        """Drop a language request wherever it is (asked, waiting, preempted, running) and free
+        its KV; it produces no further updates. False when it is not live (unknown or already
+        final). Call it between frames (from the thread that runs step)."""
         found = False
-        for queue in (self._pending, self._parked):
-            for req in [r for r in queue if r.id == request_id]:
-                queue.remove(req)
-                req.status = RequestStatus.ABORTED
-                found = True
+        for req in [r for r in self._pending if r.id == request_id]:
+            self._pending.remove(req)
+            req.status = RequestStatus.ABORTED
+            found = True
         with self._lock:
             found = self.scheduler.abort(request_id) is not None or found
-        self._forget(request_id)
-        self.requests.pop(request_id, None)
         return found
 
     # -- one frame ------------------------------------------------------------------------------

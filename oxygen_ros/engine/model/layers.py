@@ -1,4 +1,4 @@
-"""Building blocks of the pi0.5-class MoT (Gemma conventions; see shared/reference/pi05-model.md).
+"""Building blocks of the pi0.5-class MoT (Gemma conventions; docs/pi05-conventions.md).
 
 All normalisation is computed in float32 and cast back to the input dtype.
 """
