@@ -323,12 +323,15 @@ def test_duplicate_joint_names_refused(client):
 
 
 def test_mode_switch_to_parallel_with_requests_running(client):
-    client.burst_pub.publish(String(data="what is next to the cube?"))
+    prompts = _ask_burst(client, "switch", 200, 0.2)
+    time.sleep(0.2)  # admitted and decoding under mode oxygen
     assert client.set_params(mode="parallel")[0].successful
     try:
         t0 = time.monotonic()
         client.wait_for(lambda: [s for s in client.snapshot(client.stats, t0) if s.mode == "parallel"],
                         10, "a parallel frame")
+        reasons = _one_final_each(client, prompts, 60)  # none stranded by the switch
+        assert all(r in ("length", "eos") for r in reasons.values()), set(reasons.values())
         _frames_keep_coming(client, 2.0, 4)
         _engine_ok_now(client)
     finally:
