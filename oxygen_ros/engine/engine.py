@@ -118,7 +118,7 @@ class Engine:
         num_blocks = config.num_blocks or self.auto_num_blocks(model_config, config)
         self.runner = ModelRunner(self.model, model_config, num_blocks, config.block_size,
                                   config.device, config.dtype, config.attention_backend,
-                                  config.compile_denoise)
+                                  config.compile_denoise, config.cuda_graphs)
         self.timer = StageTimer(STAGES)
         # The engine and the scheduler reach the manager through one TimedKV (stage kv): the
         # seam where a measuring proxy can be put in front of it (bench/kv_recorder.py).
@@ -188,7 +188,7 @@ class Engine:
         return ids
 
     _FIXED = ("block_size", "num_blocks", "device", "dtype", "seed", "attention_backend",
-              "compile_denoise", "linear_layout")
+              "compile_denoise", "linear_layout", "cuda_graphs")
 
     def validate_changes(self, **changes: Any) -> EngineConfig:
         """The EngineConfig that `update_config(**changes)` would apply, checked against this

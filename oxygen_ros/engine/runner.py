@@ -14,6 +14,7 @@ import torch.nn.functional as F
 
 from .attention import paged_attention, select_backend
 from .config import ModelConfig
+from .graphs import DecodeGraphs
 from .model.sampler import euler_sample
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -88,7 +89,7 @@ class SeqView:
 class ModelRunner:
     def __init__(self, model: torch.nn.Module, config: ModelConfig, num_blocks: int, block_size: int,
                  device: str = "cpu", dtype: str = "float32", backend: str = "auto",
-                 compile_denoise: bool = False) -> None:
+                 compile_denoise: bool = False, cuda_graphs: bool = False) -> None:
         self.model = model
         self.config = config
         self.device = torch.device(device)
@@ -110,6 +111,8 @@ class ModelRunner:
         self.pool = torch.zeros(shape, dtype=self.dtype, device=self.device)
         self.k_cache = [self.pool[layer, 0] for layer in range(config.depth)]  # contiguous views
         self.v_cache = [self.pool[layer, 1] for layer in range(config.depth)]
+        # Single-token decode steps through captured graphs (a CPU stand-in off CUDA).
+        self.decode_graphs = DecodeGraphs(self) if cuda_graphs else None
 
     @property
     def bytes_per_block(self) -> int:
@@ -195,6 +198,11 @@ class ModelRunner:
         b = len(seqs)
         if b == 0:
             return [], []
+        graphs = self.decode_graphs
+        if graphs is not None and all(len(seg) == 1 for seg in inputs) and min(steps) >= 1 \
+                and not any(read_only or ()):  # pure decode: every step through the graphs
+            return graphs.run([s.block_table for s in seqs], [seg[0] for seg in inputs],
+                              [s.length for s in seqs], steps)
         m = self.model
         tables = self._tables([s.block_table for s in seqs])
         ids, pos, slots, rows, lens, last = [], [], [], [], [], []
@@ -216,6 +224,12 @@ class ModelRunner:
         tokens, margin = self._greedy(m.lm_logits(hidden[self._long(last)]))
         out_tok, out_mar, active_idx = [tokens], [margin], [list(range(b))]
         nxt_pos = [s.length + len(seg) for s, seg in zip(seqs, inputs)]
+        if graphs is not None and max(steps) > 1:  # step 0 carried new suffixes: ran eagerly
+            rest_t, rest_m = graphs.run([s.block_table for s in seqs], tokens, nxt_pos,
+                                        [n - 1 for n in steps])
+            first_t, first_m = tokens.tolist(), margin.tolist()
+            return ([[first_t[i]] + rest_t[i] for i in range(b)],
+                    [[first_m[i]] + rest_m[i] for i in range(b)])
         for step in range(1, max(steps)):
             idx = [i for i in range(b) if steps[i] > step]
             p = [nxt_pos[i] + step - 1 for i in idx]
