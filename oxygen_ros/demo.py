@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from .engine.config import LINEAR_LAYOUTS, MODES, EngineConfig, load_model_config
+from .engine.device import check_device
 from .engine.engine import Engine, FrameOutput
 from .bench.metrics import ratio_check, summarize, warmup_frames
 from .engine.synthetic import SyntheticStream
@@ -134,6 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     log = not args.quiet
     try:
+        check_device(args.device)
         engine = build_engine(args, args.mode)
     except ValueError as exc:
         print(f"oxygen-demo: {exc}", file=sys.stderr)

@@ -19,6 +19,7 @@ import torch
 from tqdm import tqdm
 
 from ..engine.config import ATTENTION_BACKENDS, LINEAR_LAYOUTS, MODES, PRESETS, load_model_config
+from ..engine.device import check_device
 from ..engine.model import init_model
 from ..engine.tokenizer import build_tiny_tokenizer
 from . import patterns as pat
@@ -92,6 +93,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--linear-layout", default="standard", choices=LINEAR_LAYOUTS,
                    help="decoder projections as nn.Linear [out, in] (standard) or [in, out] "
                         "copies for x @ w (transposed; faster at batch 1 on some CPU BLAS builds)")
+    p.add_argument("--bandwidth-gbs", type=float, default=None,
+                   help="memory bandwidth for the floor section (default: known devices: Thor 273, "
+                        "H200 4800, RTX 4090 1008)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=None, help="output folder (default benchmarks/results/<device>-<date>)")
     p.add_argument("--no-plots", action="store_true")
@@ -121,8 +125,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error("--memory-setting takes N,S")
     if a.frames is not None and a.frames < 1:
         p.error("--frames must be >= 1")
-    if cuda and not torch.cuda.is_available():
-        p.error(f"--device {a.device}: CUDA is not available here")
+    try:
+        check_device(a.device)  # one line with what to install, not argparse's usage block
+    except ValueError as exc:
+        p.exit(2, f"oxygen-bench: {exc}\n")
     if a.from_json and a.out is None:
         a.out = str(Path(a.from_json).parent)
     a.out = Path(a.out or f"benchmarks/results/{'cuda' if cuda else 'cpu'}-{dt.date.today().isoformat()}")
@@ -276,6 +282,11 @@ def finish(a: argparse.Namespace, env: dict, rows: list[dict], micro: dict, memo
 
         plots = make_plots(results, a.out)
     write_report(results, plots, a.out)
+    from .floor import report_section
+
+    with open(a.out / "report.md", "a") as f:
+        f.write(report_section(results, a.bandwidth_gbs, a.model_config))
+    (a.out / "results.json").write_text(json.dumps(results, indent=1))
     if t_start:
         env["wall_s"] = time.perf_counter() - t_start
     summary = {

@@ -21,6 +21,7 @@ import torch
 
 from .config import EngineConfig, ModelConfig
 from .kv import KVManager, KVUsage
+from .device import check_device
 from .model import format_prompt, init_model
 from .modes import MODES
 from .observation import Observation
@@ -104,6 +105,7 @@ class ActionPath:
 class Engine:
     def __init__(self, model_config: ModelConfig, config: EngineConfig,
                  model: torch.nn.Module | None = None, tokenizer: Tokenizer | None = None) -> None:
+        check_device(config.device)  # one clear line, not a torch traceback at the first tensor
         self.model_config = model_config
         self.config = config
         self.model = model if model is not None else init_model(

@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from .attention import paged_attention, select_backend
 from .config import ModelConfig
 from .graphs import DecodeGraphs
+from .model.mot import AdaRMSModulations
 from .model.sampler import euler_sample
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -113,6 +114,9 @@ class ModelRunner:
         self.v_cache = [self.pool[layer, 1] for layer in range(config.depth)]
         # Single-token decode steps through captured graphs (a CPU stand-in off CUDA).
         self.decode_graphs = DecodeGraphs(self) if cuda_graphs else None
+        # adaRMS modulations per (expert, S) for the fixed Euler schedule (weights are fixed
+        # while the runner serves; a runner is built after the weights are loaded)
+        self._adarms: dict[tuple[int, int], dict[float, AdaRMSModulations]] = {}
 
     @property
     def bytes_per_block(self) -> int:
@@ -172,13 +176,33 @@ class ModelRunner:
         ctx = PagedContext(self, slots, tables, self._int([0] * h), self._int([prefix_len + h] * h))
         positions = torch.arange(prefix_len, prefix_len + h, device=self.device)
 
+        conds = self._adarms_schedule(expert, num_steps)
+
         def velocity(x: torch.Tensor, t: float) -> torch.Tensor:
-            cond = m.time_cond(expert, t)
+            cond = conds.get(t)
+            if cond is None:  # not on the fixed schedule (never, with euler_sample)
+                cond = m.adarms_modulations(expert, m.time_cond(expert, t))
             return self._velocity(m, expert, x.to(self.dtype), positions, ctx, cond)
 
         # The model's own Euler schedule (one copy of the pi0.5 sampler, shared with the
         # unpaged reference path).
         return euler_sample(velocity, noise.to(device=self.device, dtype=torch.float32), num_steps)
+
+    def _adarms_schedule(self, expert: int, num_steps: int) -> dict[float, AdaRMSModulations]:
+        """The adaRMS modulations at every time of the fixed S-step Euler schedule (t_k = 1 + k dt,
+        as euler_sample computes them), made once per (expert, S) instead of every step: each
+        step would otherwise re-read the time MLP and 2 x depth + 1 dense layers (~117 M
+        parameters for pi0.5). A few schedules are kept (S may change live)."""
+        key = (expert, num_steps)
+        cached = self._adarms.pop(key, None)
+        if cached is None:
+            m, dt = self.model, -1.0 / num_steps
+            times = [1.0 + k * dt for k in range(num_steps)]
+            cached = {t: m.adarms_modulations(expert, m.time_cond(expert, t)) for t in times}
+        self._adarms[key] = cached  # most recently used last
+        while len(self._adarms) > 4:
+            self._adarms.pop(next(iter(self._adarms)))
+        return cached
 
     @torch.inference_mode()
     def generate(self, seqs: Sequence[SeqView], inputs: Sequence[Sequence[int]],

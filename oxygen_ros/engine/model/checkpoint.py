@@ -19,6 +19,7 @@ import torch
 from safetensors import safe_open
 
 from ..config import ModelConfig
+from ..device import check_device
 from ..tokenizer import Tokenizer, check_vocab, find_tokenizer, load_tokenizer_spec
 from .formats import CheckpointInfo, read_checkpoint_files
 from .mot import MoTModel
@@ -97,46 +98,77 @@ def init_model(config: ModelConfig, seed: int = 0, device: str | torch.device = 
     depends on context), embeddings ~ N(0, 1/W_vlm) (so sqrt(W)-scaled inputs and tied logits
     are O(1)), norm weights ~ N(0, 0.1) except the VLM's final norm (see below),
     adaRMS dense small weights with bias (scale, shift, gate) = (0, 0, 1), biases 0.
+
+    Lean: the model is built on the meta device and each parameter is drawn in float32 on the
+    CPU and stored straight in `dtype` on `device`, so the peak is the model in `dtype` plus one
+    float32 parameter (row blocks of at most 64 MiB for the big ones: the embedding); building
+    float32 first and casting peaked at the float32 model (2x the bf16 parameters for pi05).
+    Draws are made in the parameters' order with one generator, so float32 values do not depend
+    on the block size; in other dtypes, blocked parameters round the same float32 draws.
     """
     if isinstance(dtype, str):
         dtype = getattr(torch, dtype)
-    with torch.device("cpu"):
+    device = check_device(device)
+    with torch.device("meta"):
         model = MoTModel(config)
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
-        for name, p in model.named_parameters():
-            if name.startswith("vision.tower.") and "patch_embedding" not in name \
-                    and "position_embedding" not in name:
-                if name.endswith("weight") and p.dim() == 2:
-                    p.normal_(0.0, p.shape[1] ** -0.5, generator=gen)
-                elif "norm" in name and name.endswith("weight"):
-                    p.fill_(1.0)
-                else:
-                    p.zero_()
-                continue
-            if name == "token_embedding.weight":
-                p.normal_(0.0, config.vlm.width ** -0.5, generator=gen)
-            elif "patch_embedding.weight" in name:
-                p.normal_(0.0, (p[0].numel()) ** -0.5, generator=gen)
-            elif "position_embedding" in name:
-                p.normal_(0.0, 0.5, generator=gen)
-            elif name.endswith("dense.weight"):
-                p.normal_(0.0, 0.1 * p.shape[1] ** -0.5, generator=gen)
-            elif name.endswith("dense.bias"):
-                p.zero_()
-                p[2 * p.shape[0] // 3:] = 1.0  # gate = 1
-            elif name == "experts.0.norm.weight":
-                # (1 + w) ~ N(0, 1): random per-channel gains with random signs, so the tied
-                # LM head does not simply echo the input token (a random tied model otherwise
-                # predicts its own input forever, which makes greedy-decoding tests vacuous).
-                p.normal_(-1.0, 1.0, generator=gen)
-            elif p.dim() == 1 and name.endswith("norm.weight"):
-                p.normal_(0.0, 0.1, generator=gen)
-            elif p.dim() == 2:
-                p.normal_(0.0, p.shape[1] ** -0.5, generator=gen)
+        for name, meta in list(model.named_parameters()):
+            module_name, _, leaf = name.rpartition(".")
+            module = model.get_submodule(module_name)
+            out = torch.empty(meta.shape, dtype=dtype, device=device)
+            rows = meta.shape[0] if meta.dim() == 2 else 0
+            block = max(1, _INIT_BLOCK_BYTES // (4 * meta.shape[1])) if rows else 0
+            if dtype == torch.float32 or not rows or block >= rows:
+                out.copy_(_init_value(name, torch.empty(meta.shape), config, gen))
             else:
-                p.zero_()
-    return model.to(device=device, dtype=dtype).eval().requires_grad_(False)
+                for lo in range(0, rows, block):
+                    hi = min(rows, lo + block)
+                    out[lo:hi].copy_(_init_value(name, torch.empty(hi - lo, meta.shape[1]), config, gen))
+            module._parameters[leaf] = torch.nn.Parameter(out, requires_grad=False)
+    emb = model.vision.tower.embeddings  # its non-persistent buffer is still on "meta"
+    emb.register_buffer("position_ids", torch.arange(emb.num_positions, device=device).expand((1, -1)),
+                        persistent=False)
+    return model.eval().requires_grad_(False)
+
+
+_INIT_BLOCK_BYTES = 64 << 20
+
+
+def _init_value(name: str, p: torch.Tensor, config: ModelConfig, gen: torch.Generator) -> torch.Tensor:
+    """Fill the float32 tensor p (a parameter or a block of its rows) by init_model's rules."""
+    if name.startswith("vision.tower.") and "patch_embedding" not in name \
+            and "position_embedding" not in name:
+        if name.endswith("weight") and p.dim() == 2:
+            p.normal_(0.0, p.shape[1] ** -0.5, generator=gen)
+        elif "norm" in name and name.endswith("weight"):
+            p.fill_(1.0)
+        else:
+            p.zero_()
+        return p
+    if name == "token_embedding.weight":
+        p.normal_(0.0, config.vlm.width ** -0.5, generator=gen)
+    elif "patch_embedding.weight" in name:
+        p.normal_(0.0, (p[0].numel()) ** -0.5, generator=gen)
+    elif "position_embedding" in name:
+        p.normal_(0.0, 0.5, generator=gen)
+    elif name.endswith("dense.weight"):
+        p.normal_(0.0, 0.1 * p.shape[1] ** -0.5, generator=gen)
+    elif name.endswith("dense.bias"):
+        p.zero_()
+        p[2 * p.shape[0] // 3:] = 1.0  # gate = 1
+    elif name == "experts.0.norm.weight":
+        # (1 + w) ~ N(0, 1): random per-channel gains with random signs, so the tied
+        # LM head does not simply echo the input token (a random tied model otherwise
+        # predicts its own input forever, which makes greedy-decoding tests vacuous).
+        p.normal_(-1.0, 1.0, generator=gen)
+    elif p.dim() == 1 and name.endswith("norm.weight"):
+        p.normal_(0.0, 0.1, generator=gen)
+    elif p.dim() == 2:
+        p.normal_(0.0, p.shape[1] ** -0.5, generator=gen)
+    else:
+        p.zero_()
+    return p
 
 
 # ---- load ------------------------------------------------------------------------------------
@@ -333,6 +365,7 @@ def open_checkpoint(folder: str | Path, device: str | torch.device = "cpu",
                     asset_id: str | None = None, progress: bool | None = None) -> Checkpoint:
     """Load a LeRobot or openpi pi0.5 checkpoint with its tokenizer and statistics. The tokenizer
     and every key and shape are checked before any weight is read."""
+    check_device(device)
     folder = Path(folder)
     config, info, stats = read_checkpoint_files(folder, asset_id)
     tok, source = resolve_tokenizer(folder, config, info, tokenizer)

@@ -24,7 +24,8 @@ class RMSNorm(nn.Module):
         self.eps = eps
         self.weight = nn.Parameter(torch.zeros(width))
 
-    def forward(self, x: torch.Tensor, cond: torch.Tensor | None = None):
+    def forward(self, x: torch.Tensor, cond: torch.Tensor | None = None,
+                mod: torch.Tensor | None = None):
         out = _rms(x, self.eps) * (1.0 + self.weight.float())
         return out.to(x.dtype), None
 
@@ -41,10 +42,17 @@ class AdaRMSNorm(nn.Module):
         self.eps = eps
         self.dense = nn.Linear(cond_width, 3 * width, bias=True)
 
-    def forward(self, x: torch.Tensor, cond: torch.Tensor | None = None):
-        if cond is None:
-            raise ValueError("AdaRMSNorm needs adarms_cond (the action expert's time conditioning)")
-        mod = self.dense(cond.to(self.dense.weight.dtype))
+    def modulation(self, cond: torch.Tensor) -> torch.Tensor:
+        """dense(cond) = (scale, shift, gate) concatenated: depends on the time step only, so a
+        fixed Euler schedule can compute it once (MoTModel.adarms_modulations)."""
+        return self.dense(cond.to(self.dense.weight.dtype))
+
+    def forward(self, x: torch.Tensor, cond: torch.Tensor | None = None,
+                mod: torch.Tensor | None = None):
+        if mod is None:
+            if cond is None:
+                raise ValueError("AdaRMSNorm needs adarms_cond (the action expert's time conditioning)")
+            mod = self.modulation(cond)
         scale, shift, gate = mod.chunk(3, dim=-1)
         out = _rms(x, self.eps) * (1.0 + scale.float()) + shift.float()
         return out.to(x.dtype), gate.to(x.dtype)

@@ -12,6 +12,7 @@ q and k are passed AFTER RoPE. The context applies the attention scale ``model.a
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Protocol
 
 import torch
@@ -20,6 +21,16 @@ from torch import nn
 from ..config import LINEAR_LAYOUTS, ModelConfig
 from .layers import AdaRMSNorm, GemmaMLP, RMSNorm, apply_rope, rope_cos_sin, sinusoidal_time_embedding
 from .vision import VisionEncoder
+
+
+@dataclass(frozen=True)
+class AdaRMSModulations:
+    """Every adaRMS norm's dense(cond) of one action expert at one time step: per layer
+    (input norm, post norm), then the final norm. forward_tokens takes it in place of the
+    conditioning vector, skipping the per-step dense layers (2 x depth + 1 of them)."""
+
+    layers: tuple[tuple[torch.Tensor, torch.Tensor], ...]
+    final: torch.Tensor
 
 
 class AttentionContext(Protocol):
@@ -54,19 +65,35 @@ class DecoderLayer(nn.Module):
         self.transposed = False  # the fused weights are [in, out] (layout "transposed")
 
     def fuse(self, layout: str = "standard") -> None:
+        """Build the fused weights, then rebind the original parameters as views into them: the
+        state dict keeps its names and shapes (and load_state_dict writes through into the fused
+        tensors), but no weight is held twice (the unfused copies are freed)."""
         if layout not in LINEAR_LAYOUTS:
             raise ValueError(f"linear layout must be one of {LINEAR_LAYOUTS}, got {layout!r}")
+        qkv_mods = (self.q_proj, self.k_proj, self.v_proj)
+        gate_up_mods = (self.mlp.gate_proj, self.mlp.up_proj)
         with torch.no_grad():
-            qkv = torch.cat([self.q_proj.weight, self.k_proj.weight, self.v_proj.weight])
-            gate_up = torch.cat([self.mlp.gate_proj.weight, self.mlp.up_proj.weight])
+            qkv = torch.cat([m.weight for m in qkv_mods])
+            gate_up = torch.cat([m.weight for m in gate_up_mods])
             self.transposed = layout == "transposed"
             if self.transposed:
                 self.qkv_weight, self.gate_up_weight = qkv.t().contiguous(), gate_up.t().contiguous()
+                del qkv, gate_up
                 self.o_weight_t = self.o_proj.weight.t().contiguous()
                 self.down_weight_t = self.mlp.down_proj.weight.t().contiguous()
+                _rebind(self.o_proj, self.o_weight_t.t())
+                _rebind(self.mlp.down_proj, self.down_weight_t.t())
+                fused_rows = (self.qkv_weight.t(), self.gate_up_weight.t())  # [out, in] views
             else:
                 self.qkv_weight, self.gate_up_weight = qkv, gate_up
                 self.o_weight_t = self.down_weight_t = None
+                fused_rows = (qkv, gate_up)
+            for mods, rows in zip((qkv_mods, gate_up_mods), fused_rows):
+                start = 0
+                for m in mods:
+                    n = m.weight.shape[0]
+                    _rebind(m, rows[start:start + n])
+                    start += n
 
     def qkv(self, x: torch.Tensor, config: ModelConfig) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         t, h, kv, d = x.shape[0], config.num_heads, config.num_kv_heads, config.head_dim
@@ -89,6 +116,11 @@ class DecoderLayer(nn.Module):
             return (torch.nn.functional.gelu(gate, approximate="tanh") * up) @ self.down_weight_t
         gate, up = torch.nn.functional.linear(x, self.gate_up_weight).chunk(2, dim=-1)
         return self.mlp.down_proj(torch.nn.functional.gelu(gate, approximate="tanh") * up)
+
+
+def _rebind(linear: nn.Linear, weight: torch.Tensor) -> None:
+    """Replace linear.weight by a view (shares storage; the old tensor is freed if unused)."""
+    linear.weight = nn.Parameter(weight, requires_grad=False)
 
 
 class Expert(nn.Module):
@@ -179,6 +211,16 @@ class MoTModel(nn.Module):
 
     time_embedding = time_cond  # name used in docs/architecture.md
 
+    def adarms_modulations(self, expert: int, cond: torch.Tensor) -> AdaRMSModulations:
+        """Precompute the expert's adaRMS modulations for a conditioning vector (one time step)."""
+        ex = self.experts[expert]
+        if not ex.adarms:
+            raise ValueError(f"expert {expert} has no adaRMS norms")
+        return AdaRMSModulations(
+            tuple((layer.input_norm.modulation(cond), layer.post_norm.modulation(cond))
+                  for layer in ex.layers),
+            ex.norm.modulation(cond))
+
     def fuse_projections(self, layout: str = "standard") -> "MoTModel":
         """Inference-time fused q/k/v and gate/up weights; call again after loading weights.
         layout "transposed": the decoder's projections as [in, out] copies (`x @ w`)."""
@@ -189,8 +231,10 @@ class MoTModel(nn.Module):
 
     # ---- the transformer ------------------------------------------------------------------
     def forward_tokens(self, expert: int, hidden: torch.Tensor, positions: torch.Tensor,
-                       ctx: AttentionContext, adarms_cond: torch.Tensor | None = None) -> torch.Tensor:
-        """Run all layers of ``expert`` on packed tokens; returns the expert's final-normed hidden."""
+                       ctx: AttentionContext,
+                       adarms_cond: torch.Tensor | AdaRMSModulations | None = None) -> torch.Tensor:
+        """Run all layers of ``expert`` on packed tokens; returns the expert's final-normed hidden.
+        ``adarms_cond``: the conditioning vector, or its precomputed AdaRMSModulations."""
         if not 0 <= expert < self.config.num_experts:
             raise ValueError(f"expert must be in [0, {self.config.num_experts}), got {expert}")
         ex = self.experts[expert]
@@ -203,6 +247,9 @@ class MoTModel(nn.Module):
                 raise ValueError(f"expert {expert} uses adaRMS: pass adarms_cond [T, {ex.width}]")
         else:
             adarms_cond = None
+        mods = adarms_cond if isinstance(adarms_cond, AdaRMSModulations) else None
+        if mods is not None:
+            adarms_cond = None
         cfg = self.config
         t = hidden.shape[0]
         if ctx is None:
@@ -210,12 +257,12 @@ class MoTModel(nn.Module):
         cos, sin = rope_cos_sin(positions.to(hidden.device), cfg.head_dim, cfg.rope_theta)
         h = hidden.to(ex.layers[0].q_proj.weight.dtype)
         for i, layer in enumerate(ex.layers):
-            normed, gate = layer.input_norm(h, adarms_cond)
+            normed, gate = layer.input_norm(h, adarms_cond, None if mods is None else mods.layers[i][0])
             q, k, v = layer.qkv(normed, cfg)
             q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
             att = ctx.attend(i, q, k, v)
             h = _residual(h, layer.out_proj(att.reshape(t, -1).to(h.dtype)), gate)
-            normed, gate = layer.post_norm(h, adarms_cond)
+            normed, gate = layer.post_norm(h, adarms_cond, None if mods is None else mods.layers[i][1])
             h = _residual(h, layer.mlp_forward(normed), gate)
-        out, _ = ex.norm(h, adarms_cond)  # the final norm's gate is unused
+        out, _ = ex.norm(h, adarms_cond, None if mods is None else mods.final)  # its gate is unused
         return out

@@ -254,3 +254,31 @@ def test_whole_tiny_frame_time(tiny_model, gen):
     print(f"tiny frame (1 thread): median {median * 1e3:.1f} ms, min {min(times) * 1e3:.1f} ms")
     assert out.shape == noise.shape and torch.isfinite(out).all()
     assert median < 0.2
+
+
+@pytest.mark.parametrize("layout", ["standard", "transposed"])
+def test_fusing_holds_no_weight_twice(layout):
+    """After fuse_projections the original parameters are views into the fused tensors: same
+    state dict, no extra bytes, and loading weights afterwards writes through to the fused ones."""
+    from oxygen_ros.engine.config import PRESETS
+    from oxygen_ros.engine.model import init_model
+
+    model = init_model(PRESETS["tiny"], seed=0)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    param_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    model.fuse_projections(layout)
+    after = model.state_dict()
+    assert after.keys() == before.keys() and all(torch.equal(before[k], after[k]) for k in before)
+    storages = {}
+    for p in model.parameters():
+        storages[p.untyped_storage().data_ptr()] = p.untyped_storage().nbytes()
+    for layer in model.experts[0].layers:
+        for t in (layer.qkv_weight, layer.gate_up_weight, layer.o_weight_t, layer.down_weight_t):
+            if t is not None:
+                storages[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+    assert sum(storages.values()) == param_bytes
+    model.load_state_dict({k: v * 2 if k.endswith("k_proj.weight") else v for k, v in before.items()})
+    layer = model.experts[1].layers[0]
+    fused = layer.qkv_weight.t() if layout == "transposed" else layer.qkv_weight
+    q_rows, k_rows = layer.q_proj.weight.shape[0], layer.k_proj.weight.shape[0]
+    assert torch.equal(fused[q_rows:q_rows + k_rows], 2 * before["experts.1.layers.0.k_proj.weight"])

@@ -1,10 +1,15 @@
-"""Whole tiny engine frames with attention_backend="triton" (Triton's interpreter on the CPU, see
-conftest.py) give the same tokens and actions as the C++ op: decode, suffix prefill, prefix-cache
-hits and denoise all go through the kernel."""
+"""Whole tiny engine frames with attention_backend="triton" (Triton's interpreter on the CPU, run
+by test_triton_interpreted.py) give the same tokens and actions as the C++ op: decode, suffix
+prefill, prefix-cache hits and denoise all go through the kernel."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
+
+from oxygen_ros.engine.attention import triton_paged
+
+if not triton_paged.INTERPRETED:
+    pytest.skip("needs TRITON_INTERPRET=1 (test_triton_interpreted.py)", allow_module_level=True)
 
 from oxygen_ros.engine.attention import load_cpp_op
 from oxygen_ros.engine.config import PRESETS, EngineConfig

@@ -1,6 +1,10 @@
-"""The Triton paged attention kernel (under Triton's interpreter, see conftest.py) against the
-gathering reference and the C++ op: every shape the engine produces, on small sizes."""
+"""The Triton paged attention kernel against the gathering reference and the C++ op: every shape
+the engine produces, on small sizes. Run by test_triton_interpreted.py in a process of its own
+under Triton's CPU interpreter (TRITON_INTERPRET=1 must be set before triton is imported and
+while kernels launch), or on a GPU with OXYGEN_TRITON_DEVICE=cuda (benchmarks/gpu.sh)."""
 from __future__ import annotations
+
+import os
 
 import pytest
 import torch
@@ -9,9 +13,19 @@ from hypothesis import strategies as st
 
 from oxygen_ros.engine.attention import (load_cpp_op, paged_attention_cpp,
                                          paged_attention_reference, select_backend)
-from oxygen_ros.engine.attention.triton_paged import paged_attention_triton
+from oxygen_ros.engine.attention import triton_paged
 
+DEVICE = torch.device(os.environ.get("OXYGEN_TRITON_DEVICE", "cpu"))
+if DEVICE.type == "cpu" and not triton_paged.INTERPRETED:
+    pytest.skip("Triton kernels on the CPU need TRITON_INTERPRET=1 (test_triton_interpreted.py)",
+                allow_module_level=True)
 HAVE_CPP = load_cpp_op()
+
+
+def paged_attention_triton(*args, **kw):
+    """The kernel on DEVICE, the result back on the CPU."""
+    moved = [a.to(DEVICE) if isinstance(a, torch.Tensor) else a for a in args]
+    return triton_paged.paged_attention_triton(*moved, **kw).cpu()
 
 
 def _pool(seed: int, nb: int, bs: int, hkv: int, d: int, dtype=torch.float32):
@@ -175,5 +189,7 @@ def test_rejects_bad_inputs():
 
 
 def test_backend_selection():
-    assert select_backend("triton", "cpu") == "triton"  # interpreter mode in this folder
+    assert select_backend("triton", DEVICE) == "triton"  # interpreter mode on the CPU
     assert select_backend("auto", "cpu") in ("cpp", "reference")  # the C++ op stays CPU default
+    if DEVICE.type == "cuda":
+        assert select_backend("auto", DEVICE) == "triton"

@@ -1,0 +1,88 @@
+"""Parameter bytes and peak memory of building a preset's model for inference (random init +
+fused projections, as the Engine holds it).
+
+`python -m oxygen_ros.bench.memory --preset pi05 --dtype bfloat16 [--device cuda] [--json]`
+CPU: peak RSS of this process (ru_maxrss; the interpreter and torch included, ~0.4 GB), also
+printed net of the RSS before the build. CUDA: torch.cuda.max_memory_allocated.
+Run it in a fresh process: the peak RSS is the whole process's.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import sys
+import time
+
+import torch
+
+from ..engine.config import DTYPES, LINEAR_LAYOUTS, PRESETS
+from ..engine.model import init_model
+
+
+def _rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * resource.getpagesize()
+
+
+def _peak_rss_bytes() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
+
+
+def measure_build(preset: str, dtype: str, device: str, layout: str = "standard", seed: int = 0
+                  ) -> dict[str, float]:
+    dev = torch.device(device)
+    before = _rss_bytes()
+    if dev.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(dev)
+    t0 = time.perf_counter()
+    model = init_model(PRESETS[preset], seed=seed, device=dev, dtype=dtype).fuse_projections(layout)
+    took = time.perf_counter() - t0
+    storages = {}  # fused views share storage with the parameters: count each storage once
+    tensors = list(model.parameters()) + [t for e in model.experts for layer in e.layers
+                                           for t in (layer.qkv_weight, layer.gate_up_weight,
+                                                     layer.o_weight_t, layer.down_weight_t)
+                                           if t is not None]
+    for t in tensors:
+        storages[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+    params = sum(p.numel() * p.element_size() for p in model.parameters())
+    out = {"preset": preset, "dtype": dtype, "device": device, "build_s": round(took, 2),
+           "parameters": sum(p.numel() for p in model.parameters()),
+           "parameter_bytes": params, "held_bytes": sum(storages.values())}
+    if dev.type == "cuda":
+        out["peak_bytes"] = torch.cuda.max_memory_allocated(dev)
+        out["peak_over_parameters"] = round(out["peak_bytes"] / params, 3)
+    else:
+        peak = _peak_rss_bytes()
+        out.update(rss_before_bytes=before, peak_rss_bytes=peak,
+                   peak_over_parameters=round(peak / params, 3),
+                   peak_net_over_parameters=round((peak - before) / params, 3))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--preset", default="pi05", choices=sorted(PRESETS))
+    p.add_argument("--dtype", default="bfloat16", choices=DTYPES)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--linear-layout", default="standard", choices=LINEAR_LAYOUTS)
+    p.add_argument("--json", action="store_true")
+    a = p.parse_args(argv)
+    r = measure_build(a.preset, a.dtype, a.device, a.linear_layout)
+    if a.json:
+        print(json.dumps(r))
+        return 0
+    gb = 1e9
+    print(f"{r['preset']} {r['dtype']} on {r['device']}: {r['parameters'] / 1e9:.3f} B parameters, "
+          f"{r['parameter_bytes'] / gb:.2f} GB; held after fusing {r['held_bytes'] / gb:.2f} GB; "
+          f"built in {r['build_s']} s")
+    if "peak_rss_bytes" in r:
+        print(f"peak RSS {r['peak_rss_bytes'] / gb:.2f} GB = {r['peak_over_parameters']}x the parameters "
+              f"({r['peak_net_over_parameters']}x net of the {r['rss_before_bytes'] / gb:.2f} GB before)")
+    else:
+        print(f"max_memory_allocated {r['peak_bytes'] / gb:.2f} GB = {r['peak_over_parameters']}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
