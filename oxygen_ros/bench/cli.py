@@ -24,6 +24,8 @@ from ..engine.model import init_model
 from ..engine.tokenizer import build_tiny_tokenizer
 from . import patterns as pat
 from .power import PowerMeter
+from .rate import run_targets
+from .rate import target as rate_target
 from .sweep import (Context, RunSpec, default_warmup, micro_costs, probe_in_subprocess, run,
                     stage_micro)
 
@@ -48,6 +50,13 @@ def _names(choices):
             raise argparse.ArgumentTypeError(f"unknown {bad}; choose from {list(choices)} or none")
         return vals
     return parse
+
+
+def _rates(text: str) -> list[float]:
+    vals = [float(x) for x in text.split(",") if x.strip()]
+    if not vals or min(vals) <= 0:
+        raise argparse.ArgumentTypeError(f"expected positive rates in Hz, got {text!r}")
+    return vals
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -79,6 +88,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--memory-probes", choices=("auto", "on", "off"), default="auto",
                    help="per-mode peak RSS from fresh subprocesses (auto: on for cpu)")
     p.add_argument("--memory-setting", type=_ints, default=[20, 10], metavar="N,S")
+    p.add_argument("--rate-targets", type=_rates, default=[],
+                   help="action-rate targets in Hz (comma list): oxygen with target_action_hz on "
+                        "the first grid preset, target vs achieved table (bench/rate.py)")
+    p.add_argument("--rate-setting", type=_ints, default=[1, 30, 30, 10], metavar="k_min,k_max,N,S")
+    p.add_argument("--rate-only", action="store_true",
+                   help="run only the --rate-targets runs (no grid, patterns or probes)")
     p.add_argument("--max-active", type=int, default=32)
     p.add_argument("--profile", choices=("on", "off"), default="on",
                    help="one extra frame per preset and mode (largest N, S; smallest k) under "
@@ -118,9 +133,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         a.grid_presets = ["balanced"] if "balanced" in a.preset else a.preset[-1:]
     if a.memory_probes == "auto":
         a.memory_probes = "off" if cuda else "on"
+    if a.rate_only:
+        if not a.rate_targets:
+            p.error("--rate-only needs --rate-targets")
+        a.preset = a.grid_presets[:1]
+        a.modes, a.patterns, a.fluct_frames, a.memory_probes = [], [], 0, "off"
     for name, val in (("pattern-setting", a.pattern_setting), ("fluct-setting", a.fluct_setting)):
         if len(val) != 3:
             p.error(f"--{name} takes k,N,S")
+    if len(a.rate_setting) != 4:
+        p.error("--rate-setting takes k_min,k_max,N,S")
     if len(a.memory_setting) != 2:
         p.error("--memory-setting takes N,S")
     if a.frames is not None and a.frames < 1:
@@ -208,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
         for key in ("grid_presets", "device"):
             setattr(a, key, old["args"][key])
         return finish(a, old["env"], old["rows"], old["decode_micro"], old["memory_probes"], 0.0,
-                      args_json=old["args"])
+                      args_json=old["args"], rate_rows=old.get("rate_targets", []))
     try:
         configs = {p: load_model_config(p, a.model_config) for p in a.preset}
     except (ValueError, OSError) as exc:
@@ -220,6 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict] = []
     micro: dict[str, dict] = {}
     memory: list[dict] = []
+    rate_rows: list[dict] = []
     with tqdm(total=total, desc="oxygen-bench", unit="frame", file=sys.stderr,
               dynamic_ncols=True, mininterval=1.0) as bar:
         for preset, specs in runs.items():
@@ -228,6 +251,12 @@ def main(argv: list[str] | None = None) -> int:
             tok = build_tiny_tokenizer(min(mc.vocab_size, 2048))
             ctx = Context(mc, model, tok, a.device, a.dtype, a.seed, a.max_active,
                           a.attention_backend, power, a.compile, a.linear_layout)
+            if a.rate_targets and preset == a.grid_presets[0]:
+                k_min, k_max, n, s = a.rate_setting
+                bar.set_postfix_str(f"{preset} action-rate targets {a.rate_targets}")
+                rate_rows = run_targets(ctx, a.rate_targets, k_min, k_max, n, s)
+            if not specs:
+                continue
             bar.set_postfix_str(f"{preset} stage micro-benchmarks")
             micro[preset] = stage_micro(ctx, sorted({s.S for s in specs}),
                                         micro_batches(specs, a.max_active))
@@ -245,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
     env = environment(a)
     env["wall_s"] = time.perf_counter() - t_start
     env["energy_source"] = power.source if power else None
-    return finish(a, env, rows, micro, memory, t_start)
+    return finish(a, env, rows, micro, memory, t_start, rate_rows=rate_rows)
 
 
 def write_profiles(rows: list[dict], out: Path) -> None:
@@ -265,16 +294,18 @@ def write_profiles(rows: list[dict], out: Path) -> None:
 
 
 def finish(a: argparse.Namespace, env: dict, rows: list[dict], micro: dict, memory: list[dict],
-           t_start: float, args_json: dict | None = None) -> int:
+           t_start: float, args_json: dict | None = None, rate_rows: list[dict] | None = None) -> int:
     from .report import build_targets, write_report  # matplotlib import only when needed
 
     args_json = args_json or {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(a).items()}
     results = {"env": env, "args": args_json, "rows": rows, "decode_micro": micro,
-               "memory_probes": memory, "targets": []}
+               "memory_probes": memory, "rate_targets": rate_rows or [], "targets": []}
     a.out.mkdir(parents=True, exist_ok=True)
     write_profiles(rows, a.out)
     (a.out / "results.json").write_text(json.dumps(results, indent=1))  # raw rows first
     results["targets"] = targets = build_targets(rows, micro, memory, a)
+    if rate_rows:
+        targets.append(rate_target(rate_rows))
     (a.out / "results.json").write_text(json.dumps(results, indent=1))
     plots: list[str] = []
     if not a.no_plots:

@@ -66,20 +66,26 @@ class KVCallRecorder:
         self.busy_s = 0.0
 
     def attach(self, engine: Any) -> "KVCallRecorder":
-        """Make `engine` (and its scheduler) call the manager through this recorder until
-        detach(); starts recording."""
-        owners = [engine, getattr(engine, "scheduler", None)]
-        self._owners = [o for o in owners if o is not None and getattr(o, "kv", None) is self.kv]
+        """Make `engine` call the manager through this recorder until detach(); starts
+        recording. Every place the engine's calls reach the manager from is rerouted: a direct
+        reference (`engine.kv`, `engine.scheduler.kv`) or the `inner` of a wrapper in front of
+        it (the engine's stage timer)."""
+        holders = [engine, getattr(engine, "scheduler", None)]
+        holders += [getattr(h, name, None) for h in list(holders) if h is not None
+                    for name in ("kv", "_kv")]
+        self._owners = [(h, name) for h in holders if h is not None and h is not self
+                        for name in ("kv", "_kv", "inner")
+                        if getattr(h, "__dict__", {}).get(name) is self.kv]
         if not self._owners:
             raise ValueError("the engine does not hold this recorder's KV manager")
         self.start()
-        for owner in self._owners:
-            owner.kv = self
+        for owner, name in self._owners:
+            setattr(owner, name, self)
         return self
 
     def detach(self) -> None:
-        for owner in self._owners:
-            owner.kv = self.kv
+        for owner, name in self._owners:
+            setattr(owner, name, self.kv)
         self._owners = []
 
     def __enter__(self) -> "KVCallRecorder":

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -221,6 +222,11 @@ class EngineConfig:
     # standard: nn.Linear weights [out, in] (F.linear); transposed: [in, out] copies (x @ w),
     # faster at one token on some CPU BLAS builds. Same layout in every mode of a process.
     linear_layout: str = "standard"
+    # Action-rate target (beyond the paper, which fixes k): when > 0, oxygen mode chooses k per
+    # frame in [k_min, decode_steps_per_frame] from the stage costs measured so far, so the
+    # frame fits 1 / target_action_hz (engine/rate_control.py). 0: off, k is fixed.
+    target_action_hz: float = 0.0
+    k_min: int = 1  # fewest decode steps a frame runs under a target: language never starves
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -258,6 +264,14 @@ class EngineConfig:
         if self.linear_layout not in LINEAR_LAYOUTS:
             raise ValueError(
                 f"linear_layout must be standard or transposed, got {self.linear_layout!r}")
+        if not (math.isfinite(self.target_action_hz) and 0.0 <= self.target_action_hz <= 10_000.0):
+            raise ValueError(f"target_action_hz must be 0 (off) or in (0, 10000] Hz, got "
+                             f"{self.target_action_hz}")
+        if not 1 <= self.k_min <= 1024:
+            raise ValueError(f"k_min must be in [1, 1024], got {self.k_min}")
+        if self.target_action_hz and self.k_min > self.decode_steps_per_frame:
+            raise ValueError(f"k_min ({self.k_min}) must not exceed decode_steps_per_frame "
+                             f"({self.decode_steps_per_frame}), which is k_max under a target")
         if not (self.device == "cpu" or self.device.startswith("cuda")):
             raise ValueError(f"device must be cpu or cuda[:N], got {self.device!r}")
 

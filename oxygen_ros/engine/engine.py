@@ -25,6 +25,7 @@ from .device import check_device
 from .model import format_prompt, init_model
 from .modes import MODES
 from .observation import Observation
+from .rate_control import FrameCosts, RateController, RateDecision
 from .request import Request, RequestKind, RequestStatus, Source
 from .runner import ModelRunner, SeqView
 from .scheduler import Admission, Scheduler, blocks_for, request_blocks
@@ -73,6 +74,12 @@ class FrameOutput:
     kv: KVUsage
     decode_steps: int = 0  # batched decode steps run this frame
     admitted: int = 0  # requests admitted (suffix prefilled) this frame
+    # action-rate target (EngineConfig.target_action_hz, 0 = off), the decode steps per frame
+    # the engine used (oxygen: chosen for the target; else the configured k), and whether the
+    # frame fits 1/target (oxygen: predicted at k_min; other modes: this frame as measured)
+    target_action_hz: float = 0.0
+    k_chosen: int = 0
+    target_feasible: bool = True
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -135,6 +142,8 @@ class Engine:
         self._outbox: list[RequestUpdate] = []  # updates not yet returned in a FrameOutput
         self._memory_prompt: tuple[str, list[int]] = ("", [])
         self._lock = threading.Lock()  # parallel mode: two threads touch the KV manager
+        self.rate = RateController()  # stage-cost estimates for target_action_hz
+        self._rate: RateDecision | None = None  # this frame's choice of k (oxygen)
         self.frame = 0
         self._worst_state = self._longest_state()
         self.validate_changes()  # the starting config must fit this model and pool too
@@ -307,15 +316,42 @@ class Engine:
         finally:
             self.release(action)
         updates, self._outbox = tuple(self._outbox), []
+        frame_ms = (time.perf_counter() - start) * 1e3
+        timings = self.timer.ms()
+        rate = self._rate_account(frame, frame_ms, timings)
         return FrameOutput(
             frame=frame.index, stamp=obs.stamp, mode=cfg.mode, k=cfg.decode_steps_per_frame,
             n=cfg.max_decode_steps, s=cfg.denoise_steps, actions=actions.cpu().numpy(),
-            updates=updates, timings_ms=self.timer.ms(),
-            frame_ms=(time.perf_counter() - start) * 1e3, batch_size=frame.batch_size,
+            updates=updates, timings_ms=timings, frame_ms=frame_ms, batch_size=frame.batch_size,
             tokens_this_frame=sum(len(u.new_tokens) for u in updates),
             num_waiting=len(self.scheduler.waiting), num_running=len(self.scheduler.running),
             kv=self.kv.usage(), decode_steps=frame.decode_steps, admitted=frame.admitted,
+            target_action_hz=cfg.target_action_hz, k_chosen=rate.k, target_feasible=rate.feasible,
         )
+
+    # -- action-rate target ---------------------------------------------------------------------
+    def choose_k(self, batch: int) -> int:
+        """Oxygen's decode steps this frame: the configured k, or under an action-rate target the
+        largest k in [k_min, k] that the stage costs measured so far fit into 1/target."""
+        cfg = self.config
+        k_max = cfg.decode_steps_per_frame
+        self._rate = self.rate.choose(cfg.target_action_hz, min(cfg.k_min, k_max), k_max, batch)
+        return self._rate.k
+
+    def _rate_account(self, frame: Frame, frame_ms: float, timings_ms: dict[str, float]
+                      ) -> RateDecision:
+        """Teach the controller this frame's stage costs; returns the decision to report (other
+        modes choose no k: there, whether the frame as measured fitted 1/target)."""
+        cfg = self.config
+        self.rate.observe(FrameCosts(frame_ms / 1e3, timings_ms["vision_prefill"] / 1e3,
+                                     timings_ms["denoise"] / 1e3, timings_ms["decode"] / 1e3,
+                                     frame.decode_steps, frame.batch_size))
+        decision, self._rate = self._rate, None
+        if cfg.mode == "oxygen" and decision is not None:
+            return decision
+        budget_ms = 1e3 / cfg.target_action_hz if cfg.target_action_hz else None
+        return RateDecision(cfg.decode_steps_per_frame, budget_ms is None or frame_ms <= budget_ms,
+                            None, budget_ms)
 
     # -- frame inputs ---------------------------------------------------------------------------
     def _action_prompt(self, obs: Observation) -> list[int]:

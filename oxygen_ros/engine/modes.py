@@ -34,7 +34,8 @@ class Oxygen:
     name = "oxygen"
 
     def steps(self, engine: "Engine") -> int:
-        return engine.config.decode_steps_per_frame
+        # k, or under an action-rate target the k the engine chooses for this batch
+        return engine.choose_k(len(engine.scheduler.running))
 
     def run(self, engine: "Engine", frame: "Frame", action: "ActionPath") -> torch.Tensor:
         engine.prefill(frame, action)

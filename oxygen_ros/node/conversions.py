@@ -172,6 +172,9 @@ def frame_stats(out: FrameOutput, stamp: Time, action_rate_hz: float = 0.0,
     msg.kv_blocks_used = int(out.kv.blocks_used)
     msg.kv_blocks_total = int(out.kv.blocks_total)
     msg.kv_bytes_used = int(out.kv.bytes_used)
+    msg.target_action_hz = float(out.target_action_hz)
+    msg.k_chosen = int(out.k_chosen)
+    msg.target_feasible = bool(out.target_feasible)
     return msg
 
 

@@ -295,11 +295,19 @@ class OxygenNode(LifecycleNode):
             "action_rate_hz": float(w.action_rate), "frame_ms": float(w.last_frame_ms),
             "tokens_per_s": float(w.tokens_per_s),
             "batch_size": out.batch_size if out else 0,
+            "target_action_hz": cfg.target_action_hz, "k_min": cfg.k_min,
+            "k_chosen": out.k_chosen if out else 0,
+            "target_feasible": out.target_feasible if out else True,
             "kv_blocks": f"{out.kv.blocks_used}/{out.kv.blocks_total}" if out else "0/0",
             "step_errors": w.step_errors, "last_error": w.last_error,
             "questions_open": q.outstanding, "questions_answered": q.answered,
             "questions_refused": q.refused, "last_refusal": q.last_refusal,
         }
+        if level == "OK" and active and out is not None and not out.target_feasible:
+            level, message = "WARN", (
+                f"action-rate target {out.target_action_hz:g} Hz infeasible even at k_min="
+                f"{cfg.k_min}: frames take about {w.last_frame_ms:.0f} ms (> "
+                f"{1e3 / out.target_action_hz:.0f} ms); lower the target, S or max_active_requests")
         rate = float(P.get(self, "control_rate_hz"))
         statuses = [("engine", level, message, engine_values, cfg.device),
                     ("inputs", *rt.inputs.status(timeout, active, rt.text.problems()), ""),

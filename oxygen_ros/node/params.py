@@ -63,6 +63,12 @@ PARAMETERS: tuple[Spec, ...] = (
     Spec("max_active_requests", "int", 32, "language requests decoding at once (batch cap)", LIVE,
          (1, 256)),
     Spec("mode", "string", "oxygen", "scheduling mode", LIVE, choices=MODES),
+    Spec("target_action_hz", "double", 0.0, "action-rate target (0 = off): oxygen mode then "
+         "chooses k per frame in [k_min, decode_steps_per_frame] so a frame fits 1/target; "
+         "infeasible even at k_min: FrameStats.target_feasible false + engine diagnostic WARN",
+         LIVE, (0.0, 1000.0)),
+    Spec("k_min", "int", 1, "fewest decode steps per frame under target_action_hz (language "
+         "never starves); at most decode_steps_per_frame", LIVE, (1, 64)),
     Spec("memory.enabled", "bool", True, "emit a textual memory request periodically", LIVE),
     Spec("memory.every_n_frames", "int", 1, "one memory request every n frames", LIVE, (1, 100000)),
     Spec("memory.prompt", "string", "Memory: what happened?\n", "prompt of memory requests", LIVE,
@@ -131,7 +137,8 @@ PARAMETERS: tuple[Spec, ...] = (
 
 SPECS: dict[str, Spec] = {s.name: s for s in PARAMETERS}
 ENGINE_KEYS = ("decode_steps_per_frame", "max_decode_steps", "denoise_steps", "max_active_requests",
-               "mode", "memory.enabled", "memory.every_n_frames", "memory.prompt", "instruction")
+               "mode", "target_action_hz", "k_min", "memory.enabled", "memory.every_n_frames",
+               "memory.prompt", "instruction")
 
 
 def validate_value(spec: Spec, value: Any) -> str | None:
@@ -211,9 +218,11 @@ def engine_changes(values: dict[str, Any]) -> dict[str, Any]:
     """Parameter values -> Engine.update_config / EngineConfig keyword arguments."""
     out: dict[str, Any] = {}
     for key in ("decode_steps_per_frame", "max_decode_steps", "denoise_steps",
-                "max_active_requests", "mode", "instruction"):
+                "max_active_requests", "mode", "k_min", "instruction"):
         if key in values:
             out[key] = values[key]
+    if "target_action_hz" in values:
+        out["target_action_hz"] = float(values["target_action_hz"])
     if "memory.enabled" in values or "memory.every_n_frames" in values:
         enabled = values.get("memory.enabled", True)
         out["memory_every_n_frames"] = int(values.get("memory.every_n_frames", 1)) if enabled else 0

@@ -164,3 +164,71 @@ def test_choice_is_in_range_and_the_largest_that_fits(p, d, a, b, batch, target,
         assert t <= budget * 0.95 + 1e-12
     if dec.feasible and batch and dec.k < k_max:  # one more step would not fit
         assert ctl.predict_s(dec.k + 1, batch) > budget * 0.95 - 1e-12
+
+
+def test_engine_config_validates_the_target():
+    from oxygen_ros.engine.config import EngineConfig
+
+    assert EngineConfig().target_action_hz == 0.0 and EngineConfig().k_min == 1
+    EngineConfig(target_action_hz=15.0, k_min=2, decode_steps_per_frame=8)
+    for bad in (-1.0, float("nan"), float("inf"), 20_000.0):
+        with pytest.raises(ValueError, match="target_action_hz"):
+            EngineConfig(target_action_hz=bad)
+    with pytest.raises(ValueError, match="k_min must be in"):
+        EngineConfig(k_min=0)
+    with pytest.raises(ValueError, match=r"k_min \(5\) must not exceed"):
+        EngineConfig(target_action_hz=10.0, k_min=5, decode_steps_per_frame=4)
+    EngineConfig(k_min=5, decode_steps_per_frame=4)  # no target: k_min unused
+
+
+def _engine(**cfg):
+    from oxygen_ros.engine.config import PRESETS, EngineConfig
+    from oxygen_ros.engine.engine import Engine
+
+    base = dict(mode="oxygen", decode_steps_per_frame=6, max_decode_steps=9,
+                memory_every_n_frames=1)
+    return Engine(PRESETS["tiny"], EngineConfig(**{**base, **cfg}))
+
+
+def _run(engine, frames: int):
+    from oxygen_ros.engine.synthetic import SyntheticStream
+
+    stream = SyntheticStream(engine.model_config)
+    outs = [engine.step(stream.frame(i)) for i in range(frames)]
+    engine.update_config(memory_every_n_frames=0)
+    i = frames
+    while engine.has_unfinished():
+        outs.append(engine.step(stream.frame(i)))
+        i += 1
+    return outs
+
+
+def _tokens(outs) -> dict[int, tuple[int, ...]]:
+    toks: dict[int, tuple[int, ...]] = {}
+    for o in outs:
+        for u in o.updates:
+            toks[u.id] = toks.get(u.id, ()) + u.new_tokens
+    return toks
+
+
+def test_engine_reports_the_choice_and_tokens_do_not_change():
+    """Under a target the engine picks k per frame in [k_min, k] and reports it; the requests'
+    tokens equal those of the fixed-k run (k changes scheduling, never results)."""
+    fixed = _run(_engine(), 6)
+    assert all(o.k_chosen == 6 and o.target_feasible and o.target_action_hz == 0 for o in fixed)
+    # a budget a bit above the frame without decode: k has to drop below k_max
+    probe = fixed[2]
+    no_decode_ms = probe.frame_ms - probe.timings_ms["decode"]
+    target = 1e3 / (no_decode_ms + 0.5 * probe.timings_ms["decode"])
+    rated = _run(_engine(target_action_hz=target, k_min=2), 6)
+    assert all(2 <= o.k_chosen <= 6 for o in rated)
+    assert all(o.target_action_hz == pytest.approx(target) for o in rated)
+    assert _tokens(rated) == _tokens(fixed)
+
+
+def test_engine_says_when_the_target_is_infeasible():
+    outs = _run(_engine(target_action_hz=5000.0, k_min=3), 4)  # 0.2 ms frames: impossible
+    assert [o.k_chosen for o in outs[2:]] == [3] * len(outs[2:])
+    assert not any(o.target_feasible for o in outs[2:])
+    iso = _run(_engine(mode="isolated", target_action_hz=5000.0), 2)
+    assert not any(o.target_feasible for o in iso)  # other modes: the measured frame

@@ -157,7 +157,8 @@ def test_frame_stats_fields():
                       timings_ms={"vision_prefill": 1.0, "denoise": 2.0, "decode": 3.0,
                                   "kv": 0.1, "sched": 0.5},
                       frame_ms=7.0, batch_size=3, tokens_this_frame=12, num_waiting=1,
-                      num_running=3, kv=kv())
+                      num_running=3, kv=kv(), k_chosen=2, target_action_hz=15.0,
+                      target_feasible=False)
     stamp = Time(sec=5)
     m = conv.frame_stats(out, stamp, action_rate_hz=9.5, tokens_per_s=100.0)
     assert m.header.stamp == stamp and m.frame == 3 and m.mode == "oxygen"
@@ -165,6 +166,7 @@ def test_frame_stats_fields():
     assert m.denoise_ms == pytest.approx(2.0) and m.action_rate_hz == pytest.approx(9.5)
     assert m.kv_ms == pytest.approx(0.1) and m.sched_ms == pytest.approx(0.5)
     assert (m.kv_blocks_used, m.kv_blocks_total, m.kv_bytes_used) == (5, 16, 5000)
+    assert (m.k_chosen, m.target_action_hz, m.target_feasible) == (2, 15.0, False)
 
 
 def test_markers_and_diagnostics():

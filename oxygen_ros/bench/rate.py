@@ -1,0 +1,138 @@
+"""Action-rate targets: target vs achieved action rate and language tokens/s (oxygen mode, one
+memory request of N tokens per frame, EngineConfig.target_action_hz with k in [k_min, k_max]).
+
+`python -m oxygen_ros.bench.rate --preset balanced --targets 2,3,4,5,6,8` prints a markdown table
+(and --json rows); `oxygen-bench --rate-targets 2,3,...` adds the same table to report.md. A
+benchmark, not a CI test: the achieved rate is wall-clock on whatever else the machine runs.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..engine.config import PRESETS, load_model_config
+from ..engine.model import init_model
+from ..engine.request import RequestKind
+from ..engine.synthetic import SyntheticStream
+from ..engine.tokenizer import build_tiny_tokenizer
+from .sweep import PROMPT, Context
+
+GOAL = 0.10  # achieved within 10% of the target where it is feasible
+
+
+def run_target(ctx: Context, target_hz: float, k_min: int, k_max: int, n: int, s: int,
+               frames: int, warmup: int) -> dict[str, Any]:
+    """One run at one target: warm-up frames (the batch ramps up, the controller learns the
+    stage costs), then `frames` measured ones."""
+    eng = ctx.engine("oxygen", k_max, n, s)
+    eng.update_config(target_action_hz=target_hz, k_min=k_min)
+    stream = SyntheticStream(ctx.model_config, seed=ctx.seed)
+    outs = []
+    for i in range(warmup + frames):
+        eng.ask(PROMPT, priority=0, kind=RequestKind.MEMORY, max_new_tokens=n)
+        outs.append(eng.step(stream.frame(i)))
+    m = outs[warmup:]
+    total_s = sum(o.frame_ms for o in m) / 1e3
+    achieved = len(m) / total_s
+    feasible = float(np.mean([o.target_feasible for o in m]))
+    ks = [o.k_chosen for o in m]
+    at_kmax = float(np.mean([k == k_max for k in ks]))
+    err = (achieved - target_hz) / target_hz
+    # met: frames fit 1/target on average (within 10%) and, unless k was at k_max (nothing more
+    # to spend the time on), the budget was used (not more than 10% faster than asked)
+    met = feasible >= 0.5 and err >= -GOAL and (err <= GOAL or at_kmax >= 0.5)
+    return {"target_hz": target_hz, "achieved_hz": achieved, "error": err,
+            "tokens_per_s": sum(o.tokens_this_frame for o in m) / total_s,
+            "k_mean": float(np.mean(ks)), "k_min_seen": min(ks), "k_max_seen": max(ks),
+            "k_min": k_min, "k_max": k_max, "N": n, "S": s, "frames": len(m), "warmup": warmup,
+            "feasible_share": feasible, "at_k_max_share": at_kmax,
+            "frame_ms_p50": float(np.percentile([o.frame_ms for o in m], 50)),
+            "frame_ms_p99": float(np.percentile([o.frame_ms for o in m], 99)),
+            "mean_batch": float(np.mean([o.batch_size for o in m])),
+            "status": "met" if met else ("infeasible" if feasible < 0.5 else "missed")}
+
+
+def run_targets(ctx: Context, targets: list[float], k_min: int = 1, k_max: int = 30,
+                n: int = 30, s: int = 10, frames: int = 30, warmup: int = 15,
+                on_run=None) -> list[dict[str, Any]]:
+    rows = []
+    for t in targets:
+        rows.append(run_target(ctx, t, k_min, k_max, n, s, frames, warmup))
+        if on_run:
+            on_run(rows[-1])
+    return rows
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    head = ["target Hz", "achieved Hz", "error", "tokens/s", "k mean (min-max)", "batch",
+            "p50 / p99 ms", "feasible", "status"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        lines.append("| " + " | ".join([
+            f"{r['target_hz']:g}", f"{r['achieved_hz']:.2f}", f"{r['error'] * 100:+.1f}%",
+            f"{r['tokens_per_s']:.1f}", f"{r['k_mean']:.1f} ({r['k_min_seen']}-{r['k_max_seen']})",
+            f"{r['mean_batch']:.1f}", f"{r['frame_ms_p50']:.0f} / {r['frame_ms_p99']:.0f}",
+            f"{r['feasible_share'] * 100:.0f}%", r["status"]]) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def target(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The report's pass/fail line: every feasible target achieved within 10%."""
+    feas = [r for r in rows if r["status"] != "infeasible"]
+    bad = [r for r in feas if r["status"] != "met"]
+    det = ", ".join(f"{r['target_hz']:g} Hz -> {r['achieved_hz']:.2f} Hz ({r['status']})" for r in rows)
+    status = "skip" if not feas else ("fail" if bad else "pass")
+    return {"name": "action_rate_target_within_10pct", "status": status,
+            "detail": f"{len(feas) - len(bad)}/{len(feas)} feasible targets met: {det}",
+            "values": {"rows": [r["target_hz"] for r in rows]}}
+
+
+def _floats(text: str) -> list[float]:
+    vals = [float(x) for x in text.split(",") if x.strip()]
+    if not vals or min(vals) <= 0:
+        raise argparse.ArgumentTypeError(f"expected positive rates in Hz, got {text!r}")
+    return vals
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m oxygen_ros.bench.rate", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--preset", default="balanced", choices=sorted(PRESETS))
+    p.add_argument("--model-config", default=None)
+    p.add_argument("--targets", type=_floats, default=[2.0, 3.0, 4.0, 5.0, 6.0, 8.0])
+    p.add_argument("--k-min", type=int, default=1)
+    p.add_argument("--k-max", type=int, default=30)
+    p.add_argument("--N", type=int, default=30)
+    p.add_argument("--S", type=int, default=10)
+    p.add_argument("--frames", type=int, default=30)
+    p.add_argument("--warmup", type=int, default=15)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--dtype", default="float32")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", action="store_true", help="last stdout line: the rows as JSON")
+    a = p.parse_args(argv)
+    torch.set_num_threads(a.threads)
+    mc = load_model_config(a.preset, a.model_config)
+    model = init_model(mc, seed=a.seed, device=a.device, dtype=a.dtype)
+    ctx = Context(mc, model, build_tiny_tokenizer(min(mc.vocab_size, 2048)), a.device, a.dtype,
+                  a.seed)
+    print(f"# action-rate targets: {a.preset}, oxygen, N={a.N} S={a.S}, k in [{a.k_min}, "
+          f"{a.k_max}], one memory request per frame, {a.warmup} warm-up + {a.frames} measured "
+          f"frames per target, {a.threads} threads\n", flush=True)
+    rows = run_targets(ctx, a.targets, a.k_min, a.k_max, a.N, a.S, a.frames, a.warmup)
+    print(table(rows))
+    t = target(rows)
+    print(f"[{t['status'].upper()}] {t['name']}: {t['detail']}")
+    if a.json:
+        print(json.dumps(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
