@@ -1,38 +1,55 @@
 #!/usr/bin/env bash
-# oxygen-bench on a lent GPU (H200): pi05 preset, bf16, CUDA, attention backend auto.
-# Installs nothing (the machine has torch, transformers, numpy; no network, no ROS).
-# Run from the repository root:  bash benchmarks/gpu.sh      (results in $OUT, else benchmarks/results/)
-# Small grid (k in {1,5,8,10}: k=8 gives batch 4 for the memory row; N=30, S=10, few frames) sized to finish in well under 8 minutes.
+# The GPU path on one lent GPU (H200) in under 8 minutes, installing nothing (the machine has a
+# CUDA torch with its triton, transformers, numpy; no network, no ROS). From the repository root:
+#   bash benchmarks/gpu.sh        -> one folder: $OUT/cuda-<date>/ (default benchmarks/results/)
+# 1. Triton paged attention vs the gathering reference on the device, float32 and bfloat16
+#    (benchmarks/gpu_checks.py attention)
+# 2. pi05 bf16 frames with EngineConfig.cuda_graphs off and on: same tokens, actions within bf16
+#    tolerance, frame and decode times, parameter bytes and peak memory of the build
+#    (benchmarks/gpu_checks.py frames)
+# 3. oxygen-bench pi05 bf16 k=1 N=30 S=10, isolated vs oxygen (+ the per-frame arrival
+#    pattern), stage micro-benchmarks and the bandwidth floor with measured/floor per stage
+#    (report.md, results.json)
+# Every step's output goes to log.txt; a failing step is reported and the next one still runs;
+# the exit code is 1 if any failed.
 #
-# GPU_SH_DRY_RUN=1 runs the same script on this CPU with the tiny preset, the CUDA path's
-# attention backend (reference), the psutil stand-in and no plots, so the script is
-# exercised end to end (flags, fall-backs, report) before device time is spent on it
-# (test/bench/test_gpu_script.py).
-set -euo pipefail
+# GPU_SH_DRY_RUN=1 runs the same script on this CPU: tiny preset, float32, the Triton kernel
+# under TRITON_INTERPRET=1 (fewer shapes), the decode-graph stand-in, the reference attention in
+# the bench, a nominal 20 GB/s for the floor table, no plots (test/bench/test_cli.py).
+# On Jetson AGX Thor (sm_110) point Triton at the system ptxas first:
+#   export TRITON_PTXAS_BLACKWELL_PATH=/usr/local/cuda/bin/ptxas
+set -uo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 DRY="${GPU_SH_DRY_RUN:-0}"
 if [ "$DRY" = 1 ]; then
-  TARGET=(--preset tiny --device cpu --dtype float32 --attention-backend reference --threads 2)
+  PRESET=tiny; DEV=cpu; DTYPE=float32
+  TARGET=(--preset tiny --device cpu --dtype float32 --attention-backend reference --threads 2
+          --bandwidth-gbs 20)
+  ATT=(env TRITON_INTERPRET=1 python benchmarks/gpu_checks.py attention --device cpu --quick)
   OUT_DIR="${OUT:-benchmarks/results}/cuda-dry-run-$(date +%Y-%m-%d)"
-  LIMIT=300
+  FRAMES_S=2
 else
+  PRESET=pi05; DEV=cuda; DTYPE=bfloat16
   TARGET=(--preset pi05 --device cuda --dtype bfloat16 --attention-backend auto --threads 8)
+  ATT=(python benchmarks/gpu_checks.py attention --device cuda)
   OUT_DIR="${OUT:-benchmarks/results}/cuda-$(date +%Y-%m-%d)"
-  LIMIT=460
+  FRAMES_S=10
 fi
 mkdir -p "$OUT_DIR"
+exec > >(tee -a "$OUT_DIR/log.txt") 2>&1
+t0=$SECONDS
+say() { printf '[gpu.sh %3ss] %s\n' "$((SECONDS - t0))" "$*"; }
+FAILED=()
 if [ "$DRY" != 1 ]; then
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$OUT_DIR/nvidia-smi.txt" 2>&1 || true
-  python - <<'PY' || { echo "gpu.sh: python deps missing (need torch with CUDA, numpy, transformers; matplotlib/psutil optional below)"; exit 1; }
-import torch, numpy, transformers, tqdm
+  python - <<'PY' || { say "python deps missing (need torch with CUDA, triton, numpy, transformers)"; exit 1; }
+import torch, triton, numpy, transformers, tqdm
 assert torch.cuda.is_available(), "no CUDA device"
-print("torch", torch.__version__, "on", torch.cuda.get_device_name(0))
+print("torch", torch.__version__, "triton", triton.__version__, "on", torch.cuda.get_device_name(0))
 PY
 fi
 # psutil and matplotlib may be absent on the lent machine: a stand-in for psutil, no plots.
-# (tqdm is always there: transformers depends on it and imports tqdm.auto.)
-SHIM=""
 if [ "$DRY" = 1 ] || ! python -c "import psutil" 2>/dev/null; then
   SHIM="$(mktemp -d)"
   trap 'rm -rf "$SHIM"' EXIT
@@ -47,8 +64,19 @@ PY
 fi
 PLOTS=""
 { [ "$DRY" != 1 ] && python -c "import matplotlib" 2>/dev/null; } || PLOTS="--no-plots"
-timeout "$LIMIT" python -m oxygen_ros.bench.cli "${TARGET[@]}" --k 1,5,8,10 --N 30 --S 10 --frames 5 \
-  --patterns per_frame,bursty --pattern-modes oxygen,isolated --pattern-frames 12 \
-  --pattern-setting 5,30,10 --fluct-frames 119 --fluct-setting 5,30,10 --memory-setting 20,10 \
-  --memory-probes off --out "$OUT_DIR" --json $PLOTS 2>&1 | tee "$OUT_DIR/log.txt"
-echo "gpu.sh: done -> $OUT_DIR"
+
+say "1/3 Triton paged attention vs reference ($DEV, float32 + bfloat16)"
+timeout 150 "${ATT[@]}" --out "$OUT_DIR" || FAILED+=(attention)
+say "2/3 $PRESET $DTYPE frames, cuda_graphs off vs on"
+timeout 200 python benchmarks/gpu_checks.py frames --preset "$PRESET" --device "$DEV" --dtype "$DTYPE" \
+  --k 2 --N 6 --S "$FRAMES_S" --frames 5 --out "$OUT_DIR" || FAILED+=(frames)
+say "3/3 oxygen-bench k=1 N=30 S=10, isolated vs oxygen, floor ratios"
+timeout 240 python -m oxygen_ros.bench.cli "${TARGET[@]}" --modes isolated,oxygen --k 1 --N 30 --S 10 \
+  --frames 8 --patterns per_frame --pattern-modes oxygen,isolated --pattern-frames 8 \
+  --pattern-setting 1,30,10 --fluct-frames 0 --memory-probes off --out "$OUT_DIR" --json $PLOTS \
+  || FAILED+=(bench)
+if [ ${#FAILED[@]} -gt 0 ]; then
+  say "failed: ${FAILED[*]} -> $OUT_DIR"
+  exit 1
+fi
+say "gpu.sh: done -> $OUT_DIR"
