@@ -216,8 +216,9 @@ class EngineConfig:
     dtype: str = "float32"
     attention_backend: str = "auto"  # auto (cpp on CPU, triton on CUDA) | cpp | triton | reference
     compile_denoise: bool = False  # torch.compile the action expert's step (slow first frame)
-    # Decode steps through captured CUDA graphs (engine/graphs.py; padded batches, static
-    # buffers). Off until measured on a device; on CPU the same code runs as a stand-in.
+    # Decode steps and the denoise loop through captured CUDA graphs (engine/graphs.py; padded
+    # batches, static buffers). Off until measured on a device; on CPU the same code runs as a
+    # stand-in.
     cuda_graphs: bool = False
     # standard: nn.Linear weights [out, in] (F.linear); transposed: [in, out] copies (x @ w),
     # faster at one token on some CPU BLAS builds. Same layout in every mode of a process.

@@ -1,4 +1,6 @@
-"""CUDA graphs for batched decode (EngineConfig.cuda_graphs), the way nano-vllm and vLLM capture it.
+"""CUDA graphs (EngineConfig.cuda_graphs) for batched decode, the way nano-vllm and vLLM capture it,
+and for the whole S-step denoise loop (one graph per (expert, S, horizon, table width): the
+prefix length enters only through the positions, slots, q_len and block-table buffers).
 
 A decode step is ~depth x 10 small kernels; at batch 30 on a GPU the launches, not the math, set
 its time. A captured graph replays them all with one launch. Graph capture needs every tensor
@@ -181,3 +183,84 @@ class DecodeGraphs:
         mars = torch.stack(out_m, 1).tolist()
         return ([row[: steps[i]] for i, row in enumerate(toks)],
                 [row[: steps[i]] for i, row in enumerate(mars)])
+
+
+@dataclass
+class DenoiseBuffers:
+    """Static inputs/outputs of one (expert, S, horizon, table width) denoise graph."""
+
+    x: torch.Tensor  # float32 [H, action_dim]: the noise in, the actions out
+    positions: torch.Tensor  # long [H]
+    slots: torch.Tensor  # long [H]: the action tokens' scratch slots
+    tables: torch.Tensor  # int32 [1, W]
+    rows: torch.Tensor  # int32 [H]: zeros
+    lens: torch.Tensor  # int32 [H]: prefix + H
+
+    @classmethod
+    def allocate(cls, h: int, action_dim: int, width: int, sink_slot: int,
+                 device: torch.device) -> "DenoiseBuffers":
+        # slots start at the sink: capture warm-up runs write nothing that matters
+        return cls(x=torch.zeros(h, action_dim, dtype=torch.float32, device=device),
+                   positions=torch.zeros(h, dtype=torch.long, device=device),
+                   slots=torch.full((h,), sink_slot, dtype=torch.long, device=device),
+                   tables=torch.zeros(1, width, dtype=torch.int32, device=device),
+                   rows=torch.zeros(h, dtype=torch.int32, device=device),
+                   lens=torch.ones(h, dtype=torch.int32, device=device))
+
+
+def denoise_loop(runner, buf: DenoiseBuffers, expert: int, conds: Sequence, velocity) -> None:
+    """The whole S-step Euler loop on static buffers (euler_sample's arithmetic: x <- x + dt v);
+    the prefix length enters only through the buffers' values."""
+    ctx = _StaticContext(runner, buf.slots, buf.tables, buf.rows, buf.lens)
+    dt = -1.0 / len(conds)
+    x = buf.x
+    for cond in conds:
+        x = x + dt * velocity(runner.model, expert, x.to(runner.dtype), buf.positions, ctx, cond)
+    buf.x.copy_(x)
+
+
+class DenoiseGraphs:
+    """One captured (or stand-in) graph per (expert, S, horizon, table width) for the whole
+    denoise loop; the adaRMS modulations of the schedule are held by the graph (fixed addresses)."""
+
+    MAX_GRAPHS = 8  # S may change live: the oldest graph is dropped beyond this
+
+    def __init__(self, runner) -> None:
+        self.runner = runner
+        self._pool = torch.cuda.graph_pool_handle() if runner.device.type == "cuda" else None
+        self._graphs: dict[tuple[int, int, int, int], tuple[DenoiseBuffers, StepGraph, list]] = {}
+
+    @property
+    def keys(self) -> list[tuple[int, int, int, int]]:
+        return list(self._graphs)
+
+    def buffers(self, key: tuple[int, int, int, int]) -> DenoiseBuffers:
+        return self._graphs[key][0]
+
+    @torch.inference_mode()
+    def run(self, expert: int, table: Sequence[int], prefix_len: int, slots: Sequence[int],
+            noise: torch.Tensor, conds: list, velocity) -> torch.Tensor:
+        r = self.runner
+        h = noise.shape[0]
+        width = max(1, 1 << (len(table) - 1).bit_length())
+        key = (expert, len(conds), h, width)
+        entry = self._graphs.pop(key, None)
+        if entry is None:
+            buf = DenoiseBuffers.allocate(h, noise.shape[1], width, r.sink_slot, r.device)
+            held = list(conds)
+            graph = StepGraph(lambda: denoise_loop(r, buf, expert, held, velocity), r.device,
+                              pool=self._pool)
+            entry = (buf, graph, held)
+        self._graphs[key] = entry  # most recently used last
+        while len(self._graphs) > self.MAX_GRAPHS:
+            self._graphs.pop(next(iter(self._graphs)))
+        buf, graph, _ = entry
+        host_table = torch.zeros(1, width, dtype=torch.int32)
+        host_table[0, : len(table)] = torch.as_tensor(list(table), dtype=torch.int32)
+        buf.tables.copy_(host_table.to(r.device))
+        buf.positions.copy_(torch.arange(prefix_len, prefix_len + h).to(r.device))
+        buf.slots.copy_(torch.as_tensor(list(slots), dtype=torch.long).to(r.device))
+        buf.lens.fill_(prefix_len + h)
+        buf.x.copy_(noise)
+        graph.replay()
+        return buf.x.clone()

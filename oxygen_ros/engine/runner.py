@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 from .attention import paged_attention, select_backend
 from .config import ModelConfig
-from .graphs import DecodeGraphs
+from .graphs import DecodeGraphs, DenoiseGraphs
 from .model.mot import AdaRMSModulations
 from .model.sampler import euler_sample
 
@@ -114,6 +114,7 @@ class ModelRunner:
         self.v_cache = [self.pool[layer, 1] for layer in range(config.depth)]
         # Single-token decode steps through captured graphs (a CPU stand-in off CUDA).
         self.decode_graphs = DecodeGraphs(self) if cuda_graphs else None
+        self.denoise_graphs = DenoiseGraphs(self) if cuda_graphs else None
         # adaRMS modulations per (expert, S) for the fixed Euler schedule (weights are fixed
         # while the runner serves; a runner is built after the weights are loaded)
         self._adarms: dict[tuple[int, int], dict[float, AdaRMSModulations]] = {}
@@ -171,6 +172,13 @@ class ModelRunner:
         sequence's own scratch slots after the prefix; the shared prefix blocks are only read."""
         m = self.model
         h = noise.shape[0]
+        if self.denoise_graphs is not None:  # the whole S-step loop as one graph
+            conds = self._adarms_schedule(expert, num_steps)
+            dt = -1.0 / num_steps
+            return self.denoise_graphs.run(
+                expert, seq.block_table, prefix_len, self._slots(seq.block_table, prefix_len, h),
+                noise.to(device=self.device, dtype=torch.float32),
+                [conds[1.0 + k * dt] for k in range(num_steps)], self._velocity)
         slots = self._long(self._slots(seq.block_table, prefix_len, h))
         tables = self._tables([seq.block_table])
         ctx = PagedContext(self, slots, tables, self._int([0] * h), self._int([prefix_len + h] * h))

@@ -128,3 +128,42 @@ def test_engine_frames_with_graphs_equal_eager(model):
     assert t_g == t_e and len(t_g) >= 4
     for x, y in zip(a_g, a_e):
         np.testing.assert_allclose(x, y, rtol=1e-6, atol=1e-6)
+
+
+def test_denoise_graph_equals_eager_and_keeps_buffers(model):
+    """The whole S-step loop on static buffers gives denoise()'s actions exactly, for different
+    prefix lengths through the same graph (the prefix enters only through buffer values)."""
+    eager, graphed = _runner(model, False), _runner(model, True)
+    seqs = _prefilled(eager, [9, 13])
+    _prefilled(graphed, [9, 13])
+    noise = torch.randn(MC.action_horizon, MC.action_dim, generator=torch.Generator().manual_seed(3))
+    table = list(range(40, 46))  # scratch blocks after the prefix blocks: [prefix copy] + actions
+    graphed.pool[:, :, 40:46] = eager.pool[:, :, 40:46] = eager.pool[:, :, 0:6]
+    for prefix in (9, 13):
+        want = eager.denoise(SeqView(table, prefix), prefix, noise, 3)
+        got = graphed.denoise(SeqView(table, prefix), prefix, noise, 3)
+        assert torch.equal(got, want)
+    [key] = graphed.denoise_graphs.keys
+    buf = graphed.denoise_graphs.buffers(key)
+    ptr = buf.x.data_ptr()
+    graphed.denoise(SeqView(table, 9), 9, noise, 3)
+    assert graphed.denoise_graphs.buffers(key).x.data_ptr() == ptr and len(graphed.denoise_graphs.keys) == 1
+    graphed.denoise(SeqView(table, 9), 9, noise, 2)  # a new S: its own graph
+    assert len(graphed.denoise_graphs.keys) == 2
+
+
+def test_denoise_loop_traces_as_one_graph(model):
+    from oxygen_ros.engine.graphs import DenoiseBuffers, denoise_loop
+    from oxygen_ros.engine.runner import _velocity
+
+    runner = _runner(model, True)
+    conds = runner._adarms_schedule(1, 2)
+    buf = DenoiseBuffers.allocate(MC.action_horizon, MC.action_dim, 4, runner.sink_slot, runner.device)
+    buf.x.normal_()
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda: denoise_loop(runner, buf, 1, list(conds.values()), _velocity),
+                             fullgraph=True, backend="eager")
+    before = buf.x.clone()
+    with torch.inference_mode():
+        compiled()
+    assert torch.isfinite(buf.x).all() and not torch.equal(buf.x, before)
