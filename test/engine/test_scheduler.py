@@ -1,10 +1,11 @@
 """Scheduler: admission order, KV-bounded admission, per-frame budgets k, EOS, caps, aborts."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from oxygen_ros.engine.kv import KVManager
-from oxygen_ros.engine.request import Request, RequestKind, RequestStatus
+from oxygen_ros.engine.request import Request, RequestKind, RequestStatus, Source
 from oxygen_ros.engine.scheduler import Scheduler, SchedulerOutput
 
 PREFIX_SEQ = 1000
@@ -242,3 +243,82 @@ def test_add_validation() -> None:
     with pytest.raises(ValueError):
         s.add(bad)
     assert ids(s.waiting) == [0]
+
+
+# -- preemption, relief and refusal -------------------------------------------------------------
+def source(frame: int, n: int = 6) -> Source:
+    return Source(frame, np.zeros((1, 2, 2, 3), np.uint8), (5, 6), n, key_root=1000 + frame)
+
+
+def born(kv: KVManager, rid: int, frame: int, prefix: int | None, n: int = 4,
+         priority: int = 0) -> Request:
+    """A request as the engine makes it: a source and, when `prefix` is given, that prefix to fork."""
+    src = source(frame)
+    return Request(rid, RequestKind.MEMORY, f"m{rid}", [7, 8, 9], priority=priority,
+                   max_new_tokens=n, prefix_seq_id=prefix, seq_id=rid, source=src,
+                   prefix_len=src.num_tokens)
+
+
+def frame_prefix(kv: KVManager, seq: int, frame: int) -> None:
+    kv.create(seq)
+    kv.append(seq, source(frame).keys(), cacheable=False)
+
+
+def test_relieve_preempts_newest_lowest_priority_waiting_until_the_head_fits() -> None:
+    kv = KVManager(16, 4, bytes_per_block=1)
+    s = Scheduler(kv, 4, reserved_blocks=6)
+    for f in range(4):  # four frames, one request each forking its own 6-token prefix (2 blocks)
+        frame_prefix(kv, 100 + f, f)
+        s.add(born(kv, f, f, 100 + f, priority=1 if f == 3 else 0))
+        kv.free(100 + f)
+    assert kv.usage().blocks_used == 8 and ids(s.waiting) == [3, 0, 1, 2]
+    # head (3) needs 3 blocks (suffix 3 + N 4 -> 2, + 1 CoW) beside the reserved 6: 9 free
+    preempted = s.relieve()
+    assert ids(preempted) == [2] and kv.usage().blocks_free == 10
+    assert preempted[0].status is RequestStatus.PREEMPTED and preempted[0].source is not None
+    assert 2 not in kv and s.need(preempted[0]) == 3 + 2  # + its prefix, prefilled again
+    kv.check_invariants()
+
+
+def test_preempted_request_is_admitted_with_its_prefix_to_prefill() -> None:
+    kv = KVManager(32, 4, bytes_per_block=1)
+    s = Scheduler(kv, 4)
+    r = born(kv, 0, 0, None)  # no prefix to fork: it prefills its own (isolated, preempted)
+    assert s.add(r) == [] and r.status is RequestStatus.PREEMPTED and 0 not in kv
+    [adm] = s.admit(frame=3)
+    assert adm.request is r and adm.prefill is not None and adm.prefill.frame == 0
+    assert kv.length(0) == 6 + 3 + 4 and len(r.block_table) == 4  # prefix + suffix + N
+    assert r.source is None and r.suffix_pending and r.status is RequestStatus.RUNNING
+    s.update(3, {0: [11, 12, 13, 14]}, {}, None)
+    assert kv.usage().blocks_used == 0
+
+
+def test_admission_makes_room_for_the_head_from_the_back_of_the_queue() -> None:
+    kv = KVManager(12, 4, bytes_per_block=1)
+    s = Scheduler(kv, 1, reserved_blocks=3)
+    for f in range(3):
+        frame_prefix(kv, 100 + f, f)
+        s.add(born(kv, f, f, 100 + f))
+        kv.free(100 + f)
+    # 6 blocks held by three prefixes, 6 free: the head needs 3 + 3 reserved -> fits as is
+    assert [a.request.id for a in s.admit(0)] == [0]
+    s.update(0, {0: [1, 2, 3, 4]}, {}, None)
+    frame_prefix(kv, 103, 3)
+    s.add(born(kv, 3, 3, 103))
+    kv.free(103)
+    kv.pool.allocate(2)  # something else holds 2 blocks: 12 - 6 - 2 = 4 free < 3 + 3
+    [adm] = s.admit(1)
+    assert adm.request.id == 1 and s.waiting[-1].status is RequestStatus.PREEMPTED
+
+
+def test_a_full_queue_refuses_the_newest_of_the_lowest_priority() -> None:
+    kv = KVManager(64, 4, bytes_per_block=1)
+    s = Scheduler(kv, 1, max_waiting=2)
+    frame_prefix(kv, 100, 0)
+    a, b = born(kv, 0, 0, 100), born(kv, 1, 0, 100)
+    assert s.add(a) == [] and s.add(b) == []
+    c = born(kv, 2, 0, 100)
+    assert s.add(c) == [c] and c.finish_reason == "refused" and "queue is full" in c.reason
+    q = born(kv, 3, 0, 100, priority=1)  # outranks the waiting memories: the newest one goes
+    assert s.add(q) == [b] and b.status is RequestStatus.ABORTED and 1 not in kv
+    assert ids(s.waiting) == [3, 0]
