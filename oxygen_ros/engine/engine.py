@@ -378,7 +378,9 @@ class Engine:
         return np.full(mc.action_dim, values[int(np.argmax(lengths))], dtype=np.float32)
 
     def _source(self, obs: Observation, prompt_ids: list[int]) -> Source:
-        images = obs.valid_images()  # a copy when a camera is masked: take it once per frame
+        # Requests keep the source while they may need a re-prefill: a private copy, so a
+        # caller reusing its image buffer cannot change what a waiting request saw.
+        images = np.array(obs.valid_images(), copy=True)
         with self.timer.stage("kv"):  # the prefix cache's identity of this observation
             h = hashlib.blake2b(images.tobytes(), digest_size=8)
             h.update(np.asarray(prompt_ids, dtype=np.int64).tobytes())
