@@ -347,7 +347,7 @@ class Engine:
                                      timings_ms["denoise"] / 1e3, timings_ms["decode"] / 1e3,
                                      frame.decode_steps, frame.batch_size))
         decision, self._rate = self._rate, None
-        if cfg.mode == "oxygen" and decision is not None:
+        if decision is not None:  # the mode chose k for the target (oxygen)
             return decision
         budget_ms = 1e3 / cfg.target_action_hz if cfg.target_action_hz else None
         return RateDecision(cfg.decode_steps_per_frame, budget_ms is None or frame_ms <= budget_ms,

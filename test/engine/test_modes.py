@@ -19,8 +19,8 @@ from oxygen_ros.engine.tokenizer import build_tiny_tokenizer
 MC = PRESETS["tiny"]
 QUESTIONS = ["What is on the table?\n", "Describe the gripper.\n",
              "Is the red cube inside the bowl now, or is it still on the table next to it?\n"]
-SWITCH = 3  # first frame in the second mode
-FRAMES = 5
+SWITCH = 2  # first frame in the second mode
+FRAMES = 4
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +32,7 @@ def parts():
 def run(parts, first: str, second: str) -> tuple[dict, int]:
     model, tok, stream = parts
     engine = Engine(MC, EngineConfig(mode=first, decode_steps_per_frame=2, max_decode_steps=6,
-                                     denoise_steps=2, max_active_requests=2,
+                                     denoise_steps=1, max_active_requests=2,
                                      memory_every_n_frames=1, seed=3), model=model, tokenizer=tok)
     outputs, in_flight, f = [], 0, 0
     while f < FRAMES or engine.has_unfinished():
