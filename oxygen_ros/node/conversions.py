@@ -190,7 +190,10 @@ def text_memory(update: RequestUpdate, stamp: Time, frame_id: str = "") -> TextM
     msg.is_final = bool(update.is_final)
     msg.frames_spanned = int(update.frames_spanned)
     msg.source_frame = int(update.birth_frame)
-    msg.finish_reason = (update.finish_reason or "") if update.is_final else ""
+    reason = (update.finish_reason or "") if update.is_final else ""
+    if reason == "refused" and getattr(update, "reason", ""):
+        reason = f"refused: {update.reason}"  # the engine's refusal, with why
+    msg.finish_reason = reason
     return msg
 
 

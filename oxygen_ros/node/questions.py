@@ -59,12 +59,11 @@ class Questions:
             self._queued.append(question)
             return None
 
-    def take(self) -> list[Question]:
-        """Every queued question (the worker hands them to the engine)."""
+    def take(self, limit: int | None = None) -> list[Question]:
+        """Queued questions, oldest first, at most `limit` (the worker hands them to the engine)."""
         with self._lock:
-            out = list(self._queued)
-            self._queued.clear()
-            return out
+            n = len(self._queued) if limit is None else max(0, min(limit, len(self._queued)))
+            return [self._queued.popleft() for _ in range(n)]
 
     def requeue_front(self, questions: list[Question]) -> None:
         """Questions the worker took but could not hand over: first in line again."""

@@ -178,7 +178,11 @@ class TextIO:
             aborts, self._aborts = self._aborts, []
         for rid in aborts:
             engine.abort(rid)
-        for q in self.questions.take():
+        # only what the engine's waiting queue takes (one slot kept for this frame's memory
+        # request): the rest waits here, bounded by ask.max_open, instead of being refused there
+        waiting = engine.num_live_requests - len(engine.scheduler.running)
+        room = engine.config.max_waiting_requests - waiting - 1
+        for q in self.questions.take(room):
             try:
                 rid = engine.ask(q.prompt, priority=1)
             except ValueError as exc:  # the engine's own refusal (e.g. its queue is full)

@@ -14,6 +14,7 @@ from rclpy.parameter import Parameter  # noqa: E402
 
 from oxygen_ros.node.oxygen_node import OxygenNode  # noqa: E402
 from oxygen_ros.node.pairing import Pair  # noqa: E402
+from oxygen_ros.node.questions import Question  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -142,3 +143,54 @@ def test_joint_limits_live_for_normalisation_and_clipping(ctx):
     finally:
         node.stop()
         node.destroy_node()
+
+
+# A failing frame loses no question: questions handed to the engine before a frame that fails
+# get their answer from the next good frame (the node queues and hands over; the engine keeps a
+# failing frame's pending requests). The worker's frame code path with the model's denoise
+# failing once. (In-process nodes live in this file: it runs after the process tests, whose
+# /oxygen services must not meet a destroyed in-process /oxygen in the graph.)
+def test_questions_survive_a_failing_frame():
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx)
+    node = OxygenNode(context=ctx, parameter_overrides=[Parameter("model.num_threads", value=1),
+                                                        Parameter("memory.enabled", value=False)])
+    try:
+        assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
+        rt = node.rt
+        size = rt.built.model_config.vision.image_size
+        rng = np.random.default_rng(0)
+
+        def pair(i):
+            img = rng.integers(0, 255, (size, size, 3), dtype=np.uint8)
+            t = 100.0 + 0.04 * i
+            return Pair(stamp=t, images=(img,), state=np.zeros(6, np.float32),
+                        header_stamp=Time(sec=100, nanosec=i), image_stamps=(t,), state_stamp=t)
+
+        finals = {}
+        prompts = [f"question {i}: what is on the table?" for i in range(5)]
+        for p in prompts:
+            assert rt.text.submit(Question(p, sink=lambda m, p=p: finals.setdefault(p, []).append(m)
+                                           if m.is_final else None))
+        runner = rt.built.engine.runner
+        real = runner.denoise
+        calls = {"n": 0}
+
+        def fail_once(*args, **kwargs):
+            calls["n"] += 1
+            if calls["n"] == 1:
+                raise RuntimeError("injected denoise failure")
+            return real(*args, **kwargs)
+        runner.denoise = fail_once
+        with pytest.raises(RuntimeError, match="injected"):
+            rt.worker.frame(pair(0))  # the questions were handed to the engine, the frame fails
+        for i in range(1, 40):
+            rt.worker.frame(pair(i))
+            if len(finals) == len(prompts):
+                break
+        assert sorted(finals) == sorted(prompts)
+        assert all(len(v) == 1 and v[0].finish_reason in ("length", "eos") for v in finals.values())
+    finally:
+        node.stop()
+        node.destroy_node()
+        rclpy.try_shutdown(context=ctx)

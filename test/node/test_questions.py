@@ -37,7 +37,7 @@ def test_each_question_ends_once_and_bound_holds(capacity, ops):
                 continue
             submitted.append(q)
         elif op == "take_ask":
-            for q in qs.take():
+            for q in qs.take(n % 4 if n % 2 else None):
                 if qs.asked(q, next_rid) is False:
                     pass  # ended meanwhile: already counted
                 next_rid += 1
