@@ -2,11 +2,6 @@
 install, not a torch traceback."""
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 import torch
 
@@ -15,7 +10,6 @@ from oxygen_ros.engine.device import check_device
 from oxygen_ros.engine.engine import Engine
 from oxygen_ros.engine.model import init_model
 
-REPO = Path(__file__).resolve().parents[2]
 NO_CUDA = not torch.cuda.is_available()
 
 
@@ -52,11 +46,16 @@ def test_gpu_without_kernels_for_its_arch(monkeypatch):
 
 
 @pytest.mark.skipif(not NO_CUDA, reason="this machine has CUDA")
-@pytest.mark.parametrize("cmd", [["oxygen_ros.bench.cli", "--quick"], ["oxygen_ros.demo", "--frames", "1"]])
-def test_commands_print_one_line(cmd):
-    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.run([sys.executable, "-m", *cmd, "--device", "cuda"], capture_output=True,
-                          text=True, env=env, cwd=REPO, timeout=120)
-    assert proc.returncode == 2, proc.stderr
-    assert "Traceback" not in proc.stderr and "built without CUDA" in proc.stderr
-    assert len([line for line in proc.stderr.splitlines() if line.strip()]) == 1, proc.stderr
+def test_commands_print_one_line(capsys):
+    from oxygen_ros import demo
+    from oxygen_ros.bench import cli
+
+    assert demo.main(["--device", "cuda", "--frames", "1"]) == 2
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["--quick", "--device", "cuda"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 2 and "Traceback" not in err, err
+    assert lines[0].startswith("oxygen-demo: device 'cuda'") and "built without CUDA" in lines[0]
+    assert lines[1].startswith("oxygen-bench: device 'cuda'") and "install a CUDA build of torch" in lines[1]

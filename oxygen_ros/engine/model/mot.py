@@ -180,7 +180,9 @@ class MoTModel(nn.Module):
     def embed_tokens(self, ids: torch.Tensor) -> torch.Tensor:
         """long [T] -> [T, W_vlm], multiplied by sqrt(W_vlm) cast to the weight dtype (Gemma)."""
         w = self.token_embedding.weight
-        scale = torch.tensor(math.sqrt(self.config.vlm.width), dtype=w.dtype, device=w.device)
+        # sqrt(W) rounded to the weight dtype, as a Python float: no host-to-device copy per call
+        # (which a CUDA graph capture of the decode step would refuse); same products
+        scale = torch.tensor(math.sqrt(self.config.vlm.width), dtype=w.dtype).item()
         return self.token_embedding(ids.to(w.device)) * scale
 
     def lm_logits(self, hidden: torch.Tensor) -> torch.Tensor:
