@@ -136,14 +136,20 @@ class DecodeGraphs:
         self._pool = torch.cuda.graph_pool_handle() if runner.device.type == "cuda" else None
         self._graphs: dict[tuple[int, int], tuple[DecodeBuffers, StepGraph]] = {}
 
+    MAX_GRAPHS = 64  # (batch, width) pairs kept; the least recently used is dropped beyond this
+
     def _get(self, b: int, width: int) -> tuple[DecodeBuffers, StepGraph]:
         key = (padded_batch(b), max(1, 1 << (width - 1).bit_length()))
-        if key not in self._graphs:
+        entry = self._graphs.pop(key, None)
+        if entry is None:
             buf = DecodeBuffers.allocate(key[0], key[1], self.runner.device)
-            self._graphs[key] = (buf, StepGraph(lambda: decode_step(self.runner, buf),
-                                                self.runner.device, pool=self._pool))
+            entry = (buf, StepGraph(lambda: decode_step(self.runner, buf), self.runner.device,
+                                    pool=self._pool))
             buf.left.zero_()  # warm-up runs on a CUDA capture wrote only to the sink
-        return self._graphs[key]
+        self._graphs[key] = entry  # most recently used last
+        while len(self._graphs) > self.MAX_GRAPHS:
+            self._graphs.pop(next(iter(self._graphs)))
+        return entry
 
     @property
     def sizes(self) -> list[tuple[int, int]]:

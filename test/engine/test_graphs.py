@@ -167,3 +167,13 @@ def test_denoise_loop_traces_as_one_graph(model):
     with torch.inference_mode():
         compiled()
     assert torch.isfinite(buf.x).all() and not torch.equal(buf.x, before)
+
+
+def test_decode_graphs_are_bounded(model, monkeypatch):
+    """Batch sizes and table widths vary over hours: the least recently used graph is dropped."""
+    runner = _runner(model, True)
+    monkeypatch.setattr(DecodeGraphs, "MAX_GRAPHS", 3)
+    graphs = runner.decode_graphs
+    for b, w in [(1, 1), (2, 1), (3, 2), (1, 1), (5, 4)]:
+        graphs.buffers(b, w)
+    assert graphs.sizes == [(1, 1), (4, 2), (8, 4)]
