@@ -194,3 +194,34 @@ def test_questions_survive_a_failing_frame():
         node.stop()
         node.destroy_node()
         rclpy.try_shutdown(context=ctx)
+
+
+def test_action_rate_target_live_and_infeasible_diagnostic(ctx):
+    """target_action_hz and k_min are live engine parameters (k_min above k refused with the
+    engine's reason); a target no frame can meet is reported: FrameOutput/FrameStats fields and
+    the engine diagnostic WARN naming it."""
+    node = OxygenNode(context=ctx, parameter_overrides=[Parameter("model.num_threads", value=1)])
+    try:
+        assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
+        assert node.set_parameters([Parameter("target_action_hz", value=1000.0)])[0].successful
+        res = node.set_parameters([Parameter("k_min", value=8)])[0]
+        assert not res.successful and "k_min" in res.reason  # k is 4 by default
+        assert node.trigger_activate() == TransitionCallbackReturn.SUCCESS
+        rt = node.rt
+        size = rt.built.model_config.vision.image_size
+        img = np.zeros((size, size, 3), dtype=np.uint8)
+        state = np.zeros(6, np.float32)
+        outs = [rt.worker.frame(Pair(stamp=100.0 + i, images=(img,), state=state,
+                                     header_stamp=Time(sec=100 + i), image_stamps=(100.0 + i,),
+                                     state_stamp=100.0 + i)) for i in range(3)]
+        assert rt.built.engine.config.target_action_hz == 1000.0
+        assert all(o.target_action_hz == 1000.0 and not o.target_feasible for o in outs)
+        assert outs[-1].k_chosen == 1
+        engine = next(s for s in node._diagnostics() if s[0] == "engine")
+        assert engine[1] == "WARN" and "infeasible" in engine[2]
+        assert engine[3]["target_feasible"] is False and engine[3]["k_chosen"] == 1
+        assert node.trigger_deactivate() == TransitionCallbackReturn.SUCCESS
+        assert node.trigger_cleanup() == TransitionCallbackReturn.SUCCESS
+    finally:
+        node.stop()
+        node.destroy_node()
