@@ -117,7 +117,7 @@ def test_gpu_script_dry_run(tmp_path):
     device time is spent on it."""
     env = dict(os.environ, GPU_SH_DRY_RUN="1", OUT=str(tmp_path))
     proc = subprocess.run(["bash", str(REPO / "benchmarks" / "gpu.sh")], capture_output=True,
-                          text=True, env=env, cwd=REPO, timeout=600)
+                          text=True, env=env, cwd=REPO, timeout=1100)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     [out] = list(tmp_path.glob("cuda-dry-run-*"))
     assert "gpu.sh: done" in proc.stdout.strip().splitlines()[-1]
