@@ -84,7 +84,11 @@ def _feature_dim(features: dict, key: str) -> int | None:
 def read_lerobot(folder: Path) -> tuple[ModelConfig, CheckpointInfo, NormStats | None]:
     cfg = json.loads((folder / "config.json").read_text())
     inputs, outputs = cfg.get("input_features") or {}, cfg.get("output_features") or {}
-    cams = tuple(k for k, f in inputs.items() if isinstance(f, dict) and f.get("type") == "VISUAL")
+    cams = [k for k, f in inputs.items() if isinstance(f, dict) and f.get("type") == "VISUAL"]
+    # LeRobot adds empty_cameras as masked "observation.images.empty_camera_{i}" features
+    cams += [k for k in (f"observation.images.empty_camera_{i}" for i in range(int(cfg.get("empty_cameras", 0))))
+             if k not in cams]
+    cams = tuple(cams)
     if CONFIG_KEY in cfg:
         mc = model_config_from_dict(cfg[CONFIG_KEY])
     else:

@@ -261,6 +261,10 @@ def test_lerobot_own_fields_give_the_pi05_shape(tmp_path):
     assert ck.info.n_action_steps == 8 and (ck.info.state_dim, ck.info.action_dim) == (8, 8)
     assert ck.info.tokenizer_repos == ("google/paligemma-3b-pt-224",) and ck.tokenizer is None
     assert "google/paligemma-3b-pt-224" in ck.tokenizer_source  # why none was found
+    cfg["empty_cameras"] = 1  # LeRobot's masked extra camera, when the features do not list it yet
+    tmp_path.joinpath("config.json").write_text(json.dumps(cfg))
+    ck = describe_checkpoint(tmp_path)
+    assert ck.config.num_cameras == 3 and ck.info.camera_keys[-1] == "observation.images.empty_camera_0"
     cfg["paligemma_variant"] = "gemma_7b"
     tmp_path.joinpath("config.json").write_text(json.dumps(cfg))
     with pytest.raises(ValueError, match="variants"):
