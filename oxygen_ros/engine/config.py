@@ -145,13 +145,15 @@ PRESETS: dict[str, ModelConfig] = {
         vision=VisionConfig(image_size=32, patch_size=8, width=64, depth=1, num_heads=2, mlp_dim=128),
         num_cameras=2, max_prompt_tokens=48, action_horizon=10, action_dim=8,
     ),
+    # small and balanced: max_prompt_tokens 128 holds the default instruction with the longest
+    # 32-joint state text (Engine.validate_changes checks that worst case at construction).
     # Benchmarks: pi0.5 proportions (MLP 8x the VLM width as Gemma 2B, an expert half as wide
     # with MLP 4x as Gemma 300m, 2 cameras, 50-step horizon), shrunk for a CPU.
     "small": ModelConfig(
         name="small", vocab_size=2048, depth=8, num_heads=8, num_kv_heads=1, head_dim=64,
         vlm=ExpertConfig(512, 4096), action_experts=(ExpertConfig(256, 1024),),
         vision=VisionConfig(image_size=112, patch_size=14, width=256, depth=4, num_heads=4, mlp_dim=1024),
-        num_cameras=2, max_prompt_tokens=64, action_horizon=50, action_dim=32,
+        num_cameras=2, max_prompt_tokens=128, action_horizon=50, action_dim=32,
     ),
     # Benchmarks: stage costs on a CPU in the paper's RTX 4090 proportions (few image tokens,
     # LIBERO-like 10-step horizon, an action expert much narrower than the VLM; MLPs 8x / 4x
@@ -161,7 +163,7 @@ PRESETS: dict[str, ModelConfig] = {
         name="balanced", vocab_size=2048, depth=8, num_heads=8, num_kv_heads=1, head_dim=64,
         vlm=ExpertConfig(512, 4096), action_experts=(ExpertConfig(128, 512),),
         vision=VisionConfig(image_size=56, patch_size=14, width=128, depth=2, num_heads=2, mlp_dim=512),
-        num_cameras=1, max_prompt_tokens=48, action_horizon=10, action_dim=32,
+        num_cameras=1, max_prompt_tokens=128, action_horizon=10, action_dim=32,
     ),
     # Real pi0.5 shapes (PaliGemma 2B + Gemma 300m action expert, SigLIP So400m/14): for GPUs.
     "pi05": ModelConfig(name="pi05"),
