@@ -8,6 +8,7 @@ from test/conftest.py.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import signal
@@ -197,8 +198,10 @@ class Client:
         self.node.destroy_node()
 
 
-@pytest.fixture(scope="module")
-def node_proc(tmp_path_factory):
+@contextlib.contextmanager
+def node_process(tmp_path_factory, *ros_args: str):
+    """The node as a subprocess with the shipped config, one torch thread and `ros_args`;
+    stopped with SIGINT (SIGKILL after 10 s) and its log tail printed on exit."""
     env = dict(os.environ)
     parts = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     if str(ROOT) not in parts:
@@ -207,21 +210,29 @@ def node_proc(tmp_path_factory):
     env["PYTHONUNBUFFERED"] = "1"
     log = tmp_path_factory.mktemp("oxygen_node") / "node.log"
     cmd = _executable() + ["--ros-args", "--params-file", str(CONFIG), "-p", "model.num_threads:=1",
-                                  "-p", "control_priority:=20"]
+                           *ros_args]
     with open(log, "wb") as out:
         proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True)
     proc.log_path = log
-    yield proc
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGINT)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(5)
-    sys.stdout.write(f"\n--- oxygen_node log ({log}) tail ---\n")
-    sys.stdout.write(log.read_text(errors="replace")[-3000:])
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGINT)
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(5)
+        sys.stdout.write(f"\n--- oxygen_node log ({log}) tail ---\n")
+        sys.stdout.write(log.read_text(errors="replace")[-3000:])
+
+
+@pytest.fixture(scope="module")
+def node_proc(tmp_path_factory):
+    with node_process(tmp_path_factory, "-p", "control_priority:=20") as proc:
+        yield proc
 
 
 @pytest.fixture(scope="module")

@@ -9,11 +9,6 @@ test_node_e2e's, with a feeder that can shift the camera / joint-state stamps.
 from __future__ import annotations
 
 import math
-import os
-import signal
-import subprocess
-import sys
-import threading
 import time
 
 import numpy as np
@@ -35,7 +30,7 @@ from std_msgs.msg import String  # noqa: E402
 from oxygen_ros.msg import TextMemory  # noqa: E402
 from oxygen_ros.node import conversions as conv  # noqa: E402
 
-from test_node_e2e import CONFIG, JOINTS, ROOT, Client, _alive, _executable, _status  # noqa: E402
+from test_node_e2e import JOINTS, Client, _alive, _status, node_process  # noqa: E402
 
 OK, WARN, ERROR = DiagnosticStatus.OK, DiagnosticStatus.WARN, DiagnosticStatus.ERROR
 LONG_INSTRUCTION = ("please carefully pick up the small red cube from the left side of the table "
@@ -102,29 +97,8 @@ class StampClient(Client):
 
 @pytest.fixture(scope="module")
 def node_proc(tmp_path_factory):
-    env = dict(os.environ)
-    parts = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-    if str(ROOT) not in parts:
-        parts.insert(0, str(ROOT))
-    env["PYTHONPATH"] = os.pathsep.join(parts)
-    env["PYTHONUNBUFFERED"] = "1"
-    log = tmp_path_factory.mktemp("oxygen_node") / "node.log"
-    cmd = _executable() + ["--ros-args", "--params-file", str(CONFIG), "-p", "model.num_threads:=1",
-                           "-p", "autostart:=true"]
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True)
-    proc.log_path = log
-    yield proc
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGINT)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(5)
-    sys.stdout.write(f"\n--- oxygen_node log ({log}) tail ---\n")
-    sys.stdout.write(log.read_text(errors="replace")[-3000:])
+    with node_process(tmp_path_factory, "-p", "autostart:=true") as proc:
+        yield proc
 
 
 @pytest.fixture(scope="module")
