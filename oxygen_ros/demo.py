@@ -13,39 +13,20 @@ from typing import Any
 
 import torch
 
-from .engine.config import LINEAR_LAYOUTS, MODES, EngineConfig, load_model_config
+from .engine.config import MODES, load_model_config
 from .engine.device import check_device
 from .engine.engine import Engine, FrameOutput
 from .bench.metrics import ratio_check, summarize, warmup_frames
 from .engine.synthetic import SyntheticStream
+from .engine_args import add_engine_args, check_engine_args, engine_config
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="oxygen-demo", description=__doc__)
-    p.add_argument("--preset", default="tiny", help="model preset: tiny, small, balanced, pi05")
-    p.add_argument("--model-config", default=None, help="JSON/YAML overriding preset fields")
-    p.add_argument("--checkpoint", default=None, help="LeRobot or openpi pi0.5 checkpoint folder to load")
-    p.add_argument("--tokenizer", default=None, help="the checkpoint's tokenizer: tokenizer.model / "
-                   "tokenizer.json, a folder with one, or a repo id in the local HF cache (default: searched)")
-    p.add_argument("--asset-id", default=None, help="openpi checkpoint: statistics of assets/<asset_id>/")
-    p.add_argument("--mode", default="oxygen", choices=MODES)
-    p.add_argument("--k", type=int, default=4, help="decode steps per frame")
-    p.add_argument("--N", type=int, default=12, help="max decode steps per request")
-    p.add_argument("--S", type=int, default=10, help="denoising steps")
+    add_engine_args(p)
     p.add_argument("--frames", type=int, default=30, help="frames to measure")
     p.add_argument("--warmup", type=int, default=None,
                    help="frames before measuring (default: ceil(N/k)+1, the batch ramp-up)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--memory-every", type=int, default=1, help="a memory request every M frames")
-    p.add_argument("--memory-prompt", default="Memory: what happened?\n")
-    p.add_argument("--max-active", type=int, default=32, help="max active language requests")
-    p.add_argument("--threads", type=int, default=2, help="torch CPU threads")
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--dtype", default="float32")
-    p.add_argument("--compile", action="store_true",
-                   help="torch.compile the action expert's denoising step (first frame slower)")
-    p.add_argument("--linear-layout", default="standard", choices=LINEAR_LAYOUTS,
-                   help="decoder projections for F.linear (standard) or x @ w (transposed)")
     p.add_argument("--compare", default=None, choices=MODES,
                    help="also run this mode (e.g. isolated) and print measured vs predicted ratio")
     p.add_argument("--json", action="store_true", help="last stdout line: one JSON summary")
@@ -53,9 +34,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="write every request's tokens and margins and every frame's actions")
     p.add_argument("--quiet", action="store_true", help="no per-frame lines")
     args = p.parse_args(argv)
-    for name in ("k", "N", "S", "frames"):
-        if getattr(args, name) < 1:
-            p.error(f"--{name} must be >= 1")
+    check_engine_args(p, args)
+    if args.frames < 1:
+        p.error("--frames must be >= 1")
     return args
 
 
@@ -67,12 +48,7 @@ def build_engine(args: argparse.Namespace, mode: str, model: torch.nn.Module | N
 
         model, mc, tokenizer, _ = load_checkpoint(args.checkpoint, args.device, args.dtype,
                                                      tokenizer=args.tokenizer, asset_id=args.asset_id)
-    ec = EngineConfig(mode=mode, decode_steps_per_frame=args.k, max_decode_steps=args.N,
-                      denoise_steps=args.S, max_active_requests=args.max_active,
-                      memory_every_n_frames=args.memory_every, memory_prompt=args.memory_prompt,
-                      seed=args.seed, device=args.device, dtype=args.dtype,
-                      compile_denoise=args.compile, linear_layout=args.linear_layout)
-    return Engine(mc, ec, model=model, tokenizer=tokenizer)
+    return Engine(mc, engine_config(args, mode), model=model, tokenizer=tokenizer)
 
 
 def run_mode(engine: Engine, args: argparse.Namespace, log: bool, drain: bool) -> tuple[list[FrameOutput], list[FrameOutput]]:

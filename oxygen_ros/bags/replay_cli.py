@@ -21,32 +21,13 @@ from .writer import STORAGES, BagWriter
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    from oxygen_ros.engine.config import LINEAR_LAYOUTS, MODES
+    from oxygen_ros.engine_args import add_engine_args, check_engine_args
 
     p = argparse.ArgumentParser(prog="oxygen-replay", description=__doc__)
     p.add_argument("bag", help="input rosbag2 folder or .mcap file")
     p.add_argument("--out", default=None, help="output bag folder (default: <bag>-replay-<mode>)")
     p.add_argument("--storage", default="mcap", choices=sorted(STORAGES))
-    # engine (as oxygen-demo)
-    p.add_argument("--preset", default="tiny", help="model preset: tiny, small, balanced, pi05")
-    p.add_argument("--model-config", default=None, help="JSON/YAML overriding preset fields")
-    p.add_argument("--checkpoint", default=None, help="LeRobot or openpi pi0.5 checkpoint folder to load")
-    p.add_argument("--tokenizer", default=None, help="the checkpoint's tokenizer: tokenizer.model / "
-                   "tokenizer.json, a folder with one, or a repo id in the local HF cache (default: searched)")
-    p.add_argument("--asset-id", default=None, help="openpi checkpoint: statistics of assets/<asset_id>/")
-    p.add_argument("--mode", default="oxygen", choices=MODES)
-    p.add_argument("--k", type=int, default=4, help="decode steps per frame")
-    p.add_argument("--N", type=int, default=12, help="max decode steps per request")
-    p.add_argument("--S", type=int, default=10, help="denoising steps")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--memory-every", type=int, default=1, help="a memory request every M frames (0: none)")
-    p.add_argument("--memory-prompt", default="Memory: what happened?\n")
-    p.add_argument("--max-active", type=int, default=32, help="max active language requests")
-    p.add_argument("--threads", type=int, default=2, help="torch CPU threads")
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--dtype", default="float32")
-    p.add_argument("--compile", action="store_true", help="torch.compile the action expert's step")
-    p.add_argument("--linear-layout", default="standard", choices=LINEAR_LAYOUTS)
+    add_engine_args(p)  # the same engine flags as oxygen-demo
     # inputs and the node's settings (its parameter names)
     p.add_argument("--camera-topics", nargs="+", default=None,
                    help="camera topics in model order (default: /camera/image_raw, else every Image topic)")
@@ -78,9 +59,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--json", action="store_true", help="last stdout line: one JSON summary")
     p.add_argument("--quiet", action="store_true")
     args = p.parse_args(argv)
-    for name in ("k", "N", "S"):
-        if getattr(args, name) < 1:
-            p.error(f"--{name} must be >= 1")
+    check_engine_args(p, args)
     return args
 
 
@@ -89,7 +68,8 @@ def build(args: argparse.Namespace) -> tuple[Any, Any, tuple[str, ...], int]:
     oxygen-demo style flags; a checkpoint is opened like the node does (node/build.py)."""
     import torch
 
-    from oxygen_ros.engine.config import EngineConfig, load_model_config
+    from oxygen_ros.engine.config import load_model_config
+    from oxygen_ros.engine_args import engine_config
     from oxygen_ros.engine.engine import Engine
 
     torch.set_num_threads(args.threads)
@@ -103,12 +83,7 @@ def build(args: argparse.Namespace) -> tuple[Any, Any, tuple[str, ...], int]:
                              asset_id=args.asset_id)
         model, mc, tokenizer, norm = ck.model, ck.config, ck.tokenizer, ck.norm_stats
         keys, steps = ck.info.camera_keys, ck.info.n_action_steps
-    ec = EngineConfig(mode=args.mode, decode_steps_per_frame=args.k, max_decode_steps=args.N,
-                      denoise_steps=args.S, max_active_requests=args.max_active,
-                      memory_every_n_frames=args.memory_every, memory_prompt=args.memory_prompt,
-                      seed=args.seed, device=args.device, dtype=args.dtype,
-                      compile_denoise=args.compile, linear_layout=args.linear_layout)
-    return Engine(mc, ec, model=model, tokenizer=tokenizer), norm, tuple(keys), int(steps or 0)
+    return Engine(mc, engine_config(args), model=model, tokenizer=tokenizer), norm, tuple(keys), int(steps or 0)
 
 
 def _suffix_topic(bag: BagData, msgtype: str, suffix: str) -> str | None:
