@@ -464,11 +464,12 @@ class Engine:
             self._memory_prompt = (prompt, self._encode_suffix(prompt))
         return list(self._memory_prompt[1])
 
-    def admit(self, frame: Frame, limit: int | None = None) -> list[Admission]:
+    def admit(self, frame: Frame, limit: int | None = None, reserve: int | None = None
+              ) -> list[Admission]:
         """Admit what fits (priority, FIFO); prepare the admitted requests' KV: copy-on-write of
         a shared tail, and the observation prefix of a request that waited without one."""
         with self.timer.stage("sched"), self._lock:
-            admissions = self.scheduler.admit(frame.index, limit)
+            admissions = self.scheduler.admit(frame.index, limit, reserve)
         for a in admissions:
             if a.prefill is not None:
                 with self.timer.stage("vision_prefill"):
@@ -512,13 +513,13 @@ class Engine:
                                   self.model_config.eos_token_id)
         self._report(batch, before)
 
-    def run_one_by_one(self, frame: Frame) -> None:
+    def run_one_by_one(self, frame: Frame, reserve: int | None = None) -> None:
         """Isolated execution of the language work: every running request, then every request
-        the queue admits, each alone until it finishes."""
+        the queue admits (beside `reserve` free blocks), each alone until it finishes."""
         for r in self.scheduler.running:
             self.decode(frame, [r], r.remaining)
         while True:
-            admissions = self.admit(frame, limit=1)
+            admissions = self.admit(frame, limit=1, reserve=reserve)
             if not admissions:
                 return
             r = admissions[0].request

@@ -85,7 +85,9 @@ class Parallel:
 
         def language() -> None:
             try:
-                engine.run_one_by_one(frame)
+                # this frame's action path already holds its blocks and every request finishes
+                # within the frame: nothing more to keep free for the next frame
+                engine.run_one_by_one(frame, reserve=0)
             except BaseException as exc:  # re-raised in the caller's thread
                 error.append(exc)
 

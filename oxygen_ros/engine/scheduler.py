@@ -218,13 +218,19 @@ class Scheduler:
         return SchedulerOutput(frame, tuple(admissions), decode, k if decode else 0,
                                len(self._waiting))
 
-    def admit(self, frame: int, limit: int | None = None) -> list[Admission]:
+    def admit(self, frame: int, limit: int | None = None, reserve: int | None = None
+              ) -> list[Admission]:
+        """Admit waiting requests in order while they fit beside `reserve` free blocks (default
+        reserved_blocks: the next frame's action path). A caller whose frame still holds its own
+        action path's blocks, and whose admissions all finish within the frame, passes 0: the
+        next frame's blocks are the ones this frame releases."""
         admissions: list[Admission] = []
         kv = self.kv
+        reserve = self.reserved_blocks if reserve is None else reserve
         while self._waiting and len(self._running) < self._max_active and \
                 (limit is None or len(admissions) < limit):
             req = self._waiting[0]
-            need = self.need(req) + self.reserved_blocks
+            need = self.need(req) + reserve
             if not kv.can_fit(need):
                 # newer waiting requests' prefixes make way for the head (the same arithmetic
                 # as relief); they are prefilled again when their turn comes

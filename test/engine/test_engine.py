@@ -245,8 +245,8 @@ def spy_admissions(engine: Engine, monkeypatch) -> list:
     admitted: list = []
     real_admit = engine.scheduler.admit
 
-    def spy(frame, limit=None):
-        out = real_admit(frame, limit)
+    def spy(frame, limit=None, reserve=None):
+        out = real_admit(frame, limit, reserve)
         admitted.extend(a.blocks for a in out)
         return out
 

@@ -16,6 +16,7 @@ from oxygen_ros.engine.config import MODES, PRESETS, EngineConfig
 from oxygen_ros.engine.engine import Engine
 from oxygen_ros.engine.model import init_model
 from oxygen_ros.engine.request import RequestStatus
+from oxygen_ros.engine.scheduler import request_blocks
 from oxygen_ros.engine.synthetic import SyntheticStream
 from oxygen_ros.engine.tokenizer import build_tiny_tokenizer
 
@@ -232,6 +233,7 @@ def test_random_operations_never_wedge_or_lose_a_request(parts, ops, extra_block
     ledger = Ledger()
     asked: set[int] = set()
     rng = np.random.default_rng(seed)
+    cap = 3  # the largest max_active_requests so far (running requests above a lowered cap finish)
     i = 0
     for op in ops:
         kind = op[0]
@@ -249,8 +251,29 @@ def test_random_operations_never_wedge_or_lose_a_request(parts, ops, extra_block
                    "mode": "mode", "max_active": "max_active_requests",
                    "memory": "memory_every_n_frames"}[kind]
             engine.update_config(**{key: op[1]})
-        assert engine.num_live_requests <= 3 + 6 + len(engine._pending)
+            if kind == "max_active":
+                cap = max(cap, op[1])
+        assert engine.num_live_requests <= cap + 6 + len(engine._pending)
     # after the asks stop: every request finishes or is refused within a bounded number of frames
     drain(engine, ledger, i, 40 * 24)
     assert asked <= set(ledger.final), f"lost: {sorted(asked - set(ledger.final))}"
     assert ledger.seen == set(ledger.final)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_the_smallest_pool_validation_accepts_serves_every_mode(parts, mode):
+    """num_blocks = the action path + one worst-case request (what validate_changes requires):
+    every mode still admits and finishes requests (parallel: the language thread runs while this
+    frame's action path holds its blocks, so it keeps nothing more free for the next frame)."""
+    cfg = EngineConfig(max_decode_steps=12)
+    smallest = Engine.frame_blocks(MC, cfg) + request_blocks(
+        MC.max_prefix_tokens, MC.max_prompt_tokens, 12, cfg.block_size, with_prefix=True)
+    engine = make(parts, mode=mode, decode_steps_per_frame=4, max_decode_steps=12,
+                  memory_every_n_frames=1, num_blocks=smallest)
+    with pytest.raises(ValueError, match="needs up to"):
+        engine.validate_changes(max_decode_steps=12 + cfg.block_size)
+    ledger = Ledger()
+    for i in range(4):
+        step(engine, ledger, i)
+    drain(engine, ledger, 4, 40)
+    assert len(ledger.final) == 4 and set(ledger.final.values()) == {"length"}
