@@ -191,7 +191,8 @@ def main(argv: list[str] | None = None) -> int:
         r["in_frame_share"] = r["in_frame_us"] / 1e3 / r["frame_ms"]
         r["replayed_share"] = r["replayed_us"] / 1e3 / r["frame_ms"]
         r["in_frame_over_replayed"] = r["in_frame_us"] / r["replayed_us"]
-        print(json.dumps({k: round(v, 4) for k, v in r.items()}))
+        # 4 significant digits, not 4 decimals: a share of a slow frame can be below 5e-5
+        print(json.dumps({k: float(f"{v:.4g}") for k, v in r.items()}))
         return 0
     engine = Engine(mc, EngineConfig(denoise_steps=args.S, max_active_requests=32,
                                      device=args.device, dtype=args.dtype))
