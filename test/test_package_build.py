@@ -51,6 +51,9 @@ FRAME_STATS_FIELDS = {
     "kv_blocks_used": "uint32",
     "kv_blocks_total": "uint32",
     "kv_bytes_used": "uint64",
+    "target_action_hz": "float",
+    "k_chosen": "uint32",
+    "target_feasible": "boolean",
 }
 
 

@@ -102,7 +102,7 @@ def test_hold_from_status_messages_when_there_is_no_counter():
 
 
 def test_framestats_with_new_fields(tmp_path):
-    """A bag recorded with a FrameStats that gained fields (a rate controller's k and target):
+    """A bag recorded with a FrameStats that has fields this version does not know (a newer node's):
     read from the bag's own definition, stages stay the five, the rest is reported."""
     from oxygen_ros.bags import messages as M
     from oxygen_ros.bags.typestore import FRAME_STATS, msg_dir, typestore
@@ -113,18 +113,18 @@ def test_framestats_with_new_fields(tmp_path):
     for f in msg_dir().glob("*.msg"):
         (d / f.name).write_text(f.read_text())
     (d / "FrameStats.msg").write_text((d / "FrameStats.msg").read_text()
-                                      + "float32 target_ms\nbool target_feasible\n")
+                                      + "float32 future_ms\nbool future_flag\n")
     store = typestore(str(d))
     with BagWriter(tmp_path / "bag", "mcap", store=store) as w:
         for i in range(4):
             w.write("/oxygen/frame_stats", FRAME_STATS, M.frame_stats(
-                store, i * 10**8, frame=i, k=1 + i, frame_ms=20.0, denoise_ms=10.0, target_ms=25.0,
-                target_feasible=i < 3), i * 10**8)
+                store, i * 10**8, frame=i, k=1 + i, frame_ms=20.0, denoise_ms=10.0, future_ms=25.0,
+                future_flag=i < 3), i * 10**8)
     s = evaluate(read_bag(tmp_path / "bag")).summary
-    assert "target_ms" not in s["stage_ms"] and s["stage_ms"]["denoise_ms"] == pytest.approx(10.0)
-    assert s["other_fields"]["target_ms"]["mean"] == pytest.approx(25.0)
-    assert s["other_fields"]["target_feasible"]["last"] == 0.0
+    assert "future_ms" not in s["stage_ms"] and s["stage_ms"]["denoise_ms"] == pytest.approx(10.0)
+    assert s["other_fields"]["future_ms"]["mean"] == pytest.approx(25.0)
+    assert s["other_fields"]["future_flag"]["last"] == 0.0
     assert (s["k_min"], s["k_max"]) == (1, 4)
     assert main([str(tmp_path / "bag"), "--out", str(tmp_path / "out")]) == 0
     text = (tmp_path / "out" / "report.md").read_text()
-    assert "`target_ms`: 25" in text and "k varied between 1 and 4" in text and "k=1..4" in text
+    assert "`future_ms`: 25" in text and "k varied between 1 and 4" in text and "k=1..4" in text

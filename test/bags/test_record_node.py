@@ -53,7 +53,10 @@ def test_node_records_a_bag_that_oxygen_eval_reads(tmp_path):
     try:
         deadline, i = time.monotonic() + 60, 0
         t_start, t_first = time.monotonic(), None
-        while len(chunks) < 20 and time.monotonic() < deadline and proc.poll() is None:
+        # 20 chunks and at least 2.5 s of recording after the first one: /diagnostics comes at
+        # 1 Hz, and on an idle machine the 20 chunks alone take well under a second
+        while ((len(chunks) < 20 or t_first is None or time.monotonic() - t_start - t_first < 2.5)
+               and time.monotonic() < deadline and proc.poll() is None):
             now = node.get_clock().now().to_msg()
             img_pub.publish(conv.encode_image(np.roll(img, i, axis=1), "rgb8", stamp=now))
             js = JointState()
