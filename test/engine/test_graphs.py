@@ -134,7 +134,7 @@ def test_denoise_graph_equals_eager_and_keeps_buffers(model):
     """The whole S-step loop on static buffers gives denoise()'s actions exactly, for different
     prefix lengths through the same graph (the prefix enters only through buffer values)."""
     eager, graphed = _runner(model, False), _runner(model, True)
-    seqs = _prefilled(eager, [9, 13])
+    _prefilled(eager, [9, 13])
     _prefilled(graphed, [9, 13])
     noise = torch.randn(MC.action_horizon, MC.action_dim, generator=torch.Generator().manual_seed(3))
     table = list(range(40, 46))  # scratch blocks after the prefix blocks: [prefix copy] + actions
