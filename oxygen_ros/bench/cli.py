@@ -24,7 +24,7 @@ from ..engine.model import init_model
 from ..engine.tokenizer import build_tiny_tokenizer
 from . import patterns as pat
 from .power import PowerMeter
-from .rate import run_targets
+from .rate import rates_arg, run_targets
 from .rate import target as rate_target
 from .sweep import (Context, RunSpec, default_warmup, micro_costs, probe_in_subprocess, run,
                     stage_micro)
@@ -50,13 +50,6 @@ def _names(choices):
             raise argparse.ArgumentTypeError(f"unknown {bad}; choose from {list(choices)} or none")
         return vals
     return parse
-
-
-def _rates(text: str) -> list[float]:
-    vals = [float(x) for x in text.split(",") if x.strip()]
-    if not vals or min(vals) <= 0:
-        raise argparse.ArgumentTypeError(f"expected positive rates in Hz, got {text!r}")
-    return vals
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -88,7 +81,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--memory-probes", choices=("auto", "on", "off"), default="auto",
                    help="per-mode peak RSS from fresh subprocesses (auto: on for cpu)")
     p.add_argument("--memory-setting", type=_ints, default=[20, 10], metavar="N,S")
-    p.add_argument("--rate-targets", type=_rates, default=[],
+    p.add_argument("--rate-targets", type=rates_arg, default=[],
                    help="action-rate targets in Hz (comma list): oxygen with target_action_hz on "
                         "the first grid preset, target vs achieved table (bench/rate.py)")
     p.add_argument("--rate-setting", type=_ints, default=[1, 30, 30, 10], metavar="k_min,k_max,N,S")

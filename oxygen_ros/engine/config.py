@@ -14,6 +14,7 @@ MODES = ("oxygen", "shared", "isolated", "parallel")
 DTYPES = ("float32", "bfloat16", "float16")
 # standard: nn.Linear weights [out, in] (F.linear); transposed: [in, out] copies (x @ w)
 LINEAR_LAYOUTS = ("standard", "transposed")
+MAX_TARGET_ACTION_HZ = 10_000.0
 ATTENTION_BACKENDS = ("auto", "cpp", "triton", "reference")
 
 
@@ -267,8 +268,9 @@ class EngineConfig:
         if self.linear_layout not in LINEAR_LAYOUTS:
             raise ValueError(
                 f"linear_layout must be standard or transposed, got {self.linear_layout!r}")
-        if not (math.isfinite(self.target_action_hz) and 0.0 <= self.target_action_hz <= 10_000.0):
-            raise ValueError(f"target_action_hz must be 0 (off) or in (0, 10000] Hz, got "
+        if not (math.isfinite(self.target_action_hz)
+                and 0.0 <= self.target_action_hz <= MAX_TARGET_ACTION_HZ):
+            raise ValueError(f"target_action_hz must be 0 (off) or in (0, {MAX_TARGET_ACTION_HZ:g}] Hz, got "
                              f"{self.target_action_hz}")
         if not 1 <= self.k_min <= 1024:
             raise ValueError(f"k_min must be in [1, 1024], got {self.k_min}")

@@ -120,6 +120,10 @@ class Engine:
         self.model.eval()
         if hasattr(self.model, "fuse_projections"):
             self.model.fuse_projections(config.linear_layout)
+        if tokenizer is None and model is not None:
+            # a loaded model with the tiny random-preset tokenizer would run and emit nonsense
+            raise ValueError("a model was given without its tokenizer: pass the checkpoint's "
+                             "tokenizer (the built-in tiny BPE is only for random presets)")
         self.tokenizer = tokenizer or build_tiny_tokenizer(min(model_config.vocab_size, 2048))
         if self.tokenizer.vocab_size > model_config.vocab_size:
             raise ValueError(f"tokenizer has {self.tokenizer.vocab_size} tokens, model vocab is "
@@ -307,6 +311,7 @@ class Engine:
         prompt_ids = self._action_prompt(obs)  # refuses a bad prompt before anything changes
         start = time.perf_counter()
         self.timer.reset()
+        self._rate = None  # a frame that raised left its choice of k behind
         frame = Frame(self.frame, obs.stamp, self._source(obs, prompt_ids), self._noise(self.frame))
         self.frame += 1
         mode = MODES[cfg.mode]
@@ -343,10 +348,10 @@ class Engine:
         """Teach the controller this frame's stage costs; returns the decision to report (other
         modes choose no k: there, whether the frame as measured fitted 1/target)."""
         cfg = self.config
+        decision, self._rate = self._rate, None
         self.rate.observe(FrameCosts(frame_ms / 1e3, timings_ms["vision_prefill"] / 1e3,
                                      timings_ms["denoise"] / 1e3, timings_ms["decode"] / 1e3,
-                                     frame.decode_steps, frame.batch_size))
-        decision, self._rate = self._rate, None
+                                     frame.decode_steps, frame.batch_size), decision)
         if decision is not None:  # the mode chose k for the target (oxygen)
             return decision
         budget_ms = 1e3 / cfg.target_action_hz if cfg.target_action_hz else None

@@ -9,9 +9,21 @@ P: the frame's prefills, D: denoise, O: everything else in the frame (KV, schedu
 glue), each a running estimate (EWMA); d(B): one batched decode step, a line a + b*B fitted by
 exponentially weighted least squares over (batch, ms per step) samples, so that a cost measured at
 one batch size still predicts another. It then takes the largest k in [k_min, k_max] with
-T(k, B) <= (1 - headroom) / target: language advances as fast as the action rate allows. When even
-k_min does not fit, the decision says so (feasible False) and k_min is run, so language never
-starves. Pure Python, no torch; fixed-size state whatever the number of frames.
+
+    T(k, B) <= (1 - headroom) / target + credit
+
+so that language advances as fast as the action rate allows. k is whole and one decode step can
+be 10-20% of the period, so a fixed k would leave up to a step of every period unused and run the
+actions that much faster than asked. The credit carries that rest over: after each frame it gains
+(1 - headroom) / target minus the frame's measured time, held within one decode step either way
+(error diffusion). k then alternates between the two whole values around the ideal fractional one,
+the mean frame time settles at (1 - headroom) / target (achieved rate = target / (1 - headroom)),
+and measured errors of the cost model are fed back too. The price: a single frame may run over
+1/target by less than one decode step, which the next frames pay back. The credit starts at zero
+and resets when the target changes or is infeasible.
+
+When even k_min does not fit, the decision says so (feasible False) and k_min is run, so language
+never starves. Pure Python, no torch; fixed-size state whatever the number of frames.
 """
 from __future__ import annotations
 
@@ -78,6 +90,9 @@ class RateDecision:
     feasible: bool  # the frame is predicted to fit 1/target at k (always True when off)
     predicted_ms: float | None  # T(k, B); None while the costs are still unknown
     budget_ms: float | None  # 1000 / target; None when off
+    # one decode step's predicted cost at this batch when k was chosen from the costs: the frame
+    # then settles the time credit (observe); None otherwise
+    step_ms: float | None = None
 
 
 @dataclass(frozen=True)
@@ -106,8 +121,12 @@ class RateController:
         self.denoise = Ewma(alpha)
         self.other = Ewma(alpha)
         self.decode_step = EwmaLine(alpha)
+        self.credit_s = 0.0  # unused (+) or overrun (-) frame time carried over, |.| <= one step
+        self._credit_target = 0.0  # the target the credit was earned under
 
-    def observe(self, c: FrameCosts) -> None:
+    def observe(self, c: FrameCosts, decision: RateDecision | None = None) -> None:
+        """Learn one frame's stage costs; `decision`: what choose() said for this frame (settles
+        the credit when k was chosen from the costs)."""
         for name, v in (("frame_s", c.frame_s), ("prefill_s", c.prefill_s),
                         ("denoise_s", c.denoise_s), ("decode_s", c.decode_s)):
             if not math.isfinite(v) or v < 0:
@@ -117,6 +136,10 @@ class RateController:
         self.other.add(max(c.frame_s - c.prefill_s - c.denoise_s - c.decode_s, 0.0))
         if c.decode_steps > 0 and c.batch > 0:
             self.decode_step.add(float(c.batch), c.decode_s / c.decode_steps)
+        if decision is not None and decision.step_ms is not None and decision.budget_ms:
+            aim = decision.budget_ms * 1e-3 * (1.0 - self.headroom)
+            step = decision.step_ms * 1e-3
+            self.credit_s = min(step, max(-step, self.credit_s + aim - c.frame_s))
 
     def predict_s(self, k: int, batch: int) -> float | None:
         """T(k, B) in seconds, or None while a needed cost has not been measured yet."""
@@ -130,10 +153,13 @@ class RateController:
         return fixed + k * self.decode_step.predict(batch)
 
     def choose(self, target_hz: float, k_min: int, k_max: int, batch: int) -> RateDecision:
-        """The largest k in [k_min, k_max] predicted to keep the frame within 1/target at this
-        batch. Off (target 0): k_max. Costs not measured yet: k_min, the safe side."""
+        """The largest k in [k_min, k_max] predicted to keep the frame within 1/target (less the
+        headroom, plus the carried credit) at this batch. Off (target 0): k_max. Costs not
+        measured yet: k_min, the safe side."""
         if not 1 <= k_min <= k_max:
             raise ValueError(f"need 1 <= k_min <= k_max, got k_min={k_min} k_max={k_max}")
+        if target_hz != self._credit_target:  # credit earned under another target means nothing
+            self.credit_s, self._credit_target = 0.0, target_hz
         if target_hz <= 0:
             return RateDecision(k_max, True, None, None)
         budget = 1.0 / target_hz
@@ -141,10 +167,13 @@ class RateController:
         if low is None:
             return RateDecision(k_min, True, None, budget * 1e3)
         if low > budget:  # not even k_min fits: say so, keep language moving at k_min
+            self.credit_s = 0.0
             return RateDecision(k_min, False, low * 1e3, budget * 1e3)
         if batch <= 0:  # nothing to decode: k does not change the frame
             return RateDecision(k_max, True, low * 1e3, budget * 1e3)
         step = self.decode_step.predict(batch)
-        usable = budget * (1.0 - self.headroom) - (low - k_min * step)
-        k = k_max if step <= 0 else int(min(k_max, max(k_min, math.floor(usable / step))))
-        return RateDecision(k, True, self.predict_s(k, batch) * 1e3, budget * 1e3)
+        if step <= 0:
+            return RateDecision(k_max, True, self.predict_s(k_max, batch) * 1e3, budget * 1e3)
+        usable = budget * (1.0 - self.headroom) + self.credit_s - (low - k_min * step)
+        k = int(min(k_max, max(k_min, math.floor(usable / step))))
+        return RateDecision(k, True, self.predict_s(k, batch) * 1e3, budget * 1e3, step * 1e3)

@@ -89,7 +89,8 @@ def test_node_records_a_bag_that_oxygen_eval_reads(tmp_path):
                   "/oxygen/frame_stats", "/oxygen/memory", "/diagnostics"):
         assert data.get(topic), f"{topic} not recorded; topics: {sorted(data.topics)}"
     s = evaluate(data).summary
-    assert s["action_chunks"] >= 20 and s["frames"] == s["action_chunks"]
+    # the stop can fall between a frame's chunk and its stats: the last frame may be cut
+    assert s["action_chunks"] >= 20 and abs(s["frames"] - s["action_chunks"]) <= 1
     assert 40.0 < s["command_rate_hz"] < 60.0  # control_rate_hz 50 (config/oxygen.yaml)
     assert s["memory_finished"] > 0 and s["tokens_per_s"] > 0
     assert s["obs_to_command_ms_p50"] > 0

@@ -334,3 +334,10 @@ def test_warmup_leaves_no_trace(parts):
     assert [u.new_tokens for u in a.updates] == [u.new_tokens for u in b.updates]
     with pytest.raises(RuntimeError, match="before the engine serves"):
         engine.warmup()
+
+
+def test_a_given_model_needs_its_tokenizer(parts):
+    """A loaded model with the built-in tiny tokenizer would run and emit nonsense: refused."""
+    model, _ = parts
+    with pytest.raises(ValueError, match="without its tokenizer"):
+        Engine(MC, EngineConfig(), model=model)
