@@ -228,7 +228,7 @@ class EngineConfig:
     linear_layout: str = "standard"
     # Action-rate target (beyond the paper, which fixes k): when > 0, oxygen mode chooses k per
     # frame in [k_min, decode_steps_per_frame] from the stage costs measured so far, so the
-    # frame fits 1 / target_action_hz (engine/rate_control.py). 0: off, k is fixed.
+    # frames fit 1 / target_action_hz on average (engine/rate_control.py). 0: off, k is fixed.
     target_action_hz: float = 0.0
     k_min: int = 1  # fewest decode steps a frame runs under a target: language never starves
     extra: dict[str, Any] = field(default_factory=dict)

@@ -337,7 +337,8 @@ class Engine:
     # -- action-rate target ---------------------------------------------------------------------
     def choose_k(self, batch: int) -> int:
         """Oxygen's decode steps this frame: the configured k, or under an action-rate target the
-        largest k in [k_min, k] that the stage costs measured so far fit into 1/target."""
+        largest k in [k_min, k] that the stage costs measured so far (and the time credit carried
+        from earlier frames) fit into 1/target."""
         cfg = self.config
         k_max = cfg.decode_steps_per_frame
         self._rate = self.rate.choose(cfg.target_action_hz, min(cfg.k_min, k_max), k_max, batch)

@@ -64,7 +64,7 @@ PARAMETERS: tuple[Spec, ...] = (
          (1, 256)),
     Spec("mode", "string", "oxygen", "scheduling mode", LIVE, choices=MODES),
     Spec("target_action_hz", "double", 0.0, "action-rate target (0 = off): oxygen mode then "
-         "chooses k per frame in [k_min, decode_steps_per_frame] so a frame fits 1/target; "
+         "chooses k per frame in [k_min, decode_steps_per_frame] so frames fit 1/target on average; "
          "infeasible even at k_min: FrameStats.target_feasible false + engine diagnostic WARN",
          LIVE, (0.0, 1000.0)),
     Spec("k_min", "int", 1, "fewest decode steps per frame under target_action_hz (language "
