@@ -26,11 +26,11 @@ GOAL = 0.10  # achieved within 10% of the target where it is feasible
 
 
 def run_target(ctx: Context, target_hz: float, k_min: int, k_max: int, n: int, s: int,
-               frames: int, warmup: int) -> dict[str, Any]:
+               frames: int, warmup: int, strict: bool = False) -> dict[str, Any]:
     """One run at one target: warm-up frames (the batch ramps up, the controller learns the
     stage costs), then `frames` measured ones."""
     eng = ctx.engine("oxygen", k_max, n, s)
-    eng.update_config(target_action_hz=target_hz, k_min=k_min)
+    eng.update_config(target_action_hz=target_hz, k_min=k_min, target_strict=strict)
     stream = SyntheticStream(ctx.model_config, seed=ctx.seed)
     outs = []
     for i in range(warmup + frames):
@@ -51,7 +51,8 @@ def run_target(ctx: Context, target_hz: float, k_min: int, k_max: int, n: int, s
     return {"target_hz": target_hz, "achieved_hz": achieved, "error": err,
             "tokens_per_s": sum(o.tokens_this_frame for o in m) / total_s,
             "k_mean": float(np.mean(ks)), "k_min_seen": min(ks), "k_max_seen": max(ks),
-            "k_min": k_min, "k_max": k_max, "N": n, "S": s, "frames": len(m), "warmup": warmup,
+            "k_min": k_min, "k_max": k_max, "strict": strict, "N": n, "S": s, "frames": len(m),
+            "warmup": warmup,
             "feasible_share": feasible, "at_k_max_share": at_kmax,
             # single frames past 1/target (the credit lets one run over by < one decode step)
             "over_budget_share": len(over) / len(m), "over_budget_max_ms": max(over, default=0.0),
@@ -63,10 +64,10 @@ def run_target(ctx: Context, target_hz: float, k_min: int, k_max: int, n: int, s
 
 def run_targets(ctx: Context, targets: list[float], k_min: int = 1, k_max: int = 30,
                 n: int = 30, s: int = 10, frames: int = 30, warmup: int = 15,
-                on_run=None) -> list[dict[str, Any]]:
+                on_run=None, strict: bool = False) -> list[dict[str, Any]]:
     rows = []
     for t in targets:
-        rows.append(run_target(ctx, t, k_min, k_max, n, s, frames, warmup))
+        rows.append(run_target(ctx, t, k_min, k_max, n, s, frames, warmup, strict))
         if on_run:
             on_run(rows[-1])
     return rows
@@ -125,6 +126,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default="cpu")
     p.add_argument("--dtype", default="float32")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--strict", action="store_true",
+                   help="EngineConfig.target_strict: every frame fits 1/target, no carried credit")
     p.add_argument("--json", action="store_true", help="last stdout line: the rows as JSON")
     a = p.parse_args(argv)
     torch.set_num_threads(a.threads)
@@ -133,9 +136,11 @@ def main(argv: list[str] | None = None) -> int:
     ctx = Context(mc, model, build_tiny_tokenizer(min(mc.vocab_size, 2048)), a.device, a.dtype,
                   a.seed)
     print(f"# action-rate targets: {a.preset}, oxygen, N={a.N} S={a.S}, k in [{a.k_min}, "
-          f"{a.k_max}], one memory request per frame, {a.warmup} warm-up + {a.frames} measured "
+          f"{a.k_max}]{', strict' if a.strict else ''}, one memory request per frame, {a.warmup} "
+          f"warm-up + {a.frames} measured "
           f"frames per target, {a.threads} threads\n", flush=True)
-    rows = run_targets(ctx, a.targets, a.k_min, a.k_max, a.N, a.S, a.frames, a.warmup)
+    rows = run_targets(ctx, a.targets, a.k_min, a.k_max, a.N, a.S, a.frames, a.warmup,
+                       strict=a.strict)
     print(table(rows))
     t = target(rows)
     print(f"[{t['status'].upper()}] {t['name']}: {t['detail']}")

@@ -231,6 +231,10 @@ class EngineConfig:
     # frames fit 1 / target_action_hz on average (engine/rate_control.py). 0: off, k is fixed.
     target_action_hz: float = 0.0
     k_min: int = 1  # fewest decode steps a frame runs under a target: language never starves
+    # Under a target, True: every frame is predicted to fit 1/target by itself (whole k; frames
+    # land up to a decode step under the period, so actions run faster than asked). False: the
+    # mean frame fits, a single frame may run over by about a decode step (the carried credit).
+    target_strict: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -272,6 +276,8 @@ class EngineConfig:
                 and 0.0 <= self.target_action_hz <= MAX_TARGET_ACTION_HZ):
             raise ValueError(f"target_action_hz must be 0 (off) or in (0, {MAX_TARGET_ACTION_HZ:g}] Hz, got "
                              f"{self.target_action_hz}")
+        if not isinstance(self.target_strict, bool):
+            raise ValueError(f"target_strict must be true or false, got {self.target_strict!r}")
         if not 1 <= self.k_min <= 1024:
             raise ValueError(f"k_min must be in [1, 1024], got {self.k_min}")
         if self.target_action_hz and self.k_min > self.decode_steps_per_frame:

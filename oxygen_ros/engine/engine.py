@@ -341,7 +341,8 @@ class Engine:
         from earlier frames) fit into 1/target."""
         cfg = self.config
         k_max = cfg.decode_steps_per_frame
-        self._rate = self.rate.choose(cfg.target_action_hz, min(cfg.k_min, k_max), k_max, batch)
+        self._rate = self.rate.choose(cfg.target_action_hz, min(cfg.k_min, k_max), k_max, batch,
+                                      strict=cfg.target_strict)
         return self._rate.k
 
     def _rate_account(self, frame: Frame, frame_ms: float, timings_ms: dict[str, float]

@@ -20,7 +20,8 @@ actions that much faster than asked. The credit carries that rest over: after ea
 the mean frame time settles at (1 - headroom) / target (achieved rate = target / (1 - headroom)),
 and measured errors of the cost model are fed back too. The price: a single frame may run over
 1/target by less than one decode step, which the next frames pay back. The credit starts at zero
-and resets when the target changes or is infeasible.
+and resets when the target changes or is infeasible. `strict` choices use no credit: every frame
+is predicted to fit by itself, at the price of the unused rest of the period.
 
 When even k_min does not fit, the decision says so (feasible False) and k_min is run, so language
 never starves. Pure Python, no torch; fixed-size state whatever the number of frames.
@@ -152,13 +153,14 @@ class RateController:
             return None
         return fixed + k * self.decode_step.predict(batch)
 
-    def choose(self, target_hz: float, k_min: int, k_max: int, batch: int) -> RateDecision:
+    def choose(self, target_hz: float, k_min: int, k_max: int, batch: int,
+               strict: bool = False) -> RateDecision:
         """The largest k in [k_min, k_max] predicted to keep the frame within 1/target (less the
-        headroom, plus the carried credit) at this batch. Off (target 0): k_max. Costs not
-        measured yet: k_min, the safe side."""
+        headroom, plus the carried credit unless `strict`) at this batch. Off (target 0): k_max.
+        Costs not measured yet: k_min, the safe side."""
         if not 1 <= k_min <= k_max:
             raise ValueError(f"need 1 <= k_min <= k_max, got k_min={k_min} k_max={k_max}")
-        if target_hz != self._credit_target:  # credit earned under another target means nothing
+        if target_hz != self._credit_target or strict:  # credit earned elsewhere means nothing
             self.credit_s, self._credit_target = 0.0, target_hz
         if target_hz <= 0:
             return RateDecision(k_max, True, None, None)
@@ -176,4 +178,5 @@ class RateController:
             return RateDecision(k_max, True, self.predict_s(k_max, batch) * 1e3, budget * 1e3)
         usable = budget * (1.0 - self.headroom) + self.credit_s - (low - k_min * step)
         k = int(min(k_max, max(k_min, math.floor(usable / step))))
-        return RateDecision(k, True, self.predict_s(k, batch) * 1e3, budget * 1e3, step * 1e3)
+        return RateDecision(k, True, self.predict_s(k, batch) * 1e3, budget * 1e3,
+                            None if strict else step * 1e3)

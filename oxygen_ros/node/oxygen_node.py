@@ -296,6 +296,7 @@ class OxygenNode(LifecycleNode):
             "tokens_per_s": float(w.tokens_per_s),
             "batch_size": out.batch_size if out else 0,
             "target_action_hz": cfg.target_action_hz, "k_min": cfg.k_min,
+            "target_strict": cfg.target_strict,
             "k_chosen": out.k_chosen if out else 0,
             "target_feasible": out.target_feasible if out else True,
             "kv_blocks": f"{out.kv.blocks_used}/{out.kv.blocks_total}" if out else "0/0",

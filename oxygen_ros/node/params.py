@@ -67,6 +67,9 @@ PARAMETERS: tuple[Spec, ...] = (
          "chooses k per frame in [k_min, decode_steps_per_frame] so frames fit 1/target on average; "
          "infeasible even at k_min: FrameStats.target_feasible false + engine diagnostic WARN",
          LIVE, (0.0, 1000.0)),
+    Spec("target_strict", "bool", False, "under target_action_hz, true: every frame predicted "
+         "to fit 1/target by itself (actions run up to a decode step faster than asked); false: "
+         "the mean frame fits, one frame may run over by about a decode step", LIVE),
     Spec("k_min", "int", 1, "fewest decode steps per frame under target_action_hz (language "
          "never starves); at most decode_steps_per_frame", LIVE, (1, 64)),
     Spec("memory.enabled", "bool", True, "emit a textual memory request periodically", LIVE),
@@ -137,7 +140,8 @@ PARAMETERS: tuple[Spec, ...] = (
 
 SPECS: dict[str, Spec] = {s.name: s for s in PARAMETERS}
 ENGINE_KEYS = ("decode_steps_per_frame", "max_decode_steps", "denoise_steps", "max_active_requests",
-               "mode", "target_action_hz", "k_min", "memory.enabled", "memory.every_n_frames",
+               "mode", "target_action_hz", "target_strict", "k_min",
+               "memory.enabled", "memory.every_n_frames",
                "memory.prompt", "instruction")
 
 
@@ -218,7 +222,7 @@ def engine_changes(values: dict[str, Any]) -> dict[str, Any]:
     """Parameter values -> Engine.update_config / EngineConfig keyword arguments."""
     out: dict[str, Any] = {}
     for key in ("decode_steps_per_frame", "max_decode_steps", "denoise_steps",
-                "max_active_requests", "mode", "k_min", "instruction"):
+                "max_active_requests", "mode", "k_min", "target_strict", "instruction"):
         if key in values:
             out[key] = values[key]
     if "target_action_hz" in values:

@@ -120,6 +120,26 @@ def test_a_coarse_decode_step_is_dithered_so_the_mean_rate_meets_the_target(targ
     assert abs(ctl.credit_s) <= step
 
 
+def test_strict_keeps_every_frame_inside_the_period_and_carries_nothing():
+    """target_strict: the largest whole k that fits, every frame by itself; the mean rate is then
+    above the target by up to a step (what the credit exists to avoid)."""
+    fake = FakeFrames(p=40e-3, d=50e-3, o=10e-3, a=36e-3, b=0.0, noise=0.0)
+    ctl = RateController(headroom=0.05)
+    runs = []
+    for _ in range(40):
+        dec = ctl.choose(4.0, 1, 32, 8, strict=True)
+        ctl.observe(fake.run(dec.k, 8), dec)
+        runs.append((dec, 8))
+        assert ctl.credit_s == 0.0 and dec.step_ms is None
+    tail = runs[10:]
+    assert {dec.k for dec, _ in tail} == {3}  # (237.5 - 100) / 36 = 3.8
+    assert all(fake.frame_s(dec.k, b) <= 0.25 for dec, b in tail)
+    assert _mean_rate(fake, tail) > 4.0 * 1.15  # 208 ms frames: 4.8 Hz
+    # switching strict off lets the credit work from the next frame on
+    more = drive(ctl, fake, 4.0, 30, batch=8)[10:]
+    assert {dec.k for dec, _ in more} == {3, 4} and _mean_rate(fake, more) <= 4.0 * 1.07
+
+
 def test_the_credit_feeds_back_a_biased_cost_model():
     """Some of the frame's time is invisible to the stage split (it lands in `other` one frame
     late, say a GC pause every few frames): the credit follows the measured frame time, so the
@@ -237,6 +257,8 @@ def test_engine_config_validates_the_target():
             EngineConfig(target_action_hz=bad)
     with pytest.raises(ValueError, match="k_min must be in"):
         EngineConfig(k_min=0)
+    with pytest.raises(ValueError, match="target_strict"):
+        EngineConfig(target_strict=1)
     with pytest.raises(ValueError, match=r"k_min \(5\) must not exceed"):
         EngineConfig(target_action_hz=10.0, k_min=5, decode_steps_per_frame=4)
     EngineConfig(k_min=5, decode_steps_per_frame=4)  # no target: k_min unused

@@ -204,6 +204,8 @@ def test_action_rate_target_live_and_infeasible_diagnostic(ctx):
     try:
         assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
         assert node.set_parameters([Parameter("target_action_hz", value=1000.0)])[0].successful
+        assert node.set_parameters([Parameter("target_strict", value=True)])[0].successful
+        assert not node.set_parameters([Parameter("target_strict", value=1)])[0].successful
         res = node.set_parameters([Parameter("k_min", value=8)])[0]
         assert not res.successful and "k_min" in res.reason  # k is 4 by default
         assert node.trigger_activate() == TransitionCallbackReturn.SUCCESS
@@ -215,11 +217,13 @@ def test_action_rate_target_live_and_infeasible_diagnostic(ctx):
                                      header_stamp=Time(sec=100 + i), image_stamps=(100.0 + i,),
                                      state_stamp=100.0 + i)) for i in range(3)]
         assert rt.built.engine.config.target_action_hz == 1000.0
+        assert rt.built.engine.config.target_strict is True
         assert all(o.target_action_hz == 1000.0 and not o.target_feasible for o in outs)
         assert outs[-1].k_chosen == 1
         engine = next(s for s in node._diagnostics() if s[0] == "engine")
         assert engine[1] == "WARN" and "infeasible" in engine[2]
         assert engine[3]["target_feasible"] is False and engine[3]["k_chosen"] == 1
+        assert engine[3]["target_strict"] is True
         assert node.trigger_deactivate() == TransitionCallbackReturn.SUCCESS
         assert node.trigger_cleanup() == TransitionCallbackReturn.SUCCESS
     finally:

@@ -89,9 +89,9 @@ def test_engine_changes_mapping():
         "memory_every_n_frames": 0}
     assert P.engine_changes({"memory.enabled": True, "memory.every_n_frames": 3,
                              "memory.prompt": "m"}) == {"memory_every_n_frames": 3, "memory_prompt": "m"}
-    assert P.engine_changes({"target_action_hz": 12, "k_min": 2}) == {
-        "target_action_hz": 12.0, "k_min": 2}
-    assert {"target_action_hz", "k_min"} <= set(P.ENGINE_KEYS)
+    assert P.engine_changes({"target_action_hz": 12, "k_min": 2, "target_strict": True}) == {
+        "target_action_hz": 12.0, "k_min": 2, "target_strict": True}
+    assert {"target_action_hz", "k_min", "target_strict"} <= set(P.ENGINE_KEYS)
     assert P.SPECS["target_action_hz"].range == (0.0, 1000.0)
     assert P.validate({"target_action_hz": -1.0}, CURRENT, configured=True)
     # k_min above k under a target: EngineConfig (the engine's validate_changes) refuses it
