@@ -60,7 +60,7 @@ def run_target(ctx: Context, target_hz: float, k_min: int, k_max: int, n: int, s
             "k_min": k_min, "k_max": k_max, "strict": strict, "N": n, "S": s, "frames": len(m),
             "warmup": warmup,
             "feasible_share": feasible, "at_k_max_share": at_kmax,
-            # single frames past 1/target (the credit lets one run over by < one decode step)
+            # single frames past 1/target (the credit lets one run over by < a predicted step)
             "over_budget_share": len(over) / len(m), "over_budget_max_ms": max(over, default=0.0),
             "frame_ms_p50": float(np.percentile([o.frame_ms for o in m], 50)),
             "frame_ms_p99": float(np.percentile([o.frame_ms for o in m], 99)),

@@ -275,7 +275,8 @@ def write_report(results: dict, plots: list[str], out: Path) -> None:
                   f"frames per target. met: achieved within 10% of the target (or faster with k at "
                   f"k_max); infeasible: not even k_min fits (FrameOutput.target_feasible). The "
                   f"controller aims the mean frame at 95% of 1/target; a single frame may run "
-                  f"over 1/target by less than one decode step (the carried credit).\n\n")
+                  f"over 1/target by about one decode step (the carried credit; target_strict "
+                  f"turns it off).\n\n")
         md.append(rate_table(rate_rows))
     # table 4
     md.append("\n## Cross-setting speedups over isolated (cf. paper tables 1, 4)\n")

@@ -19,9 +19,10 @@ actions that much faster than asked. The credit carries that rest over: after ea
 (error diffusion). k then alternates between the two whole values around the ideal fractional one,
 the mean frame time settles at (1 - headroom) / target (achieved rate = target / (1 - headroom)),
 and measured errors of the cost model are fed back too. The price: a single frame may run over
-1/target by less than one decode step, which the next frames pay back. The credit starts at zero
-and resets when the target changes or is infeasible. `strict` choices use no credit: every frame
-is predicted to fit by itself, at the price of the unused rest of the period.
+1/target by less than one decode step (as predicted; noise comes on top), which the next frames
+pay back. The credit starts at zero and resets when the target changes or is infeasible.
+`strict` choices use no credit: every frame is predicted to fit by itself, at the price of the
+unused rest of the period.
 
 When even k_min does not fit, the decision says so (feasible False) and k_min is run, so language
 never starves. Pure Python, no torch; fixed-size state whatever the number of frames.
