@@ -274,8 +274,8 @@ class EngineConfig:
                 f"linear_layout must be standard or transposed, got {self.linear_layout!r}")
         if not (math.isfinite(self.target_action_hz)
                 and 0.0 <= self.target_action_hz <= MAX_TARGET_ACTION_HZ):
-            raise ValueError(f"target_action_hz must be 0 (off) or in (0, {MAX_TARGET_ACTION_HZ:g}] Hz, got "
-                             f"{self.target_action_hz}")
+            raise ValueError(f"target_action_hz must be 0 (off) or in (0, "
+                             f"{MAX_TARGET_ACTION_HZ:g}] Hz, got {self.target_action_hz}")
         if not isinstance(self.target_strict, bool):
             raise ValueError(f"target_strict must be true or false, got {self.target_strict!r}")
         if not 1 <= self.k_min <= 1024:

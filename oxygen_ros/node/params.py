@@ -64,8 +64,9 @@ PARAMETERS: tuple[Spec, ...] = (
          (1, 256)),
     Spec("mode", "string", "oxygen", "scheduling mode", LIVE, choices=MODES),
     Spec("target_action_hz", "double", 0.0, "action-rate target (0 = off): oxygen mode then "
-         "chooses k per frame in [k_min, decode_steps_per_frame] so frames fit 1/target on average; "
-         "infeasible even at k_min: FrameStats.target_feasible false + engine diagnostic WARN",
+         "chooses k per frame in [k_min, decode_steps_per_frame] so frames fit 1/target on "
+         "average; infeasible even at k_min: FrameStats.target_feasible false + engine "
+         "diagnostic WARN",
          LIVE, (0.0, 1000.0)),
     Spec("target_strict", "bool", False, "under target_action_hz, true: every frame predicted "
          "to fit 1/target by itself (actions run up to a decode step faster than asked); false: "
