@@ -2,7 +2,7 @@
 
 Input events (camera images, joint states, ~/ask and ~/instruction strings) are taken in the
 order they were recorded (log time) and handed to the node's own Pairer with the node's own
-conversions (node/values.py): each camera frame is decoded and area-resized to the model's image
+conversions (robot/values.py): each camera frame is decoded and area-resized to the model's image
 size, each joint state ordered by the joint names; an unstamped message uses its log time, like
 the node uses its arrival time. As in the node's inference worker, the cameras are placed in model
 order (values.place_cameras, --camera-keys) and only a checkpoint's n_action_steps of each chunk
@@ -28,9 +28,9 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from oxygen_ros.node.chunk_player import ChunkPlayer
-from oxygen_ros.node.pairing import Mailbox, Pair, Pairer
-from oxygen_ros.node.values import (StateMapping, decode_image_numpy, joint_state_to_vector,
+from oxygen_ros.robot.chunk_player import ChunkPlayer
+from oxygen_ros.robot.pairing import Mailbox, Pair, Pairer
+from oxygen_ros.robot.values import (StateMapping, decode_image_numpy, joint_state_to_vector,
                                     place_cameras, resize_area)
 
 from .messages import stamp_ns

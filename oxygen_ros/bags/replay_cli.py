@@ -183,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
 
         cfg.camera_slots = camera_slots(cfg.camera_topics, list(args.camera_keys or []), model_keys)
         cfg.n_action_steps = steps
-        from oxygen_ros.node.values import StateMapping
+        from oxygen_ros.robot.values import StateMapping
 
         lo = np.asarray(args.joint_limits_lower, np.float32) if args.joint_limits_lower else None
         hi = np.asarray(args.joint_limits_upper, np.float32) if args.joint_limits_upper else None

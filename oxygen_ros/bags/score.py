@@ -14,7 +14,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from oxygen_ros.node.values import joint_state_to_vector
+from oxygen_ros.robot.values import joint_state_to_vector
 
 from .messages import stamp_ns
 

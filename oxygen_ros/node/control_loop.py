@@ -18,8 +18,8 @@ import threading
 import time
 from typing import Callable, Sequence
 
-from .chunk_player import ChunkPlayer
-from .rates import recent_rate
+from oxygen_ros.robot.chunk_player import ChunkPlayer
+from oxygen_ros.robot.rates import recent_rate
 
 HELD_WINDOW_S = 2.0  # the diagnostic reports holds within this many seconds
 HOLD_ERROR_S = 5.0  # a hold this long is an error, not a warning

@@ -1,7 +1,7 @@
 """ROS messages <-> engine values. The ONLY module that knows both ROS message types and engine types.
 
 The parts that need no ROS import (image decoding and resizing, joint-state vectors, StateMapping,
-text kinds) live in node/values.py and are re-exported here; offline tools (oxygen-replay) use them.
+text kinds) live in robot/values.py and are re-exported here; offline tools (oxygen-replay) use them.
 
 Images: sensor_msgs/Image (rgb8, bgr8, mono8, rgba8, bgra8; row padding via `step` honoured)
 -> RGB uint8 [H, W, 3] -> resized to the model's square image size with *area* (box) resampling:
@@ -37,7 +37,7 @@ from visualization_msgs.msg import Marker, MarkerArray
 from oxygen_ros.engine.engine import FrameOutput, RequestUpdate
 from oxygen_ros.msg import FrameStats, TextMemory
 
-from .values import (ENCODINGS, StateMapping, decode_image_numpy, joint_state_to_vector,  # noqa: F401
+from oxygen_ros.robot.values import (ENCODINGS, StateMapping, decode_image_numpy, joint_state_to_vector,  # noqa: F401
                      resize_area, text_kind)
 
 try:  # ROS 2 cv_bridge: only on the robot (PyPI's cv-bridge is a ROS 1 port and is not used)

@@ -17,9 +17,9 @@ from typing import Any, Callable
 
 from oxygen_ros.engine.observation import Observation
 
-from .chunk_player import ChunkPlayer
-from .pairing import Mailbox, Pair
-from .values import place_cameras
+from oxygen_ros.robot.chunk_player import ChunkPlayer
+from oxygen_ros.robot.pairing import Mailbox, Pair
+from oxygen_ros.robot.values import place_cameras
 
 # frame -> source header stamp, for text updates of requests born earlier (~80 s at 25 Hz; a
 # request older than that is stamped with the current frame's stamp)

@@ -22,8 +22,8 @@ from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy, qos_profile_
 from sensor_msgs.msg import Image, JointState
 
 from . import conversions as conv
-from .pairing import Mailbox, Pair, Pairer
-from .rates import recent_rate
+from oxygen_ros.robot.pairing import Mailbox, Pair, Pairer
+from oxygen_ros.robot.rates import recent_rate
 
 BAD_WINDOW_S = 2.0  # a bad message keeps its topic WARN this long
 

@@ -35,7 +35,7 @@ from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackRet
 from . import conversions as conv
 from . import params as P
 from .build import Built, build_engine
-from .chunk_player import ChunkPlayer
+from oxygen_ros.robot.chunk_player import ChunkPlayer
 from .control_loop import ControlLoop
 from .diagnostics import Diagnostics
 from .inference_worker import InferenceWorker

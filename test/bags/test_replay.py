@@ -141,7 +141,7 @@ def test_inputs_checked_like_the_node():
     from oxygen_ros.bags import messages as M
     from oxygen_ros.bags.replay import ReplayConfig, Replayer
     from oxygen_ros.bags.typestore import typestore
-    from oxygen_ros.node.values import StateMapping
+    from oxygen_ros.robot.values import StateMapping
 
     s = typestore()
     engine = NS(model_config=NS(vision=NS(image_size=8)), config=NS(instruction="x"))

@@ -13,7 +13,7 @@ from rclpy.lifecycle import TransitionCallbackReturn  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
 
 from oxygen_ros.node.oxygen_node import OxygenNode  # noqa: E402
-from oxygen_ros.node.pairing import Pair  # noqa: E402
+from oxygen_ros.robot.pairing import Pair  # noqa: E402
 from oxygen_ros.node.questions import Question  # noqa: E402
 
 

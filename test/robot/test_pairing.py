@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from oxygen_ros.node.pairing import Mailbox, Pairer
+from oxygen_ros.robot.pairing import Mailbox, Pairer
 
 
 def test_pairs_newest_complete_within_tolerance():

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from oxygen_ros.node.chunk_player import ChunkPlayer
+from oxygen_ros.robot.chunk_player import ChunkPlayer
 
 DT = 0.02
 
