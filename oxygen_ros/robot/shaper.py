@@ -253,27 +253,20 @@ class Deadman:
             raise ValueError(f"deadman timeout_s must be > 0, got {timeout_s}")
         self.enabled = bool(enabled)
         self.timeout_s = float(timeout_s)
-        self._last: tuple[float, bool] | None = None  # (arrival, value)
-        self.releases = 0  # go -> stop transitions seen by go()
-        self._was_go = False
+        self._last: tuple[float, bool] | None = None  # (arrival, value), swapped atomically
 
     def press(self, value: bool, now: float) -> None:
         self._last = (float(now), bool(value))
 
     def go(self, now: float) -> tuple[bool, str]:
-        """(go, why not)."""
+        """(go, why not); no side effects (read from the control and the inference thread)."""
         if not self.enabled:
             return True, ""
         last = self._last
         if last is None:
-            ok, why = False, "no message yet"
-        elif not last[1]:
-            ok, why = False, "released (false)"
-        elif now - last[0] > self.timeout_s:
-            ok, why = False, f"no true for {now - last[0]:.2f} s (timeout {self.timeout_s:g} s)"
-        else:
-            ok, why = True, ""
-        if self._was_go and not ok:
-            self.releases += 1
-        self._was_go = ok
-        return ok, why
+            return False, "no message yet"
+        if not last[1]:
+            return False, "released (false)"
+        if now - last[0] > self.timeout_s:
+            return False, f"no true for {now - last[0]:.2f} s (timeout {self.timeout_s:g} s)"
+        return True, ""
