@@ -61,6 +61,9 @@ class ControlLoop:
                 Bool, deadman_topic, lambda m: self.deadman.press(bool(m.data), time.monotonic()), qos)
         self.deadman_why = ""  # why the deadman holds now ("" = go)
         self.limited_at = np.full(len(self._names), -np.inf)  # monotonic, per joint
+        # monotonic times of limited ticks (bounded: the window at the highest control rate)
+        self.limited_times: collections.deque[float] = collections.deque(
+            maxlen=int(LIMITED_WINDOW_S * 1000) + 1)
         self.last_gated: float | None = None  # monotonic time of the newest refused chunk
         self.gate_message = ""
         self.waiting_pose = False  # a chunk is there but no fresh measured pose to start from
@@ -182,6 +185,7 @@ class ControlLoop:
         self.holding = shaped.holding
         if shaped.limited.any():
             self.limited_at[shaped.limited] = mono
+            self.limited_times.append(mono)
         self.commands += 1
         self.ticks.append(mono)
         self.last_stale, self.last_future = sample.stale, sample.future
@@ -248,6 +252,7 @@ class ControlLoop:
             "commands": self.commands, "stale_ticks": self.stale_ticks,
             "rejected_chunks": self.player.rejected, "chunk_age_s": float(self.last_age_s),
             "limited_ticks": self.shaper.limited_ticks,
+            "limited_ticks_last_2s": sum(1 for x in list(self.limited_times) if now - x < LIMITED_WINDOW_S),
             "limited_joints": ", ".join(limited),
             "gated_chunks": self.shaper.gated, "last_gate_refusal": self.gate_message,
             "deadman": ("off" if not self.deadman.enabled else
