@@ -126,7 +126,10 @@ def test_deadman_release_holds_and_return_starts_from_the_measured_pose(client):
     client.wait_for(lambda: next((s for d in client.snapshot(client.diags, t_release)
                                   for s in [_status(d, "control")] if s and s.level == ERROR
                                   and "deadman" in s.message), None), 5, "control ERROR: deadman")
-    held = client.positions(t_release + 0.6)  # 0.3 s timeout + margin: holding by now
+    # 0.3 s timeout + margin: holding by then
+    client.wait_for(lambda: len(client.snapshot(client.commands, t_release + 0.6)) >= 10, 10,
+                    "commands while released")
+    held = client.positions(t_release + 0.6)
     assert len(held) >= 10 and np.all(held == held[0]), "commands still move while released"
     assert np.abs(held[0] - POSE).max() > 0.1  # held where it was, not at the pose
     t_press = time.monotonic()
