@@ -16,7 +16,10 @@ does, and:
   would have produced live (pairs arriving during a frame are dropped and counted).
 A chunk becomes available at its pair's time + the measured frame time (rate 0) or when the
 worker finished (rate > 0, mapped back to recorded time); the node's ChunkPlayer then produces
-joint_command at control_rate_hz over the recorded time span.
+joint_command at control_rate_hz over the recorded time span, through the node's CommandShaper
+(velocity / acceleration limits, start from the newest recorded joint state, the chunk gate at
+each chunk's arrival), so the replayed commands are what the robot would have been sent. The
+deadman is not replayed (taken as pressed).
 """
 from __future__ import annotations
 
@@ -30,6 +33,7 @@ import numpy as np
 
 from oxygen_ros.robot.chunk_player import ChunkPlayer
 from oxygen_ros.robot.pairing import Mailbox, Pair, Pairer
+from oxygen_ros.robot.shaper import CommandShaper, MeasuredPose, per_joint
 from oxygen_ros.robot.values import (StateMapping, decode_image_numpy, joint_state_to_vector,
                                     place_cameras, resize_area)
 
@@ -53,8 +57,16 @@ class ReplayConfig:
     drain: bool = True  # after the last input, finish every language request (see Replayer.drain)
     camera_slots: tuple[int, ...] = ()  # model camera of each topic (node/build.camera_slots)
     n_action_steps: int = 0  # the checkpoint's executed steps per chunk (0 = all), as the node
+    # the node's command shaping parameters (one value or one per joint; [] = off)
+    joint_velocity_limits: list[float] = field(default_factory=list)
+    joint_acceleration_limits: list[float] = field(default_factory=list)
+    max_start_deviation: list[float] = field(default_factory=list)
 
     def __post_init__(self) -> None:
+        per_joint(self.joint_velocity_limits, len(self.joint_names), "joint_velocity_limits", False)
+        per_joint(self.joint_acceleration_limits, len(self.joint_names), "joint_acceleration_limits",
+                  False)
+        per_joint(self.max_start_deviation, len(self.joint_names), "max_start_deviation", True)
         if not self.camera_topics:
             raise ValueError("replay needs at least one camera topic")
         if not self.joint_names:
@@ -88,6 +100,8 @@ class ReplayResult:
     errors: list[str] = field(default_factory=list)
     commands: list[tuple[int, np.ndarray, bool]] = field(default_factory=list)  # (ns, values, stale)
     drained: list[Frame] = field(default_factory=list)  # frames run only to finish language
+    limited_ticks: int = 0  # commands changed by the velocity / acceleration limits
+    gated: int = 0  # chunks refused by the start gate
 
 
 def _stamp(msg: Any, log_ns: int, max_offset_s: float) -> int:
@@ -115,6 +129,7 @@ class Replayer:
         self._asks: list[str] = []
         self._instruction = cfg.instruction or engine.config.instruction
         self._last_log = 0
+        self._poses: list[tuple[int, np.ndarray]] = []  # (stamp ns, joint state): the measured pose
 
     def _feed(self, ts: int, topic: str, msg: Any) -> Pair | None:
         cfg = self.cfg
@@ -132,6 +147,7 @@ class Replayer:
                 vec = joint_state_to_vector(msg, cfg.joint_names)
                 ns = _stamp(msg, ts, off)
                 self.pairer.add_state(ns * 1e-9, vec, ns)
+                self._poses.append((ns, vec))
             elif topic == cfg.ask_topic:
                 if str(msg.data).strip():
                     self._asks.append(str(msg.data))
@@ -264,19 +280,41 @@ class Replayer:
         self.result.dropped = mailbox.dropped
 
     def _play(self, start_ns: int, end_ns: int) -> None:
-        """The node's ChunkPlayer at control_rate_hz over [start, end + one horizon]."""
+        """The node's ChunkPlayer + CommandShaper at control_rate_hz over [start, end + one
+        horizon]; the measured pose is the newest joint state stamped up to each tick."""
         cfg = self.cfg
         player = ChunkPlayer(len(cfg.joint_names), dt=1.0 / cfg.control_rate_hz,
                              crossfade_s=cfg.crossfade_s, observation_timeout_s=cfg.observation_timeout_s,
                              lower=self.mapping.lower, upper=self.mapping.upper)
+        shaper = CommandShaper(len(cfg.joint_names), player.dt, cfg.joint_velocity_limits,
+                               cfg.joint_acceleration_limits, cfg.max_start_deviation)
         frames = sorted(self.result.frames, key=lambda f: f.done_ns)
+        poses = sorted(self._poses, key=lambda p: p[0])
+        pose = MeasuredPose()
         period = int(round(1e9 / cfg.control_rate_hz))
         last = max([end_ns] + [f.done_ns for f in frames])
-        i = 0
+        i = k = 0
+
+        def poses_until(ns: int) -> None:
+            nonlocal k
+            while k < len(poses) and poses[k][0] <= ns:
+                pose.update(poses[k][0] * 1e-9, poses[k][1])
+                k += 1
+
         for now in range(start_ns, last + period, period):
             while i < len(frames) and frames[i].done_ns <= now:
-                player.set_chunk(frames[i].chunk, frames[i].header_ns * 1e-9, frames[i].done_ns * 1e-9)
+                fr = frames[i]
+                poses_until(fr.done_ns)
+                measured = pose.fresh(fr.done_ns * 1e-9, cfg.observation_timeout_s)
+                if shaper.gate(fr.chunk, fr.header_ns * 1e-9, fr.done_ns * 1e-9, measured,
+                               player.lower, player.upper) is None:
+                    player.set_chunk(fr.chunk, fr.header_ns * 1e-9, fr.done_ns * 1e-9)
                 i += 1
+            poses_until(now)
             sample = player.value_at(now * 1e-9)
-            if sample is not None:
-                self.result.commands.append((now, sample.values, sample.stale))
+            hold = "stale" if sample is not None and sample.stale else ""
+            shaped = shaper.step(None if sample is None else sample.values,
+                                 pose.fresh(now * 1e-9, cfg.observation_timeout_s), hold)
+            if shaped is not None:
+                self.result.commands.append((now, shaped.values, bool(shaped.holding)))
+        self.result.limited_ticks, self.result.gated = shaper.limited_ticks, shaper.gated

@@ -47,6 +47,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--control-rate-hz", type=float, default=50.0)
     p.add_argument("--crossfade-s", type=float, default=0.1)
     p.add_argument("--observation-timeout-s", type=float, default=0.5)
+    p.add_argument("--joint-velocity-limits", nargs="+", type=float, default=[],
+                   help="rad/s, one value or one per joint (the node's joint_velocity_limits)")
+    p.add_argument("--joint-acceleration-limits", nargs="+", type=float, default=[],
+                   help="rad/s^2, one value or one per joint (joint_acceleration_limits)")
+    p.add_argument("--max-start-deviation", nargs="+", type=float, default=[],
+                   help="rad, one value or one per joint, 0 = off (max_start_deviation)")
     p.add_argument("--rate", type=float, default=0.0,
                    help="0: as fast as possible, every paired observation inferred (default); "
                         "R > 0: recorded timing x R with the node's drop-oldest hand-over")
@@ -114,7 +120,10 @@ def config_from(args: argparse.Namespace, bag: BagData, num_cameras: int, action
                         stamp_tolerance_s=args.stamp_tolerance_s,
                         max_stamp_offset_s=args.max_stamp_offset_s, control_rate_hz=args.control_rate_hz,
                         crossfade_s=args.crossfade_s, observation_timeout_s=args.observation_timeout_s,
-                        rate=args.rate, drain=not args.no_drain)
+                        rate=args.rate, drain=not args.no_drain,
+                        joint_velocity_limits=list(args.joint_velocity_limits),
+                        joint_acceleration_limits=list(args.joint_acceleration_limits),
+                        max_start_deviation=list(args.max_start_deviation))
 
 
 def write_outputs(path: Path, storage: str, res: ReplayResult, cfg: ReplayConfig, node: str) -> dict:
@@ -215,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
         "rate": args.rate, "pairs": res.pairs, "frames": len(res.frames), "dropped": res.dropped,
         "bad_inputs": res.bad_inputs, "action_chunks": len(res.frames), "drain_frames": len(res.drained),
         "tokens": int(sum(f.out.tokens_this_frame for f in res.frames + res.drained)), "wall_s": wall,
-        **counts}
+        "limited_ticks": res.limited_ticks, "gated_chunks": res.gated, **counts}
     for e in res.errors:
         print(f"oxygen-replay: {e}", file=sys.stderr)
     rc = 1 if bag.errors else 0

@@ -95,8 +95,8 @@ def build_engine(p: dict[str, Any]) -> Built:
         model_keys = tuple(f"camera{i}" for i in range(mc.num_cameras))
         check_joints(names, None, None, mc.action_dim)
     slots = camera_slots(cams, list(p["camera_keys"]), model_keys)
-    reason = P.validate({"joint_limits_lower": p["joint_limits_lower"],
-                         "joint_limits_upper": p["joint_limits_upper"]}, p, False)
+    reason = P.validate({k: p[k] for k in ("joint_limits_lower", "joint_limits_upper",
+                                           *P.SHAPER_LIMITS)}, p, False)
     if reason:
         raise ValueError(reason)
     ec = EngineConfig(device=p["model.device"], dtype=p["model.dtype"],

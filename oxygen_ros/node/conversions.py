@@ -30,7 +30,7 @@ import numpy as np
 from builtin_interfaces.msg import Duration, Time
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from sensor_msgs.msg import Image, JointState
-from std_msgs.msg import Header
+from std_msgs.msg import Float64MultiArray, Header
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 from visualization_msgs.msg import Marker, MarkerArray
 
@@ -126,6 +126,12 @@ def joint_command(names: Sequence[str], values: np.ndarray, stamp: Time) -> Join
     msg.name = list(names)
     msg.position = [float(v) for v in values]
     return msg
+
+
+def joint_command_array(values: np.ndarray) -> Float64MultiArray:
+    """The command as forward_command_controller takes it: one value per joint, joint_names
+    order, no stamp."""
+    return Float64MultiArray(data=[float(v) for v in values])
 
 
 def chunk_to_trajectory(chunk: np.ndarray, names: Sequence[str], stamp: Time, dt: float,

@@ -31,8 +31,11 @@ class InferenceWorker:
     def __init__(self, engine, mapping: Callable[[], Any], player: ChunkPlayer, mailbox: Mailbox[Pair],
                  publishers, text, joint_names: list[str], instruction: str, frame_id: str,
                  warn: Callable[[str, str], None], node, camera_slots: tuple[int, ...] = (),
-                 n_action_steps: int = 0) -> None:
+                 n_action_steps: int = 0, admit: Callable[..., tuple[str | None, bool]] | None = None
+                 ) -> None:
         self.engine = engine
+        # (chunk, stamp, now) -> (refusal, publish): the control loop's start gate / deadman
+        self._admit = admit
         self._camera_slots = camera_slots  # model camera of each topic (node/build.camera_slots)
         self._n_action_steps = n_action_steps  # the checkpoint's executed steps per chunk (0 = all)
         self._mapping = mapping  # () -> the current StateMapping (joint limits are live)
@@ -131,12 +134,13 @@ class InferenceWorker:
         # only the steps the checkpoint executes per chunk (LeRobot n_action_steps)
         chunk = mapping.to_robot(out.actions[: self._n_action_steps or None])
         now = self._node.get_clock().now().nanoseconds * 1e-9
-        if not self.player.set_chunk(chunk, pair.stamp, now):
+        refusal, publish = self._admit(chunk, pair.stamp, now) if self._admit else (None, True)
+        if refusal is None and not self.player.set_chunk(chunk, pair.stamp, now):
             self._warn("chunk", "action chunk rejected (non-finite values): holding the last command")
         self._account(out)
 
         self._pubs.frame(out, chunk, self._names, stamp, self.player.dt, self.frame_id,
-                         self.action_rate, self.tokens_per_s)
+                         self.action_rate, self.tokens_per_s, publish_chunk=publish)
         for up in out.updates:
             src = self._stamps.get(up.birth_frame, stamp)
             self._text.route(up, src)

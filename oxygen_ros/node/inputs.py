@@ -24,6 +24,7 @@ from sensor_msgs.msg import Image, JointState
 from . import conversions as conv
 from oxygen_ros.robot.pairing import Mailbox, Pair, Pairer
 from oxygen_ros.robot.rates import recent_rate
+from oxygen_ros.robot.shaper import MeasuredPose
 
 BAD_WINDOW_S = 2.0  # a bad message keeps its topic WARN this long
 
@@ -63,6 +64,7 @@ class Inputs:
         self._joint_names = list(joint_names)
         self.joint_topic = joint_topic
         self.pairer = Pairer(len(camera_topics), tolerance_s=tolerance_s)
+        self.measured = MeasuredPose()  # newest joint position: where commands start from
         self.mailbox: Mailbox[Pair] = Mailbox()
         self.accepting = False  # offer pairs to the worker (active only)
         self.max_offset_s = float(max_offset_s)
@@ -149,6 +151,7 @@ class Inputs:
             self._refuse(self.joint_topic, str(exc))
             return
         self.pairer.add_state(t, vec, stamp)
+        self.measured.update(t, vec)
         self.stats[self.joint_topic].good(time.monotonic())
         self._offer()
 

@@ -4,7 +4,8 @@ Kinds (documented in README.md, section Parameters):
 - ``live``: accepted in any state. Engine knobs (k, N, S, max_active_requests, mode, memory.*,
   instruction) reach the engine through Engine.update_config before the NEXT frame; player /
   pairing knobs (observation_timeout_s, crossfade_s, stamp_tolerance_s, max_stamp_offset_s,
-  joint limits, markers.frame_id, ask.max_open) apply on the next control tick / message.
+  joint limits, markers.frame_id, ask.max_open, the command shaper's limits, deadman.timeout_s)
+  apply on the next control tick / message.
   instruction and memory.prompt are also checked against the model's prompt budget (a byte
   bound, then the engine's own check) by the node before they are accepted.
 - ``configure``: read in on_configure (model, topics, joints, control rate). Accepted while the
@@ -22,9 +23,14 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from oxygen_ros.robot.shaper import per_joint  # pure numpy: the shaper's own check
+
 MODES = ("oxygen", "shared", "isolated", "parallel")
 PRESETS = ("tiny", "small", "balanced", "pi05")
 DTYPES = ("float32", "bfloat16", "float16")
+COMMAND_TYPES = ("joint_state", "float64_array")
+SHAPER_LIMITS = {"joint_velocity_limits": False, "joint_acceleration_limits": False,
+                 "max_start_deviation": True}  # name -> zero allowed (0 = off)
 
 LIVE, CONFIGURE, READ_ONLY = "live", "configure", "read_only"
 
@@ -96,6 +102,16 @@ PARAMETERS: tuple[Spec, ...] = (
     Spec("joint_limits_upper", "double_array", [], "per-joint upper limits (empty = none)", LIVE),
     Spec("markers.frame_id", "string", "base_link", "frame of the RViz text markers", LIVE,
          nonempty=True),
+    # command shaping (robot/shaper.py; docs/command-safety.md)
+    Spec("joint_velocity_limits", "double_array", [], "rad/s, one value or one per joint (empty = "
+         "none): no command moves further than this x 1/control_rate_hz from the previous one", LIVE),
+    Spec("joint_acceleration_limits", "double_array", [], "rad/s^2, one value or one per joint "
+         "(empty = none): the change of command velocity per tick, braking included", LIVE),
+    Spec("max_start_deviation", "double_array", [], "rad, one value or one per joint (empty or 0 = "
+         "off): a chunk whose first playable step is further than this from the measured pose is "
+         "not played (the last command is held)", LIVE),
+    Spec("deadman.timeout_s", "double", 0.5, "with deadman.topic: commands hold when no true "
+         "arrived for this long", LIVE, (0.01, 60.0)),
     # configure-time
     Spec("control_rate_hz", "double", 50.0, "rate of ~/joint_command; chunk step dt = 1/rate",
          CONFIGURE, (1.0, 1000.0)),
@@ -126,6 +142,11 @@ PARAMETERS: tuple[Spec, ...] = (
     Spec("model.num_threads", "int", 0, "torch CPU threads (0 = torch default)", CONFIGURE, (0, 256)),
     Spec("kv.num_blocks", "int", 0, "KV pool blocks (0 = sized from max_decode_steps and "
          "max_active_requests at configure)", CONFIGURE, (0, 10_000_000)),
+    Spec("deadman.topic", "string", "", "std_msgs/Bool operator heartbeat (true = go; empty = "
+         "off): without a fresh true, commands stop following the chunks and hold", CONFIGURE),
+    Spec("command_type", "string", "joint_state", "~/joint_command type: joint_state "
+         "(sensor_msgs/JointState) or float64_array (std_msgs/Float64MultiArray in joint_names "
+         "order, for forward_command_controller)", CONFIGURE, choices=COMMAND_TYPES),
     Spec("record.enabled", "bool", False, "record a rosbag2 while active (no `ros2 bag` needed)",
          CONFIGURE),
     Spec("record.path", "string", "oxygen_bag", "bag folder; when it exists, _<date-time> is "
@@ -216,6 +237,12 @@ def validate(changes: dict[str, Any], current: dict[str, Any], configured: bool)
         bad = [names[i] for i, (a, b) in enumerate(zip(lo, hi)) if a > b]
         if bad:
             return f"joint_limits_lower > joint_limits_upper for joints {bad}"
+    for name, zero_ok in SHAPER_LIMITS.items():
+        if name in changes or "joint_names" in changes:
+            try:
+                per_joint(merged.get(name) or [], len(names), name, zero_ok)
+            except ValueError as exc:
+                return str(exc)
     return None
 
 

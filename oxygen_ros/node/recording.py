@@ -42,6 +42,10 @@ class Recording:
         self._node = node
         self._warn = warn
         known = default_topics(node, p["camera_topics"], p["joint_state_topic"])
+        if p["command_type"] == "float64_array":
+            known[node.resolve_topic_name("~/joint_command")] = "std_msgs/msg/Float64MultiArray"
+        if p["deadman.topic"]:
+            known[node.resolve_topic_name(p["deadman.topic"])] = "std_msgs/msg/Bool"
         wanted = [node.resolve_topic_name(t) for t in p["record.topics"]] or list(known)
         self._types = {t: known.get(t) for t in wanted}  # None: looked up in the graph
         self._inputs = {node.resolve_topic_name(t) for t in [*p["camera_topics"], p["joint_state_topic"]]}

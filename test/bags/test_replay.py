@@ -159,3 +159,21 @@ def test_inputs_checked_like_the_node():
     # pairing restarted: a frame older than the last used one pairs again (without the reset
     # the pairer would skip it as already used)
     assert r._feed(back + 1000, "/cam", M.image(s, img, back + 1000)) is not None
+
+
+def test_replayed_commands_are_shaped_like_the_node(tmp_path, capsys):
+    """With --joint-velocity-limits the replayed ~/joint_command starts at the recorded joint
+    state and never moves faster than the limit: what the node would have sent."""
+    from bagsynth import T0, state_at
+
+    write_run(tmp_path / "in", "mcap", seconds=1.0)
+    rc, r = _replay(capsys, tmp_path / "in", tmp_path / "out", "--joint-velocity-limits", "0.5",
+                    "--joint-limits-lower", "-3", "-3", "-3", "--joint-limits-upper", "3", "3", "3")
+    assert rc == 0 and r["limited_ticks"] > 0
+    cmds = read_bag(tmp_path / "out").get("/oxygen/joint_command")
+    values = np.array([m.position for _, m in cmds])
+    first_ns = cmds[0][1].header.stamp.sec * 10**9 + cmds[0][1].header.stamp.nanosec
+    # the newest joint state at the first command (joint states every 20 ms from T0)
+    newest = state_at(((first_ns - T0) // (10**9 // 50)) * 0.02)
+    np.testing.assert_allclose(values[0], newest, atol=1e-6)
+    assert np.abs(np.diff(values, axis=0)).max() <= 0.5 * 0.02 + 1e-9

@@ -183,3 +183,8 @@ def test_stamp_helpers():
     t = Time(sec=1_700_000_000, nanosec=999_999_999)
     assert conv.copy_stamp(t) == t
     assert conv.stamp_to_sec(conv.sec_to_stamp(12.25)) == 12.25
+
+
+def test_joint_command_array_in_joint_names_order():
+    msg = conv.joint_command_array(np.array([0.5, -1.25, 3.0], np.float32))
+    assert type(msg).__name__ == "Float64MultiArray" and list(msg.data) == [0.5, -1.25, 3.0]

@@ -145,6 +145,51 @@ def test_joint_limits_live_for_normalisation_and_clipping(ctx):
         node.destroy_node()
 
 
+def test_command_shaping_parameters_live_gate_and_float64_array(ctx):
+    """command_type float64_array publishes Float64MultiArray; bad shaper limits are refused at
+    the parameter with the reason; good ones apply live; a chunk far from the measured pose is
+    refused by the start gate (not played, named) until the gate is switched off."""
+    from std_msgs.msg import Float64MultiArray
+
+    node = OxygenNode(context=ctx, parameter_overrides=[
+        Parameter("model.num_threads", value=1), Parameter("memory.enabled", value=False),
+        Parameter("command_type", value="float64_array"),
+        Parameter("joint_velocity_limits", value=[1.0]),
+        Parameter("max_start_deviation", value=[0.5])])
+    try:
+        assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
+        rt = node.rt
+        assert rt.pubs.joint_command.msg_type is Float64MultiArray
+        for value, words in (([1.0] * 4, "4 entries"), ([-1.0], "> 0"), ([0.0], "> 0")):
+            res = node.set_parameters([Parameter("joint_velocity_limits", value=value)])[0]
+            assert not res.successful and words in res.reason, res.reason
+        res = node.set_parameters([Parameter("max_start_deviation", value=[-0.5])])[0]
+        assert not res.successful and ">= 0" in res.reason
+        assert np.allclose(rt.control.shaper.velocity, 1.0)  # refused changes changed nothing
+        assert node.set_parameters([Parameter("joint_velocity_limits", value=[2.0] * 6)])[0].successful
+        assert np.allclose(rt.control.shaper.velocity, 2.0)
+        size = rt.built.model_config.vision.image_size
+        img = np.random.default_rng(2).integers(0, 255, (size, size, 3), dtype=np.uint8)
+        state = np.full(6, 10.0, np.float32)  # far from any chunk of the random model (~[-1, 1])
+
+        def frame():
+            now = node.get_clock().now()
+            t = now.nanoseconds * 1e-9
+            rt.inputs.measured.update(t, state)
+            rt.worker.frame(Pair(stamp=t, images=(img,), state=state, header_stamp=now.to_msg(),
+                                 image_stamps=(t,), state_stamp=t))
+
+        frame()
+        assert not rt.player.has_chunk and rt.control.shaper.gated == 1
+        assert "would start" in rt.control.gate_message and "joint_" in rt.control.gate_message
+        assert node.set_parameters([Parameter("max_start_deviation", value=[0.0])])[0].successful
+        frame()
+        assert rt.player.has_chunk and rt.control.shaper.gated == 1
+    finally:
+        node.stop()
+        node.destroy_node()
+
+
 # A failing frame loses no question: questions handed to the engine before a frame that fails
 # get their answer from the next good frame (the node queues and hands over; the engine keeps a
 # failing frame's pending requests). The worker's frame code path with the model's denoise
