@@ -174,13 +174,14 @@ class OxygenNode(LifecycleNode):
                              future_tolerance_s=p["max_stamp_offset_s"])
         pubs = Publishers(self)
         inputs = Inputs(self, p["camera_topics"], p["joint_state_topic"], names,
-                        built.model_config.vision.image_size, p["stamp_tolerance_s"],
-                        p["max_stamp_offset_s"], self._warn)
+                        p["stamp_tolerance_s"], p["max_stamp_offset_s"], self._warn,
+                        transports=built.camera_transports)
         text = TextIO(self, pubs, Questions(int(p["ask.max_open"])), built.engine, self._warn)
         # self.rt.mapping is read per frame: joint limits are live for normalisation too
         worker = InferenceWorker(built.engine, lambda: self.rt.mapping, player, inputs.mailbox, pubs,
                                  text, names, p["instruction"], p["markers.frame_id"], self._warn, self,
-                                 camera_slots=built.camera_slots, n_action_steps=built.n_action_steps)
+                                 camera_slots=built.camera_slots, n_action_steps=built.n_action_steps,
+                                 decode=inputs.decode_pair)
         control = ControlLoop(self, player, names, pubs.command, self._warn)
         rt = Runtime(built, names, mapping, player, pubs, inputs, text, worker, control)
         rt.diag = Diagnostics(self, pubs, self._diagnostics, self._warn)

@@ -130,10 +130,26 @@ def decode_compressed(msg: Any) -> np.ndarray:
         _check_side(*im.size)  # from the header, before the pixels are decoded
         try:
             im.load()
-            out = np.asarray(im if im.mode == "RGB" else im.convert("RGB"), dtype=np.uint8)
+            # a writable array (torch.from_numpy warns on a read-only one)
+            out = np.array(im if im.mode == "RGB" else im.convert("RGB"), dtype=np.uint8)
         except Exception as exc:  # noqa: BLE001 - truncated data, bad CRC, zlib errors ...
             raise ValueError(f"corrupt {kind} image: {exc}") from None
     return np.ascontiguousarray(out)
+
+
+def encode_compressed(rgb: np.ndarray, fmt: str = "jpeg", quality: int = 90) -> bytes:
+    """RGB uint8 [H, W, 3] -> jpeg or png bytes with Pillow (for tests, tools, sample bags)."""
+    from PIL import Image as PILImage
+
+    if fmt not in _MAGIC:
+        raise ValueError(f"compressed format must be jpeg or png, got {fmt!r}")
+    buf = io.BytesIO()
+    pil = PILImage.fromarray(np.ascontiguousarray(rgb, dtype=np.uint8))
+    if fmt == "jpeg":
+        pil.save(buf, format="JPEG", quality=quality)
+    else:
+        pil.save(buf, format="PNG")
+    return buf.getvalue()
 
 
 # -- one camera message, kept undecoded ------------------------------------------------------------
