@@ -180,7 +180,7 @@ def part2(lines: list[str], seconds: float, warm: float, log_path: str,
               "+ joint states)", "",
               "| cameras | transport | image | frames/s | x 64x48 | frame_ms | vision_prefill_ms | "
               "published Hz/camera | received Hz (camera 0, node) | node CPU s/s | bench CPU s/s |",
-              "|---|---|---|---|---|---|---|---|---|---|"]
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
     configured = False
     try:
         for cams in camera_counts:
@@ -280,6 +280,13 @@ def part2(lines: list[str], seconds: float, warm: float, log_path: str,
     lines.append("")
 
 
+def _rel(path: str | None) -> str:
+    if not path:
+        return ""
+    p = Path(path).resolve()
+    return str(p.relative_to(ROOT)) if p.is_relative_to(ROOT) else str(p)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=4.5, help="measured seconds per configuration "
@@ -302,7 +309,8 @@ def main() -> int:
     load0 = os.getloadavg()[0]
     lines = ["# Cameras benchmark", "",
              f"Command: `python benchmarks/cameras.py {' '.join(sys.argv[1:])}`", "",
-             f"DDS profile: {os.environ.get('FASTDDS_DEFAULT_PROFILES_FILE') or 'Fast DDS defaults'}", ""]
+             f"DDS profile: {_rel(os.environ.get('FASTDDS_DEFAULT_PROFILES_FILE')) or 'Fast DDS defaults'}",
+             ""]
     part1(lines)
     if not args.skip_node:
         part2(lines, args.seconds, args.warmup, args.log, args.cameras, args.transports, args.rounds)
