@@ -2,10 +2,10 @@
 
 Per frame, in order: decode the pair's camera frames (once, here: the subscription callbacks
 only check and keep the messages; a frame that does not decode is refused on its topic and the
-pair skipped, never a failing frame), apply pending live engine changes (Engine.update_config), hand queued
-questions to the engine (Engine.ask), build the Observation, run Engine.step, map the action
-chunk to robot units and give it to the ChunkPlayer, then publish the chunk, stats, text
-updates and markers. A failing frame is counted and reported (diagnostics) and the loop goes on
+pair skipped, never a failing frame), apply pending live engine changes (Engine.update_config),
+hand queued questions to the engine (Engine.ask), build the Observation, run Engine.step, map
+the action chunk to robot units and give it to the ChunkPlayer, then publish the chunk, stats,
+text updates and markers. A failing frame is counted and reported (diagnostics) and the loop goes on
 with the next observation. This module knows engine types, never message types.
 """
 from __future__ import annotations
