@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from .engine.config import LINEAR_LAYOUTS, MODES, EngineConfig
+from .engine.config import IMAGE_RESIZE, LINEAR_LAYOUTS, MODES, EngineConfig
 
 
 def add_engine_args(p: argparse.ArgumentParser) -> None:
@@ -30,6 +30,9 @@ def add_engine_args(p: argparse.ArgumentParser) -> None:
                    help="torch.compile the action expert's denoising step (first frame slower)")
     p.add_argument("--linear-layout", default="standard", choices=LINEAR_LAYOUTS,
                    help="decoder projections for F.linear (standard) or x @ w (transposed)")
+    p.add_argument("--image-resize", default="pad", choices=IMAGE_RESIZE,
+                   help="camera image -> the model's square input: pad (keep the aspect ratio, "
+                   "black bars: as pi0.5 was trained) or stretch")
 
 
 def check_engine_args(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
@@ -44,4 +47,5 @@ def engine_config(args: argparse.Namespace, mode: str | None = None) -> EngineCo
                         max_active_requests=args.max_active,
                         memory_every_n_frames=args.memory_every, memory_prompt=args.memory_prompt,
                         seed=args.seed, device=args.device, dtype=args.dtype,
-                        compile_denoise=args.compile, linear_layout=args.linear_layout)
+                        compile_denoise=args.compile, linear_layout=args.linear_layout,
+                        image_resize=args.image_resize)

@@ -2,8 +2,11 @@
 
 Input events (camera images, joint states, ~/ask and ~/instruction strings) are taken in the
 order they were recorded (log time) and handed to the node's own Pairer with the node's own
-conversions (robot/values.py): each camera frame is decoded and area-resized to the model's image
-size, each joint state ordered by the joint names; an unstamped message uses its log time, like
+conversions (robot/images.py, robot/values.py): each camera message (sensor_msgs/Image or
+CompressedImage, per `camera_transports`) gets the node's cheap checks when it is fed and is
+decoded, at its own size, only for a pair that is inferred (a frame that does not decode is a bad
+input and its pair is skipped, as in the node); the engine prepares it for the model. Each
+joint state is ordered by the joint names; an unstamped message uses its log time, like
 the node uses its arrival time. As in the node's inference worker, the cameras are placed in model
 order (values.place_cameras, --camera-keys) and only a checkpoint's n_action_steps of each chunk
 are kept. After every event the newest complete pair is taken, as the node
@@ -23,6 +26,7 @@ deadman is not replayed (taken as pressed).
 """
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import threading
 import time
@@ -32,10 +36,10 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from oxygen_ros.robot.chunk_player import ChunkPlayer
+from oxygen_ros.robot.images import CameraError, CameraFrame, decode_frames, parse_transports
 from oxygen_ros.robot.pairing import Mailbox, Pair, Pairer
 from oxygen_ros.robot.shaper import CommandShaper, MeasuredPose, per_joint
-from oxygen_ros.robot.values import (StateMapping, decode_image_numpy, joint_state_to_vector,
-                                    place_cameras, resize_area)
+from oxygen_ros.robot.values import StateMapping, joint_state_to_vector, place_cameras
 
 from .messages import stamp_ns
 
@@ -61,6 +65,7 @@ class ReplayConfig:
     joint_velocity_limits: list[float] = field(default_factory=list)
     joint_acceleration_limits: list[float] = field(default_factory=list)
     max_start_deviation: list[float] = field(default_factory=list)
+    camera_transports: tuple[str, ...] = ()  # raw | compressed per camera topic; () = all raw
 
     def __post_init__(self) -> None:
         per_joint(self.joint_velocity_limits, len(self.joint_names), "joint_velocity_limits", False)
@@ -69,6 +74,7 @@ class ReplayConfig:
         per_joint(self.max_start_deviation, len(self.joint_names), "max_start_deviation", True)
         if not self.camera_topics:
             raise ValueError("replay needs at least one camera topic")
+        self.camera_transports = parse_transports(list(self.camera_transports), len(self.camera_topics))
         if not self.joint_names:
             raise ValueError("replay needs joint names")
         if self.max_stamp_offset_s < 0:
@@ -123,7 +129,6 @@ class Replayer:
         self.engine = engine
         self.mapping = mapping
         self.cfg = cfg
-        self.size = engine.model_config.vision.image_size
         self.pairer = Pairer(len(cfg.camera_topics), tolerance_s=cfg.stamp_tolerance_s)
         self.result = ReplayResult()
         self._asks: list[str] = []
@@ -140,9 +145,10 @@ class Replayer:
             self._last_log = ts
         try:
             if topic in cfg.camera_topics:
-                img = resize_area(decode_image_numpy(msg), self.size)
+                cam = cfg.camera_topics.index(topic)
                 ns = _stamp(msg, ts, off)
-                self.pairer.add_image(cfg.camera_topics.index(topic), ns * 1e-9, img, ns)
+                frame = CameraFrame.checked(msg, cfg.camera_transports[cam])
+                self.pairer.add_image(cam, ns * 1e-9, frame, ns)
             elif topic == cfg.joint_state_topic:
                 vec = joint_state_to_vector(msg, cfg.joint_names)
                 ns = _stamp(msg, ts, off)
@@ -157,11 +163,24 @@ class Replayer:
                     self._instruction = str(msg.data).strip()
                 return None
         except ValueError as exc:  # the node drops a bad input with a warning
-            self.result.bad_inputs += 1
-            if len(self.result.errors) < 10:
-                self.result.errors.append(f"{topic} at {ts} ns: {exc}")
+            self._bad(topic, ts, str(exc))
             return None
         return self.pairer.newest_pair()
+
+    def _bad(self, topic: str, ts: int, reason: str) -> None:
+        self.result.bad_inputs += 1
+        if len(self.result.errors) < 10:
+            self.result.errors.append(f"{topic} at {ts} ns: {reason}")
+
+    def _decoded(self, pair: Pair) -> Pair | None:
+        """The pair with its camera frames decoded (once: a drained frame reuses them), or None
+        when one does not decode: a bad input, the pair skipped (the node does the same)."""
+        try:
+            return dataclasses.replace(pair, images=tuple(decode_frames(pair.images)))
+        except CameraError as exc:
+            self._bad(self.cfg.camera_topics[exc.camera], int(pair.image_stamps[exc.camera] * 1e9),
+                      str(exc))
+            return None
 
     def _infer(self, pair: Pair) -> tuple[np.ndarray, Any]:
         from oxygen_ros.engine.observation import Observation
@@ -206,6 +225,9 @@ class Replayer:
                 if pair is None:
                     continue
                 self.result.pairs += 1
+                pair = self._decoded(pair)
+                if pair is None:
+                    continue
                 chunk, out = self._infer(pair)
                 fr = Frame(pair, int(pair.header_stamp), ts + int(out.frame_ms * 1e6), chunk, out)
                 self.result.frames.append(fr)
@@ -243,6 +265,7 @@ class Replayer:
         t0_ns = first[0]
         wall0 = time.perf_counter()
         done = threading.Event()
+        skipped = [0]  # pairs whose camera frames did not decode
 
         def recorded_now() -> int:
             return t0_ns + int((time.perf_counter() - wall0) * rate * 1e9)
@@ -254,7 +277,10 @@ class Replayer:
                     if done.is_set():
                         return
                     continue
-                pair, _ = item
+                pair = self._decoded(item[0])
+                if pair is None:
+                    skipped[0] += 1
+                    continue
                 chunk, out = self._infer(pair)
                 fr = Frame(pair, int(pair.header_stamp), recorded_now(), chunk, out)
                 self.result.frames.append(fr)
@@ -272,7 +298,8 @@ class Replayer:
                 self.result.pairs += 1
                 mailbox.put((pair, ts))
         # let the worker finish every pair it has not dropped before stopping it
-        while th.is_alive() and len(self.result.frames) < mailbox.put_count - mailbox.dropped:
+        while th.is_alive() and \
+                len(self.result.frames) + skipped[0] < mailbox.put_count - mailbox.dropped:
             time.sleep(0.005)
         done.set()
         th.join()

@@ -16,7 +16,7 @@ from . import messages as M
 from .reader import BagData, bag_topics, messages, read_bag
 from .replay import ReplayConfig, Replayer, ReplayResult
 from .score import markdown, plot, reference_series, score
-from .typestore import FRAME_STATS, IMAGE, JOINT_STATE, STRING, TEXT_MEMORY, TRAJECTORY
+from .typestore import CAMERA_TYPES, FRAME_STATS, JOINT_STATE, STRING, TEXT_MEMORY, TRAJECTORY
 from .writer import STORAGES, BagWriter
 
 
@@ -30,7 +30,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add_engine_args(p)  # the same engine flags as oxygen-demo
     # inputs and the node's settings (its parameter names)
     p.add_argument("--camera-topics", nargs="+", default=None,
-                   help="camera topics in model order (default: /camera/image_raw, else every Image topic)")
+                   help="camera topics in model order, sensor_msgs/Image or CompressedImage (default: "
+                   "/camera/image_raw, else /camera/image_raw/compressed, else every camera topic)")
     p.add_argument("--camera-keys", nargs="+", default=None,
                    help="checkpoint camera key of each camera topic (as the node's camera_keys)")
     p.add_argument("--joint-state-topic", default=None, help="default: /joint_states")
@@ -98,8 +99,10 @@ def _suffix_topic(bag: BagData, msgtype: str, suffix: str) -> str | None:
 
 
 def config_from(args: argparse.Namespace, bag: BagData, num_cameras: int, action_dim: int) -> ReplayConfig:
-    images = bag.topics_of(IMAGE)
-    cams = args.camera_topics or (["/camera/image_raw"] if "/camera/image_raw" in images else images)
+    images = sorted(t for t, ty in bag.topics.items() if ty in CAMERA_TYPES)  # raw and compressed
+    default = next(([t] for t in ("/camera/image_raw", "/camera/image_raw/compressed") if t in images),
+                   images)
+    cams = args.camera_topics or default
     cams = cams[:num_cameras] if not args.camera_topics else cams
     js = args.joint_state_topic or ("/joint_states" if "/joint_states" in bag.topics else None)
     if js is None:
@@ -110,11 +113,15 @@ def config_from(args: argparse.Namespace, bag: BagData, num_cameras: int, action
     if missing or not cams:
         raise ValueError(f"input topics {missing or 'camera'} not in the bag; it has "
                          f"{sorted(bag.topics)} (use --camera-topics / --joint-state-topic)")
+    not_cams = [f"{t} ({bag.topics[t]})" for t in cams if bag.topics[t] not in CAMERA_TYPES]
+    if not_cams:
+        raise ValueError(f"camera topics {not_cams} are neither sensor_msgs/Image nor CompressedImage")
     names = args.joint_names
     if not names:
         first = next(messages(args.bag, BagData(str(args.bag)), topics=[js]), None)
         names = list(first[2].name)[:action_dim] if first else []
-    return ReplayConfig(camera_topics=cams, joint_state_topic=js, joint_names=list(names),
+    return ReplayConfig(camera_topics=cams, camera_transports=tuple(CAMERA_TYPES[bag.topics[t]] for t in cams),
+                        joint_state_topic=js, joint_names=list(names),
                         instruction=args.instruction, ask_topic=_suffix_topic(bag, STRING, "/ask"),
                         instruction_topic=_suffix_topic(bag, STRING, "/instruction"),
                         stamp_tolerance_s=args.stamp_tolerance_s,

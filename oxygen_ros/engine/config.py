@@ -14,6 +14,10 @@ MODES = ("oxygen", "shared", "isolated", "parallel")
 DTYPES = ("float32", "bfloat16", "float16")
 # standard: nn.Linear weights [out, in] (F.linear); transposed: [in, out] copies (x @ w)
 LINEAR_LAYOUTS = ("standard", "transposed")
+# How a camera image that is not model-size becomes the vision tower's square input
+# (engine/images.py): pad = openpi / LeRobot resize-with-pad (aspect kept, -1 bars), what pi0.5
+# checkpoints were trained on; stretch = resize to the square, aspect ratio lost.
+IMAGE_RESIZE = ("pad", "stretch")
 MAX_TARGET_ACTION_HZ = 10_000.0
 ATTENTION_BACKENDS = ("auto", "cpp", "triton", "reference")
 
@@ -235,6 +239,7 @@ class EngineConfig:
     # land up to a decode step under the period, so actions run faster than asked). False: the
     # mean frame fits, a single frame may run over by about a decode step (the carried credit).
     target_strict: bool = False
+    image_resize: str = "pad"  # IMAGE_RESIZE: pad (as pi0.5 was trained) | stretch
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -283,6 +288,8 @@ class EngineConfig:
         if self.target_action_hz and self.k_min > self.decode_steps_per_frame:
             raise ValueError(f"k_min ({self.k_min}) must not exceed decode_steps_per_frame "
                              f"({self.decode_steps_per_frame}), which is k_max under a target")
+        if self.image_resize not in IMAGE_RESIZE:
+            raise ValueError(f"image_resize must be one of {IMAGE_RESIZE}, got {self.image_resize!r}")
         if not (self.device == "cpu" or self.device.startswith("cuda")):
             raise ValueError(f"device must be cpu or cuda[:N], got {self.device!r}")
 

@@ -35,6 +35,11 @@ from .tokenizer import Tokenizer, build_tiny_tokenizer
 __all__ = ["STAGES", "Engine", "FrameOutput", "RequestUpdate"]
 
 
+def _tensor_bytes(t: torch.Tensor) -> np.ndarray:
+    """The bytes of a tensor, as numpy (any dtype, any device)."""
+    return t.detach().contiguous().reshape(-1).view(torch.uint8).cpu().numpy()
+
+
 @dataclass(frozen=True)
 class RequestUpdate:
     """A language request's progress in one frame (streamed to ~/memory and ~/answer)."""
@@ -133,6 +138,7 @@ class Engine:
                                   config.device, config.dtype, config.attention_backend,
                                   config.compile_denoise, config.cuda_graphs)
         self.timer = StageTimer(STAGES)
+        self.prepare_ms = 0.0  # the last frame's image preparation (within vision_prefill)
         # The engine and the scheduler reach the manager through one TimedKV (stage kv): the
         # seam where a measuring proxy can be put in front of it (bench/kv_recorder.py).
         self.kv = TimedKV(KVManager(num_blocks, config.block_size, self.runner.bytes_per_block),
@@ -164,9 +170,10 @@ class Engine:
                                      ec.max_decode_steps, ec.block_size, with_prefix=True)
         return (ec.max_active_requests + 2) * per_request + 2 * Engine.frame_blocks(mc, ec)
 
-    def prefix_tokens(self, images: np.ndarray, prompt_ids: list[int]) -> int:
-        """Tokens of an observation prefix: each valid camera's patches, then the prompt."""
-        return images.shape[0] * self.model_config.vision.tokens_per_image + len(prompt_ids)
+    def prefix_tokens(self, images: Any, prompt_ids: list[int]) -> int:
+        """Tokens of an observation prefix: each valid camera's patches, then the prompt
+        (`images`: one entry per valid camera: a list, an array or the prepared tensor)."""
+        return len(images) * self.model_config.vision.tokens_per_image + len(prompt_ids)
 
     # -- requests and live settings -------------------------------------------------------------
     def ask(self, prompt: str, priority: int = 1, kind: RequestKind = RequestKind.QUESTION,
@@ -332,6 +339,7 @@ class Engine:
             num_waiting=len(self.scheduler.waiting), num_running=len(self.scheduler.running),
             kv=self.kv.usage(), decode_steps=frame.decode_steps, admitted=frame.admitted,
             target_action_hz=cfg.target_action_hz, k_chosen=rate.k, target_feasible=rate.feasible,
+            extra={"prepare_images_ms": self.prepare_ms},
         )
 
     # -- action-rate target ---------------------------------------------------------------------
@@ -385,14 +393,18 @@ class Engine:
         return np.full(mc.action_dim, values[int(np.argmax(lengths))], dtype=np.float32)
 
     def _source(self, obs: Observation, prompt_ids: list[int]) -> Source:
-        # Requests keep the source while they may need a re-prefill: a private copy, so a
-        # caller reusing its image buffer cannot change what a waiting request saw.
-        images = np.array(obs.valid_images(), copy=True)
-        with self.timer.stage("kv"):  # the prefix cache's identity of this observation
-            h = hashlib.blake2b(images.tobytes(), digest_size=8)
+        # The images are prepared once per frame, on the model's device, into a new tensor:
+        # requests keep it while they may need a re-prefill, and a caller reusing its image
+        # buffers cannot change what a waiting request saw.
+        with self.timer.stage("vision_prefill"):
+            t0 = time.perf_counter()
+            pixels = self.runner.prepare_images(obs.valid_images(), self.config.image_resize)
+            self.prepare_ms = (time.perf_counter() - t0) * 1e3
+        with self.timer.stage("kv"):  # the prefix cache's identity: the pixels the model sees
+            h = hashlib.blake2b(_tensor_bytes(pixels), digest_size=8)
             h.update(np.asarray(prompt_ids, dtype=np.int64).tobytes())
             root = int.from_bytes(h.digest(), "little") & ((1 << 62) - 1)
-        return Source(self.frame, images, tuple(prompt_ids), self.prefix_tokens(images, prompt_ids),
+        return Source(self.frame, pixels, tuple(prompt_ids), self.prefix_tokens(pixels, prompt_ids),
                       root)
 
     def _noise(self, frame: int) -> torch.Tensor:

@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from .attention import paged_attention, select_backend
 from .config import ModelConfig
 from .graphs import DecodeGraphs, DenoiseGraphs
+from .images import prepare
 from .model.mot import AdaRMSModulations
 from .model.sampler import euler_sample
 
@@ -150,11 +151,26 @@ class ModelRunner:
 
     # -- stages ---------------------------------------------------------------------------------
     @torch.inference_mode()
-    def prefill_observation(self, images: np.ndarray, prompt_ids: Sequence[int], seq: SeqView) -> int:
-        """Vision + prompt of one observation into the pool at positions 0..P-1. Returns P."""
+    def prepare_images(self, images: Sequence[np.ndarray], resize: str = "pad") -> torch.Tensor:
+        """Camera images (uint8 [H, W, 3], each at its camera's size) -> the vision tower's input
+        [N, 3, S, S] in [-1, 1], on the model's device in the model's dtype: uploaded as uint8
+        (the smallest transfer), then resized there (engine/images.py; `resize`: pad | stretch).
+        Always a new tensor: a caller reusing its image buffers cannot change what a waiting
+        request saw."""
+        s = self.config.vision.image_size
+        out = torch.empty((len(images), 3, s, s), dtype=torch.float32, device=self.device)
+        for i, img in enumerate(images):
+            x = torch.from_numpy(np.ascontiguousarray(img)).to(self.device)
+            out[i] = prepare(x, s, resize)
+        return out if self.dtype == torch.float32 else out.to(self.dtype)
+
+    @torch.inference_mode()
+    def prefill_observation(self, images: torch.Tensor | Sequence[np.ndarray],
+                            prompt_ids: Sequence[int], seq: SeqView) -> int:
+        """Vision + prompt of one observation into the pool at positions 0..P-1. Returns P.
+        `images`: prepare_images' output, or uint8 images (prepared here, resize pad)."""
         m = self.model
-        pix = torch.from_numpy(np.ascontiguousarray(images)).to(self.device)
-        pix = pix.permute(0, 3, 1, 2).to(self.dtype) / 255.0 * 2.0 - 1.0
+        pix = images if isinstance(images, torch.Tensor) else self.prepare_images(images)
         img = m.embed_images(pix).reshape(-1, self.config.vlm.width)
         txt = m.embed_tokens(self._long(prompt_ids))
         hidden = torch.cat([img, txt.to(img.dtype)], dim=0)

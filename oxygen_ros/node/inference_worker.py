@@ -1,9 +1,11 @@
 """The inference worker: one thread taking the newest paired observation and running Engine.step.
 
-Per frame, in order: apply pending live engine changes (Engine.update_config), hand queued
-questions to the engine (Engine.ask), build the Observation, run Engine.step, map the action
-chunk to robot units and give it to the ChunkPlayer, then publish the chunk, stats, text
-updates and markers. A failing frame is counted and reported (diagnostics) and the loop goes on
+Per frame, in order: decode the pair's camera frames (once, here: the subscription callbacks
+only check and keep the messages; a frame that does not decode is refused on its topic and the
+pair skipped, never a failing frame), apply pending live engine changes (Engine.update_config),
+hand queued questions to the engine (Engine.ask), build the Observation, run Engine.step, map
+the action chunk to robot units and give it to the ChunkPlayer, then publish the chunk, stats,
+text updates and markers. A failing frame is counted and reported (diagnostics) and the loop goes on
 with the next observation. This module knows engine types, never message types.
 """
 from __future__ import annotations
@@ -31,9 +33,10 @@ class InferenceWorker:
     def __init__(self, engine, mapping: Callable[[], Any], player: ChunkPlayer, mailbox: Mailbox[Pair],
                  publishers, text, joint_names: list[str], instruction: str, frame_id: str,
                  warn: Callable[[str, str], None], node, camera_slots: tuple[int, ...] = (),
-                 n_action_steps: int = 0, admit: Callable[..., tuple[str | None, bool]] | None = None
-                 ) -> None:
+                 n_action_steps: int = 0, decode: Callable[[Pair], list | None] | None = None,
+                 admit: Callable[..., tuple[str | None, bool]] | None = None) -> None:
         self.engine = engine
+        self._decode = decode  # Inputs.decode_pair: the pair's camera images, None if refused
         # (chunk, stamp, now) -> (refusal, publish): the control loop's start gate / deadman
         self._admit = admit
         self._camera_slots = camera_slots  # model camera of each topic (node/build.camera_slots)
@@ -110,6 +113,9 @@ class InferenceWorker:
 
     # -- one frame ------------------------------------------------------------------------------
     def frame(self, pair: Pair) -> Any:
+        cams = self._decode(pair) if self._decode is not None else list(pair.images)
+        if cams is None:
+            return None  # a camera frame did not decode: refused on its topic
         engine = self.engine
         with self._lock:
             pending, self._pending = self._pending, {}
@@ -122,7 +128,7 @@ class InferenceWorker:
         self._text.hand_over(engine)  # cancelled questions out, queued ones in
         mapping = self._mapping()
         slots = self._camera_slots or tuple(range(len(pair.images)))
-        images, valid = place_cameras(pair.images, slots)
+        images, valid = place_cameras(cams, slots)
         obs = Observation(images=images, state=mapping.to_model(pair.state), camera_valid=valid,
                           instruction=self.instruction, stamp=pair.stamp)
         out = engine.step(obs)

@@ -176,8 +176,8 @@ class OxygenNode(LifecycleNode):
                              future_tolerance_s=p["max_stamp_offset_s"])
         pubs = Publishers(self, p["command_type"])
         inputs = Inputs(self, p["camera_topics"], p["joint_state_topic"], names,
-                        built.model_config.vision.image_size, p["stamp_tolerance_s"],
-                        p["max_stamp_offset_s"], self._warn)
+                        p["stamp_tolerance_s"], p["max_stamp_offset_s"], self._warn,
+                        transports=built.camera_transports)
         text = TextIO(self, pubs, Questions(int(p["ask.max_open"])), built.engine, self._warn)
         shaper = CommandShaper(len(names), player.dt, p["joint_velocity_limits"],
                                p["joint_acceleration_limits"], p["max_start_deviation"])
@@ -187,7 +187,7 @@ class OxygenNode(LifecycleNode):
         worker = InferenceWorker(built.engine, lambda: self.rt.mapping, player, inputs.mailbox, pubs,
                                  text, names, p["instruction"], p["markers.frame_id"], self._warn, self,
                                  camera_slots=built.camera_slots, n_action_steps=built.n_action_steps,
-                                 admit=control.admit)
+                                 decode=inputs.decode_pair, admit=control.admit)
         rt = Runtime(built, names, mapping, player, pubs, inputs, text, worker, control)
         rt.diag = Diagnostics(self, pubs, self._diagnostics, self._warn)
         rt.recording = Recording(self, p, self._warn) if p["record.enabled"] else None

@@ -27,6 +27,8 @@ from oxygen_ros.robot.shaper import per_joint  # pure numpy: the shaper's own ch
 
 MODES = ("oxygen", "shared", "isolated", "parallel")
 PRESETS = ("tiny", "small", "balanced", "pi05")
+IMAGE_RESIZE = ("pad", "stretch")
+CAMERA_TRANSPORTS = ("raw", "compressed")
 DTYPES = ("float32", "bfloat16", "float16")
 COMMAND_TYPES = ("joint_state", "float64_array")
 SHAPER_LIMITS = {"joint_velocity_limits": False, "joint_acceleration_limits": False,
@@ -85,6 +87,9 @@ PARAMETERS: tuple[Spec, ...] = (
          nonempty=True),
     Spec("instruction", "string", "pick up the cube", "task instruction (also set by ~/instruction)",
          LIVE, nonempty=True),
+    Spec("image_resize", "string", "pad", "how a camera image becomes the model's square input: "
+         "pad = resize keeping the aspect ratio with black bars (openpi / LeRobot resize-with-pad, "
+         "what pi0.5 was trained on); stretch = resize to the square", LIVE, choices=IMAGE_RESIZE),
     # control / inputs (live)
     Spec("observation_timeout_s", "double", 0.5,
          "commands go stale (hold) when the newest chunk's observation is older than this; inputs "
@@ -123,6 +128,9 @@ PARAMETERS: tuple[Spec, ...] = (
     Spec("camera_keys", "string_array", [], "checkpoint camera key of each camera_topics entry "
          "(e.g. observation.images.base_0_rgb or base_0_rgb; empty = camera_topics in the "
          "checkpoint's camera order); cameras without a topic are fed masked", CONFIGURE),
+    Spec("camera_transports", "string_array", [], "raw (sensor_msgs/Image) or compressed "
+         "(sensor_msgs/CompressedImage, jpeg / png) for each camera_topics entry; empty = all raw",
+         CONFIGURE),
     Spec("joint_state_topic", "string", "/joint_states", "sensor_msgs/JointState input", CONFIGURE,
          nonempty=True),
     Spec("joint_names", "string_array",
@@ -164,7 +172,7 @@ SPECS: dict[str, Spec] = {s.name: s for s in PARAMETERS}
 ENGINE_KEYS = ("decode_steps_per_frame", "max_decode_steps", "denoise_steps", "max_active_requests",
                "mode", "target_action_hz", "target_strict", "k_min",
                "memory.enabled", "memory.every_n_frames",
-               "memory.prompt", "instruction")
+               "memory.prompt", "instruction", "image_resize")
 
 
 def validate_value(spec: Spec, value: Any) -> str | None:
@@ -203,6 +211,8 @@ def validate_value(spec: Spec, value: Any) -> str | None:
                 return f"{spec.name} has duplicates: {list(value)!r}"
     if spec.name == "camera_keys" and len(set(value)) != len(value):
         return f"camera_keys has duplicates: {list(value)!r}"
+    if spec.name == "camera_transports" and any(x not in CAMERA_TRANSPORTS for x in value):
+        return f"camera_transports entries must be raw or compressed, got {list(value)!r}"
     if spec.name == "model.device" and not (value == "cpu" or value.startswith("cuda")):
         return f"model.device must be cpu or cuda[:N], got {value!r}"
     return None
@@ -250,7 +260,8 @@ def engine_changes(values: dict[str, Any]) -> dict[str, Any]:
     """Parameter values -> Engine.update_config / EngineConfig keyword arguments."""
     out: dict[str, Any] = {}
     for key in ("decode_steps_per_frame", "max_decode_steps", "denoise_steps",
-                "max_active_requests", "mode", "k_min", "target_strict", "instruction"):
+                "max_active_requests", "mode", "k_min", "target_strict", "instruction",
+                "image_resize"):
         if key in values:
             out[key] = values[key]
     if "target_action_hz" in values:
