@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -21,6 +22,9 @@ class Observation:
     stamp: float = 0.0
     camera_valid: tuple[bool, ...] | None = None
     meta: dict = field(default_factory=dict, compare=False)
+    # real-time chunking: the previous chunk's steps still executed from this observation on
+    # (engine/rtc.py ActionPrior; None: an unguided chunk)
+    prior: Any = None
 
     def validate(self, config: ModelConfig) -> None:
         img = self.images
