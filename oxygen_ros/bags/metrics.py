@@ -8,6 +8,8 @@ the receiving clock). So:
 - action rate: action_chunk log times (one chunk per inference frame);
 - observation -> command latency: for each chunk, the first joint_command recorded after it;
   latency = that command's stamp - the chunk's observation stamp;
+- seam error: consecutive action chunks' first 4 steps against the previous chunk's steps meant
+  for the same times (robot/seam.py), mean and p99 over the seams;
 - tokens/s: tokens_this_frame summed over frames 2..n / (last - first FrameStats log time);
 - memory / answer completion: frames_spanned of the final message, and final log time - the
   source observation stamp;
@@ -23,6 +25,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
+from oxygen_ros.robot.seam import seam_errors
 
 from .messages import stamp_ns
 from .reader import BagData
@@ -120,6 +124,26 @@ def _chunks(bag: BagData, t: Topics, t0: int, s: dict, series: dict) -> None:
     s.update(obs_to_command_ms_p50=_pct(lat_a, 50), obs_to_command_ms_p99=_pct(lat_a, 99),
              obs_to_command_ms_mean=float(lat_a.mean()) if len(lat_a) else float("nan"))
     series["latency_ms"] = lat_a
+    seams = seam_errors(*_chunk_values(chunks))
+    s.update(seam_error=float(seams.mean()) if seams.size else float("nan"),
+             seam_error_p99=_pct(seams, 99))
+    series["seam_error"] = seams
+
+
+def _chunk_values(chunks: list) -> tuple[list[tuple[float, np.ndarray]], float]:
+    """JointTrajectory chunks -> (stamp s, [points, joints]) and their step dt (from the first
+    chunk with two points; 1.0 when none has)."""
+    values, dt = [], 0.0
+    for _, m in chunks:
+        pts = list(m.points)
+        if not pts:
+            continue
+        values.append((stamp_ns(m.header.stamp) * 1e-9,
+                       np.array([list(p.positions) for p in pts], dtype=np.float64)))
+        if not dt and len(pts) > 1:
+            d = pts[1].time_from_start
+            dt = (int(d.sec) * 1_000_000_000 + int(d.nanosec)) * 1e-9
+    return values, dt or 1.0
 
 
 def _field(m: Any, name: str, default: float = 0.0) -> float:

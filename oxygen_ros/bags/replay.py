@@ -15,11 +15,15 @@ does, and:
   thread infers from the node's drop-oldest Mailbox, exactly like the node: what a setting
   would have produced live (pairs arriving during a frame are dropped and counted).
 A chunk becomes available at its pair's time + the measured frame time (rate 0) or when the
-worker finished (rate > 0, mapped back to recorded time); the node's ChunkPlayer then produces
-joint_command at control_rate_hz over the recorded time span.
+worker finished (rate > 0, mapped back to recorded time); the node's ChunkPlayer produces
+joint_command at control_rate_hz over the recorded time span, ticked along with the inferences
+(chunk_blend as the node's parameter): with `rtc` each inference is given what the player
+executes from its observation on, as in the node. Then the chunks depend on the measured frame
+times, so two rtc runs are not output-for-output identical; compare them by their seam error.
 """
 from __future__ import annotations
 
+import heapq
 import itertools
 import threading
 import time
@@ -28,8 +32,9 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from oxygen_ros.robot.chunk_player import ChunkPlayer
+from oxygen_ros.robot.chunk_player import BLENDS, ChunkPlayer
 from oxygen_ros.robot.pairing import Mailbox, Pair, Pairer
+from oxygen_ros.robot.rtc_prior import rtc_prior
 from oxygen_ros.robot.values import (StateMapping, decode_image_numpy, joint_state_to_vector,
                                     place_cameras, resize_area)
 
@@ -48,6 +53,7 @@ class ReplayConfig:
     max_stamp_offset_s: float = 1.0  # the node's input check against its clock (log time here); 0: off
     control_rate_hz: float = 50.0
     crossfade_s: float = 0.1
+    chunk_blend: str = "crossfade"  # crossfade | rtc | none, as the node's parameter
     observation_timeout_s: float = 0.5
     rate: float = 0.0  # 0 = as fast as possible, else x recorded speed
     drain: bool = True  # after the last input, finish every language request (see Replayer.drain)
@@ -65,6 +71,8 @@ class ReplayConfig:
             raise ValueError(f"rate must be >= 0 (0 = as fast as possible), got {self.rate}")
         if not self.control_rate_hz > 0:
             raise ValueError(f"control_rate_hz must be > 0, got {self.control_rate_hz}")
+        if self.chunk_blend not in BLENDS:
+            raise ValueError(f"chunk_blend must be one of {', '.join(BLENDS)}, got {self.chunk_blend!r}")
 
 
 @dataclass
@@ -115,6 +123,13 @@ class Replayer:
         self._asks: list[str] = []
         self._instruction = cfg.instruction or engine.config.instruction
         self._last_log = 0
+        self.player = ChunkPlayer(len(cfg.joint_names), dt=1.0 / cfg.control_rate_hz,
+                                  crossfade_s=cfg.crossfade_s,
+                                  observation_timeout_s=cfg.observation_timeout_s,
+                                  lower=mapping.lower, upper=mapping.upper, blend=cfg.chunk_blend)
+        self._period_ns = int(round(1e9 / cfg.control_rate_hz))
+        self._tick_ns: int | None = None  # the next control tick (recorded clock)
+        self._ready: list[tuple[int, int, Frame]] = []  # chunks not yet handed over (heap by time)
 
     def _feed(self, ts: int, topic: str, msg: Any) -> Pair | None:
         cfg = self.cfg
@@ -158,8 +173,10 @@ class Replayer:
             except ValueError as exc:
                 self.result.errors.append(f"question rejected: {exc}")
         images, valid = place_cameras(pair.images, self.cfg.camera_slots or tuple(range(len(pair.images))))
+        prior = rtc_prior(self.player, self.mapping, pair.stamp,
+                          self.engine.model_config.action_horizon)
         obs = Observation(images=images, state=self.mapping.to_model(pair.state), camera_valid=valid,
-                          instruction=self._instruction, stamp=pair.stamp)
+                          instruction=self._instruction, stamp=pair.stamp, prior=prior)
         out = self.engine.step(obs)
         self.result.source_ns[out.frame] = int(pair.header_stamp)
         # only the steps the checkpoint executes per chunk, like the node's inference worker
@@ -178,7 +195,8 @@ class Replayer:
 
         def seen(it: Iterable[tuple[int, str, Any]]):
             for ev in it:
-                span[0] = ev[0] if span[0] is None else span[0]
+                if span[0] is None:  # the control ticks run from the first recorded event on
+                    span[0] = self._tick_ns = ev[0]
                 span[1] = ev[0]
                 yield ev
         events = seen(events)
@@ -190,13 +208,15 @@ class Replayer:
                 if pair is None:
                     continue
                 self.result.pairs += 1
+                self._advance(ts)
                 chunk, out = self._infer(pair)
                 fr = Frame(pair, int(pair.header_stamp), ts + int(out.frame_ms * 1e6), chunk, out)
-                self.result.frames.append(fr)
+                self._hand(fr)
                 if progress:
                     progress(fr)
         if span[0] is not None:
-            self._play(span[0], span[1])
+            last = max([span[1]] + [f.done_ns for f in self.result.frames])
+            self._advance(last + self._period_ns - 1)
         if self.cfg.drain:
             self._drain()
         return self.result
@@ -239,9 +259,10 @@ class Replayer:
                         return
                     continue
                 pair, _ = item
+                self._advance(recorded_now())
                 chunk, out = self._infer(pair)
                 fr = Frame(pair, int(pair.header_stamp), recorded_now(), chunk, out)
-                self.result.frames.append(fr)
+                self._hand(fr)
                 if progress:
                     progress(fr)
 
@@ -263,20 +284,22 @@ class Replayer:
         mailbox.close()
         self.result.dropped = mailbox.dropped
 
-    def _play(self, start_ns: int, end_ns: int) -> None:
-        """The node's ChunkPlayer at control_rate_hz over [start, end + one horizon]."""
-        cfg = self.cfg
-        player = ChunkPlayer(len(cfg.joint_names), dt=1.0 / cfg.control_rate_hz,
-                             crossfade_s=cfg.crossfade_s, observation_timeout_s=cfg.observation_timeout_s,
-                             lower=self.mapping.lower, upper=self.mapping.upper)
-        frames = sorted(self.result.frames, key=lambda f: f.done_ns)
-        period = int(round(1e9 / cfg.control_rate_hz))
-        last = max([end_ns] + [f.done_ns for f in frames])
-        i = 0
-        for now in range(start_ns, last + period, period):
-            while i < len(frames) and frames[i].done_ns <= now:
-                player.set_chunk(frames[i].chunk, frames[i].header_ns * 1e-9, frames[i].done_ns * 1e-9)
-                i += 1
-            sample = player.value_at(now * 1e-9)
+    def _hand(self, fr: Frame) -> None:
+        """A finished frame: its chunk goes to the player at its done time."""
+        self.result.frames.append(fr)
+        heapq.heappush(self._ready, (fr.done_ns, len(self.result.frames), fr))
+
+    def _advance(self, until_ns: int) -> None:
+        """The node's control loop up to `until_ns`: at every tick, first the chunks done by
+        then are handed to the player, then the tick plays (ChunkPlayer.tick)."""
+        if self._tick_ns is None:
+            self._tick_ns = until_ns
+        while self._tick_ns <= until_ns:
+            now = self._tick_ns
+            while self._ready and self._ready[0][0] <= now:
+                fr = heapq.heappop(self._ready)[2]
+                self.player.set_chunk(fr.chunk, fr.header_ns * 1e-9, fr.done_ns * 1e-9)
+            sample = self.player.tick(now * 1e-9)
             if sample is not None:
                 self.result.commands.append((now, sample.values, sample.stale))
+            self._tick_ns += self._period_ns

@@ -99,7 +99,7 @@ class ControlLoop:
 
     def tick(self) -> None:
         now = self._node.get_clock().now()
-        sample = self.player.value_at(now.nanoseconds * 1e-9)
+        sample = self.player.tick(now.nanoseconds * 1e-9)  # a played step (rtc counts them)
         if sample is None:
             return
         self._publish(self._names, sample.values, now.to_msg())

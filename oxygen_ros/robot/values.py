@@ -146,6 +146,20 @@ class StateMapping:
         return np.ascontiguousarray(out, dtype=np.float32)
 
 
+def actions_to_model(mapping: StateMapping, actions: np.ndarray) -> np.ndarray:
+    """[steps, num_joints] robot-unit actions -> model units (the inverse of
+    StateMapping.to_robot on the joints' dims; the padded dims are not executed)."""
+    a = np.asarray(actions, dtype=np.float32)
+    if mapping.norm is not None:
+        out = mapping.norm.normalize_actions(a)
+    elif mapping.lower is not None:
+        span = np.where(mapping.upper > mapping.lower, mapping.upper - mapping.lower, np.float32(1.0))
+        out = 2.0 * (a - mapping.lower) / span - 1.0
+    else:
+        out = a
+    return np.ascontiguousarray(out, dtype=np.float32)
+
+
 def place_cameras(images: Sequence[np.ndarray], slots: Sequence[int]
                   ) -> tuple[np.ndarray, tuple[bool, ...] | None]:
     """Camera images in topic order -> [cameras, H, W, 3] in model camera order plus the
