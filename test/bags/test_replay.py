@@ -159,3 +159,17 @@ def test_inputs_checked_like_the_node():
     # pairing restarted: a frame older than the last used one pairs again (without the reset
     # the pairer would skip it as already used)
     assert r._feed(back + 1000, "/cam", M.image(s, img, back + 1000)) is not None
+
+
+def test_rtc_blend_continues_the_executed_chunk(tmp_path, capsys):
+    """Two blends on one bag: with --chunk-blend rtc every inference is given what the replayed
+    player executes from its observation on, and the seams between consecutive chunks (at the
+    replayed control ticks) shrink to a fraction of the cross-fade run's."""
+    write_run(tmp_path / "in", "mcap", seconds=0.5)
+    seams = {}
+    for blend in ("crossfade", "rtc"):
+        rc, _ = _replay(capsys, tmp_path / "in", tmp_path / blend, "--chunk-blend", blend,
+                        "--memory-every", "0", "--S", "4")
+        assert rc == 0
+        seams[blend] = evaluate(read_bag(tmp_path / blend)).summary["seam_error"]
+    assert seams["rtc"] < 0.5 * seams["crossfade"], seams
