@@ -70,6 +70,7 @@ class ChunkPlayer:
         self._played_v: collections.deque[np.ndarray] = collections.deque(maxlen=HISTORY_TICKS)
         self._start = 0
         self._ticks = 0
+        self._holding = False  # the last tick held a stale / future value
         self.last_delay = 0  # d counted at the last hand-over (clamped to that chunk's length)
         self._chunk: np.ndarray | None = None
         self._stamp = 0.0
@@ -154,20 +155,18 @@ class ChunkPlayer:
         played (rtc: from the next counted step; otherwise from the step due now). None
         without a chunk, while holding (stale / future) or when nothing is left."""
         with self._lock:
-            if self._chunk is None or self._last is None:
+            if self._chunk is None or self._last is None or self._holding:
                 return None
             n = self._ticks_since(float(stamp))
             played = list(self._played_v)[len(self._played_v) - n:] if n else []
             if self.blend == "rtc":
                 nxt = self._start + self._ticks
-            else:
-                age = max(float(stamp) - self._stamp, 0.0) if not played else \
-                    self._played_t[-1] - self._stamp + self.dt
-                nxt = int(np.floor(age / self.dt + 1e-9))
-            if nxt >= self._chunk.shape[0] and played:
-                rest = np.zeros((0, self.num_joints))
-            else:
-                rest = np.stack([self._clip(r) for r in self._chunk[min(nxt, self._chunk.shape[0] - 1):]])
+            else:  # the step due at the next tick (or at `stamp`, before any tick since it)
+                due = self._played_t[-1] + self.dt if played else max(float(stamp), self._stamp)
+                nxt = int(np.floor((due - self._stamp) / self.dt + 1e-9))
+            length = self._chunk.shape[0]
+            rest = self._clip(self._chunk[min(nxt, length - 1):]) if nxt < length or not played \
+                else np.zeros((0, self.num_joints))
             out = np.concatenate([np.asarray(played).reshape(-1, self.num_joints), rest])
             return out if out.shape[0] else None
 
@@ -205,6 +204,7 @@ class ChunkPlayer:
             if sample is not None:
                 self._played_t.append(float(now))
                 self._played_v.append(sample.values.copy())
+                self._holding = sample.stale
                 if not sample.stale:
                     self._ticks += 1
             return sample

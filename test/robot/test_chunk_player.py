@@ -196,3 +196,12 @@ def test_blend_is_checked():
         p.configure(blend="rtc2")
     p.configure(blend="rtc")
     assert p.blend == "rtc"
+
+
+def test_rtc_leftover_is_none_while_holding():
+    p = ChunkPlayer(1, DT, observation_timeout_s=0.1, blend="rtc")
+    p.set_chunk(ramp(10, 1), 0.0, 0.0)
+    p.tick(0.0)
+    assert p.leftover(0.0) is not None
+    assert p.tick(1.0).stale  # the chunk went stale: no plan to continue
+    assert p.leftover(1.0) is None
