@@ -8,6 +8,9 @@ the receiving clock). So:
 - action rate: action_chunk log times (one chunk per inference frame);
 - observation -> command latency: for each chunk, the first joint_command recorded after it;
   latency = that command's stamp - the chunk's observation stamp;
+- seam error: consecutive action chunks' first 4 steps against the previous chunk's steps at the
+  same times (robot/seam.py): at the recorded joint_command ticks (seam_error, p99), and on the
+  stamps' grid (seam_error_grid);
 - tokens/s: tokens_this_frame summed over frames 2..n / (last - first FrameStats log time);
 - memory / answer completion: frames_spanned of the final message, and final log time - the
   source observation stamp;
@@ -28,6 +31,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
+from oxygen_ros.robot.seam import seam_errors
 
 from .messages import stamp_ns
 from .reader import BagData
@@ -126,6 +131,30 @@ def _chunks(bag: BagData, t: Topics, t0: int, s: dict, series: dict) -> None:
     s.update(obs_to_command_ms_p50=_pct(lat_a, 50), obs_to_command_ms_p99=_pct(lat_a, 99),
              obs_to_command_ms_mean=float(lat_a.mean()) if len(lat_a) else float("nan"))
     series["latency_ms"] = lat_a
+    values, dt = _chunk_values(chunks)
+    ticks = np.sort(np.array([stamp_ns(m.header.stamp) for _, m in cmds], dtype=np.int64)) * 1e-9
+    seams = seam_errors(values, dt, ticks=ticks if len(ticks) else None)
+    grid = seam_errors(values, dt)
+    s.update(seam_error=float(seams.mean()) if seams.size else float("nan"),
+             seam_error_p99=_pct(seams, 99),
+             seam_error_grid=float(grid.mean()) if grid.size else float("nan"))
+    series["seam_error"] = seams
+
+
+def _chunk_values(chunks: list) -> tuple[list[tuple[float, np.ndarray]], float]:
+    """JointTrajectory chunks -> (stamp s, [points, joints]) and their step dt (from the first
+    chunk with two points; 1.0 when none has)."""
+    values, dt = [], 0.0
+    for _, m in chunks:
+        pts = list(m.points)
+        if not pts:
+            continue
+        values.append((stamp_ns(m.header.stamp) * 1e-9,
+                       np.array([list(p.positions) for p in pts], dtype=np.float64)))
+        if not dt and len(pts) > 1:
+            d = pts[1].time_from_start
+            dt = (int(d.sec) * 1_000_000_000 + int(d.nanosec)) * 1e-9
+    return values, dt or 1.0
 
 
 def _field(m: Any, name: str, default: float = 0.0) -> float:

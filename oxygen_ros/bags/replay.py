@@ -18,15 +18,20 @@ does, and:
   thread infers from the node's drop-oldest Mailbox, exactly like the node: what a setting
   would have produced live (pairs arriving during a frame are dropped and counted).
 A chunk becomes available at its pair's time + the measured frame time (rate 0) or when the
-worker finished (rate > 0, mapped back to recorded time); the node's ChunkPlayer then produces
-joint_command at control_rate_hz over the recorded time span, through the node's CommandShaper
-(velocity / acceleration limits, start from the newest recorded joint state, the chunk gate at
-each chunk's arrival), so the replayed commands are what the robot would have been sent. The
-deadman is not replayed (taken as pressed).
+worker finished (rate > 0, mapped back to recorded time); the node's ChunkPlayer produces
+joint_command at control_rate_hz over the recorded time span, ticked along with the inferences
+(chunk_blend as the node's parameter), through the node's CommandShaper (velocity / acceleration
+limits, start from the newest recorded joint state, the chunk gate at each chunk's arrival), so
+the replayed commands are what the robot would have been sent. The deadman is not replayed
+(taken as pressed). With `rtc` each inference is given what the player executes from its
+observation on, as in the node; then the chunks depend on the measured frame times, so two rtc
+runs are not output-for-output identical: compare them by their seam error.
 """
 from __future__ import annotations
 
+import collections
 import dataclasses
+import heapq
 import itertools
 import threading
 import time
@@ -35,9 +40,10 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from oxygen_ros.robot.chunk_player import ChunkPlayer
+from oxygen_ros.robot.chunk_player import BLENDS, ChunkPlayer
 from oxygen_ros.robot.images import CameraError, CameraFrame, decode_frames, parse_transports
 from oxygen_ros.robot.pairing import Mailbox, Pair, Pairer
+from oxygen_ros.robot.rtc_prior import rtc_prior
 from oxygen_ros.robot.shaper import CommandShaper, MeasuredPose, per_joint
 from oxygen_ros.robot.values import StateMapping, joint_state_to_vector, place_cameras
 
@@ -56,6 +62,7 @@ class ReplayConfig:
     max_stamp_offset_s: float = 1.0  # the node's input check against its clock (log time here); 0: off
     control_rate_hz: float = 50.0
     crossfade_s: float = 0.1
+    chunk_blend: str = "crossfade"  # crossfade | rtc | none, as the node's parameter
     observation_timeout_s: float = 0.5
     rate: float = 0.0  # 0 = as fast as possible, else x recorded speed
     drain: bool = True  # after the last input, finish every language request (see Replayer.drain)
@@ -83,6 +90,8 @@ class ReplayConfig:
             raise ValueError(f"rate must be >= 0 (0 = as fast as possible), got {self.rate}")
         if not self.control_rate_hz > 0:
             raise ValueError(f"control_rate_hz must be > 0, got {self.control_rate_hz}")
+        if self.chunk_blend not in BLENDS:
+            raise ValueError(f"chunk_blend must be one of {', '.join(BLENDS)}, got {self.chunk_blend!r}")
 
 
 @dataclass
@@ -134,7 +143,18 @@ class Replayer:
         self._asks: list[str] = []
         self._instruction = cfg.instruction or engine.config.instruction
         self._last_log = 0
-        self._poses: list[tuple[int, np.ndarray]] = []  # (stamp ns, joint state): the measured pose
+        self.player = ChunkPlayer(len(cfg.joint_names), dt=1.0 / cfg.control_rate_hz,
+                                  crossfade_s=cfg.crossfade_s,
+                                  observation_timeout_s=cfg.observation_timeout_s,
+                                  lower=mapping.lower, upper=mapping.upper, blend=cfg.chunk_blend)
+        self.shaper = CommandShaper(len(cfg.joint_names), self.player.dt, cfg.joint_velocity_limits,
+                                    cfg.joint_acceleration_limits, cfg.max_start_deviation)
+        self._pose = MeasuredPose()  # the newest joint state stamped up to the current tick
+        # joint states fed but stamped after the current tick (consumed as the ticks pass them)
+        self._poses: collections.deque[tuple[int, np.ndarray]] = collections.deque()
+        self._period_ns = int(round(1e9 / cfg.control_rate_hz))
+        self._tick_ns: int | None = None  # the next control tick (recorded clock)
+        self._ready: list[tuple[int, int, Frame]] = []  # chunks not yet handed over (heap by time)
 
     def _feed(self, ts: int, topic: str, msg: Any) -> Pair | None:
         cfg = self.cfg
@@ -193,8 +213,10 @@ class Replayer:
             except ValueError as exc:
                 self.result.errors.append(f"question rejected: {exc}")
         images, valid = place_cameras(pair.images, self.cfg.camera_slots or tuple(range(len(pair.images))))
+        prior = rtc_prior(self.player, self.mapping, pair.stamp,
+                          self.engine.model_config.action_horizon)
         obs = Observation(images=images, state=self.mapping.to_model(pair.state), camera_valid=valid,
-                          instruction=self._instruction, stamp=pair.stamp)
+                          instruction=self._instruction, stamp=pair.stamp, prior=prior)
         out = self.engine.step(obs)
         self.result.source_ns[out.frame] = int(pair.header_stamp)
         # only the steps the checkpoint executes per chunk, like the node's inference worker
@@ -213,7 +235,8 @@ class Replayer:
 
         def seen(it: Iterable[tuple[int, str, Any]]):
             for ev in it:
-                span[0] = ev[0] if span[0] is None else span[0]
+                if span[0] is None:  # the control ticks run from the first recorded event on
+                    span[0] = self._tick_ns = ev[0]
                 span[1] = ev[0]
                 yield ev
         events = seen(events)
@@ -228,13 +251,16 @@ class Replayer:
                 pair = self._decoded(pair)
                 if pair is None:
                     continue
+                self._advance(ts)
                 chunk, out = self._infer(pair)
                 fr = Frame(pair, int(pair.header_stamp), ts + int(out.frame_ms * 1e6), chunk, out)
-                self.result.frames.append(fr)
+                self._hand(fr)
                 if progress:
                     progress(fr)
         if span[0] is not None:
-            self._play(span[0], span[1])
+            last = max([span[1]] + [f.done_ns for f in self.result.frames])
+            self._advance(last + self._period_ns - 1)
+        self.result.limited_ticks, self.result.gated = self.shaper.limited_ticks, self.shaper.gated
         if self.cfg.drain:
             self._drain()
         return self.result
@@ -281,9 +307,10 @@ class Replayer:
                 if pair is None:
                     skipped[0] += 1
                     continue
+                self._advance(recorded_now())
                 chunk, out = self._infer(pair)
                 fr = Frame(pair, int(pair.header_stamp), recorded_now(), chunk, out)
-                self.result.frames.append(fr)
+                self._hand(fr)
                 if progress:
                     progress(fr)
 
@@ -306,42 +333,37 @@ class Replayer:
         mailbox.close()
         self.result.dropped = mailbox.dropped
 
-    def _play(self, start_ns: int, end_ns: int) -> None:
-        """The node's ChunkPlayer + CommandShaper at control_rate_hz over [start, end + one
-        horizon]; the measured pose is the newest joint state stamped up to each tick."""
+    def _hand(self, fr: Frame) -> None:
+        """A finished frame: its chunk goes to the player at its done time."""
+        self.result.frames.append(fr)
+        heapq.heappush(self._ready, (fr.done_ns, len(self.result.frames), fr))
+
+    def _poses_until(self, ns: int) -> None:
+        while self._poses and self._poses[0][0] <= ns:
+            stamp, vec = self._poses.popleft()
+            self._pose.update(stamp * 1e-9, vec)
+
+    def _advance(self, until_ns: int) -> None:
+        """The node's control loop up to `until_ns`: at every tick, first the chunks done by
+        then pass the start gate (against the newest joint state stamped by then) to the
+        player, then the tick plays (ChunkPlayer.tick) through the CommandShaper."""
         cfg = self.cfg
-        player = ChunkPlayer(len(cfg.joint_names), dt=1.0 / cfg.control_rate_hz,
-                             crossfade_s=cfg.crossfade_s, observation_timeout_s=cfg.observation_timeout_s,
-                             lower=self.mapping.lower, upper=self.mapping.upper)
-        shaper = CommandShaper(len(cfg.joint_names), player.dt, cfg.joint_velocity_limits,
-                               cfg.joint_acceleration_limits, cfg.max_start_deviation)
-        frames = sorted(self.result.frames, key=lambda f: f.done_ns)
-        poses = sorted(self._poses, key=lambda p: p[0])
-        pose = MeasuredPose()
-        period = int(round(1e9 / cfg.control_rate_hz))
-        last = max([end_ns] + [f.done_ns for f in frames])
-        i = k = 0
-
-        def poses_until(ns: int) -> None:
-            nonlocal k
-            while k < len(poses) and poses[k][0] <= ns:
-                pose.update(poses[k][0] * 1e-9, poses[k][1])
-                k += 1
-
-        for now in range(start_ns, last + period, period):
-            while i < len(frames) and frames[i].done_ns <= now:
-                fr = frames[i]
-                poses_until(fr.done_ns)
-                measured = pose.fresh(fr.done_ns * 1e-9, cfg.observation_timeout_s)
-                if shaper.gate(fr.chunk, fr.header_ns * 1e-9, fr.done_ns * 1e-9, measured,
-                               player.lower, player.upper) is None:
-                    player.set_chunk(fr.chunk, fr.header_ns * 1e-9, fr.done_ns * 1e-9)
-                i += 1
-            poses_until(now)
-            sample = player.value_at(now * 1e-9)
+        if self._tick_ns is None:
+            self._tick_ns = until_ns
+        while self._tick_ns <= until_ns:
+            now = self._tick_ns
+            while self._ready and self._ready[0][0] <= now:
+                fr = heapq.heappop(self._ready)[2]
+                self._poses_until(fr.done_ns)
+                measured = self._pose.fresh(fr.done_ns * 1e-9, cfg.observation_timeout_s)
+                if self.shaper.gate(fr.chunk, fr.header_ns * 1e-9, fr.done_ns * 1e-9, measured,
+                                    self.player.lower, self.player.upper) is None:
+                    self.player.set_chunk(fr.chunk, fr.header_ns * 1e-9, fr.done_ns * 1e-9)
+            self._poses_until(now)
+            sample = self.player.tick(now * 1e-9)
             hold = "stale" if sample is not None and sample.stale else ""
-            shaped = shaper.step(None if sample is None else sample.values,
-                                 pose.fresh(now * 1e-9, cfg.observation_timeout_s), hold)
-            if shaped is not None:
+            shaped = self.shaper.step(None if sample is None else sample.values,
+                                      self._pose.fresh(now * 1e-9, cfg.observation_timeout_s), hold)
+            if shaped is not None and sample is not None:
                 self.result.commands.append((now, shaped.values, bool(shaped.holding)))
-        self.result.limited_ticks, self.result.gated = shaper.limited_ticks, shaper.gated
+            self._tick_ns += self._period_ns

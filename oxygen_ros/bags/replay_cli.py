@@ -47,6 +47,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "does against its clock (0: not checked)")
     p.add_argument("--control-rate-hz", type=float, default=50.0)
     p.add_argument("--crossfade-s", type=float, default=0.1)
+    p.add_argument("--chunk-blend", choices=("crossfade", "rtc", "none"), default="crossfade",
+                   help="as the node's chunk_blend: crossfade, rtc (real-time chunking, docs/rtc.md; "
+                        "the engine's --rtc-* flags apply) or none")
     p.add_argument("--observation-timeout-s", type=float, default=0.5)
     p.add_argument("--joint-velocity-limits", nargs="+", type=float, default=[],
                    help="rad/s, one value or one per joint (the node's joint_velocity_limits)")
@@ -126,7 +129,8 @@ def config_from(args: argparse.Namespace, bag: BagData, num_cameras: int, action
                         instruction_topic=_suffix_topic(bag, STRING, "/instruction"),
                         stamp_tolerance_s=args.stamp_tolerance_s,
                         max_stamp_offset_s=args.max_stamp_offset_s, control_rate_hz=args.control_rate_hz,
-                        crossfade_s=args.crossfade_s, observation_timeout_s=args.observation_timeout_s,
+                        crossfade_s=args.crossfade_s, chunk_blend=args.chunk_blend,
+                        observation_timeout_s=args.observation_timeout_s,
                         rate=args.rate, drain=not args.no_drain,
                         joint_velocity_limits=list(args.joint_velocity_limits),
                         joint_acceleration_limits=list(args.joint_acceleration_limits),

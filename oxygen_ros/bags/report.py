@@ -17,6 +17,8 @@ ROWS = [
     ("obs_to_command_ms_p99", "observation -> command p99 (ms)", "{:.1f}"),
     ("action_chunks", "action chunks", "{}"),
     ("action_rate_hz", "action rate (Hz)", "{:.2f}"),
+    ("seam_error", "chunk seam error at the ticks (mean abs, first 4 steps)", "{:.4f}"),
+    ("seam_error_grid", "chunk seam error on the stamps' grid", "{:.4f}"),
     ("frames", "FrameStats messages", "{}"),
     ("frame_ms_p50", "frame p50 (ms)", "{:.1f}"),
     ("frame_ms_p99", "frame p99 (ms)", "{:.1f}"),

@@ -27,6 +27,7 @@ from .modes import MODES
 from .observation import Observation
 from .rate_control import FrameCosts, RateController, RateDecision
 from .request import Request, RequestKind, RequestStatus, Source
+from .rtc import ActionPrior, Guide, build_guide
 from .runner import ModelRunner, SeqView
 from .scheduler import Admission, Scheduler, blocks_for, request_blocks
 from .timer import STAGES, StageTimer, TimedKV
@@ -96,6 +97,7 @@ class Frame:
     stamp: float
     source: Source
     noise: torch.Tensor
+    guide: Guide | None = None  # real-time chunking toward the previous chunk (engine/rtc.py)
     batch_size: int = 0
     decode_steps: int = 0
     admitted: int = 0
@@ -316,10 +318,12 @@ class Engine:
         cfg, mc = self.config, self.model_config
         obs.validate(mc)
         prompt_ids = self._action_prompt(obs)  # refuses a bad prompt before anything changes
+        guide = self._guide(obs.prior)  # and a bad action prior
         start = time.perf_counter()
         self.timer.reset()
         self._rate = None  # a frame that raised left its choice of k behind
-        frame = Frame(self.frame, obs.stamp, self._source(obs, prompt_ids), self._noise(self.frame))
+        frame = Frame(self.frame, obs.stamp, self._source(obs, prompt_ids), self._noise(self.frame),
+                      guide)
         self.frame += 1
         mode = MODES[cfg.mode]
         action = self.secure_action_path(frame)
@@ -380,6 +384,19 @@ class Engine:
     def _prompt_ids(self, instruction: str, state: np.ndarray) -> list[int]:
         text = format_prompt(instruction, state, bins=self.model_config.state_bins)
         return self.tokenizer.encode(text, add_bos=True)
+
+    def _guide(self, prior: ActionPrior | None) -> Guide | None:
+        """The frame's RTC guide from the observation's ActionPrior (ValueError when it does not
+        fit the model), None without one."""
+        if prior is None:
+            return None
+        if not isinstance(prior, ActionPrior):
+            raise ValueError(f"observation prior must be an ActionPrior, got {type(prior).__name__}")
+        mc, cfg = self.model_config, self.config
+        prior.validate(mc.action_horizon, mc.action_dim)
+        return build_guide(prior, mc.action_horizon, mc.action_dim, cfg.rtc_method,
+                           cfg.rtc_jacobian, cfg.rtc_max_guidance, cfg.rtc_execution_horizon,
+                           self.runner.device)
 
     def _longest_state(self) -> np.ndarray:
         """A state of action_dim joints (the most an observation may carry) all in the bin whose
@@ -447,7 +464,7 @@ class Engine:
             self.runner.copy_blocks(action.copies)  # the prefix's partial tail, now written
         with self.timer.stage("denoise"):
             return self.runner.denoise(SeqView(action.scratch_table, plen), plen, frame.noise,
-                                       self.config.denoise_steps)
+                                       self.config.denoise_steps, guide=frame.guide)
 
     def release(self, action: ActionPath) -> None:
         if action.released:

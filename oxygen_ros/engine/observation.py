@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence, Union
+from typing import Any, Sequence, Union
 
 import numpy as np
 
@@ -30,6 +30,9 @@ class Observation:
     stamp: float = 0.0
     camera_valid: tuple[bool, ...] | None = None
     meta: dict = field(default_factory=dict, compare=False)
+    # real-time chunking: the previous chunk's steps still executed from this observation on
+    # (engine/rtc.py ActionPrior; None: an unguided chunk)
+    prior: Any = None
 
     def validate(self, config: ModelConfig) -> None:
         cams = self.camera_images()

@@ -165,7 +165,7 @@ class ControlLoop:
     def tick(self) -> None:
         now = self._node.get_clock().now()
         t = now.nanoseconds * 1e-9
-        sample = self.player.value_at(t)
+        sample = self.player.tick(t)  # a played step (rtc counts them)
         mono = time.monotonic()
         go, self.deadman_why = self.deadman.go(mono)
         if not go:

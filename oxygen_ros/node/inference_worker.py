@@ -21,6 +21,7 @@ from oxygen_ros.engine.observation import Observation
 
 from oxygen_ros.robot.chunk_player import ChunkPlayer
 from oxygen_ros.robot.pairing import Mailbox, Pair
+from oxygen_ros.robot.rtc_prior import rtc_prior
 from oxygen_ros.robot.values import place_cameras
 
 # frame -> source header stamp, for text updates of requests born earlier (~80 s at 25 Hz; a
@@ -129,8 +130,11 @@ class InferenceWorker:
         mapping = self._mapping()
         slots = self._camera_slots or tuple(range(len(pair.images)))
         images, valid = place_cameras(cams, slots)
+        # chunk_blend rtc: the steps executed from this observation on, for the next chunk to
+        # continue (robot/rtc_prior.py); None otherwise
+        prior = rtc_prior(self.player, mapping, pair.stamp, engine.model_config.action_horizon)
         obs = Observation(images=images, state=mapping.to_model(pair.state), camera_valid=valid,
-                          instruction=self.instruction, stamp=pair.stamp)
+                          instruction=self.instruction, stamp=pair.stamp, prior=prior)
         out = engine.step(obs)
         stamp = pair.header_stamp
         self._stamps[out.frame] = stamp

@@ -173,7 +173,7 @@ class OxygenNode(LifecycleNode):
                              crossfade_s=p["crossfade_s"],
                              observation_timeout_s=p["observation_timeout_s"],
                              lower=mapping.lower, upper=mapping.upper,
-                             future_tolerance_s=p["max_stamp_offset_s"])
+                             future_tolerance_s=p["max_stamp_offset_s"], blend=p["chunk_blend"])
         pubs = Publishers(self, p["command_type"])
         inputs = Inputs(self, p["camera_topics"], p["joint_state_topic"], names,
                         p["stamp_tolerance_s"], p["max_stamp_offset_s"], self._warn,
@@ -277,6 +277,8 @@ class OxygenNode(LifecycleNode):
             rt.player.configure(crossfade_s=merged["crossfade_s"],
                                 observation_timeout_s=merged["observation_timeout_s"],
                                 lower=rt.mapping.lower, upper=rt.mapping.upper)
+        if "chunk_blend" in changes:
+            rt.player.configure(blend=changes["chunk_blend"])
         if "stamp_tolerance_s" in changes:
             rt.inputs.pairer.tolerance_s = float(changes["stamp_tolerance_s"])
         if "max_stamp_offset_s" in changes:

@@ -3,9 +3,9 @@
 Kinds (documented in README.md, section Parameters):
 - ``live``: accepted in any state. Engine knobs (k, N, S, max_active_requests, mode, memory.*,
   instruction) reach the engine through Engine.update_config before the NEXT frame; player /
-  pairing knobs (observation_timeout_s, crossfade_s, stamp_tolerance_s, max_stamp_offset_s,
-  joint limits, markers.frame_id, ask.max_open, the command shaper's limits, deadman.timeout_s)
-  apply on the next control tick / message.
+  pairing knobs (observation_timeout_s, crossfade_s, chunk_blend, stamp_tolerance_s,
+  max_stamp_offset_s, joint limits, markers.frame_id, ask.max_open, the command shaper's limits,
+  deadman.timeout_s) apply on the next control tick / message.
   instruction and memory.prompt are also checked against the model's prompt budget (a byte
   bound, then the engine's own check) by the node before they are accepted.
 - ``configure``: read in on_configure (model, topics, joints, control rate). Accepted while the
@@ -96,6 +96,21 @@ PARAMETERS: tuple[Spec, ...] = (
          "silent this long are reported stale", LIVE, (0.01, 60.0)),
     Spec("crossfade_s", "double", 0.1, "linear blend from the old to a new action chunk", LIVE,
          (0.0, 5.0)),
+    Spec("chunk_blend", "string", "crossfade", "how a new action chunk replaces the one being "
+         "executed: crossfade (crossfade_s), rtc (real-time chunking: the engine continues the "
+         "executed steps and the new chunk takes over at step d, the control steps counted since "
+         "its observation; docs/rtc.md) or none (switch at once)", LIVE,
+         choices=("crossfade", "rtc", "none")),
+    Spec("rtc.method", "string", "guided", "chunk_blend rtc: guided (inference-time guidance) or "
+         "inpaint (checkpoints trained with training-time RTC)", LIVE, choices=("guided", "inpaint")),
+    Spec("rtc.jacobian", "string", "identity", "rtc guided: the correction is the weighted error "
+         "(identity, no backward pass) or its vector-Jacobian product through the action expert "
+         "(vjp, one backward pass per denoise step)", LIVE, choices=("identity", "vjp")),
+    Spec("rtc.max_guidance", "double", 10.0, "rtc guided: beta, the guidance weight's cap "
+         "(0 = unguided)", LIVE, (0.0, 1000.0)),
+    Spec("rtc.execution_horizon", "int", 0, "rtc: steps of the executed leftover the new chunk is "
+         "pulled toward (weight 1 before d, a ramp to 0 at this step; 0 = all of it)", LIVE,
+         (0, 4096)),
     Spec("stamp_tolerance_s", "double", 0.05, "max stamp difference between paired camera frames "
          "and joint states", LIVE, (0.0, 10.0)),
     Spec("max_stamp_offset_s", "double", 1.0, "inputs stamped further than this ahead of or behind "
@@ -172,7 +187,8 @@ SPECS: dict[str, Spec] = {s.name: s for s in PARAMETERS}
 ENGINE_KEYS = ("decode_steps_per_frame", "max_decode_steps", "denoise_steps", "max_active_requests",
                "mode", "target_action_hz", "target_strict", "k_min",
                "memory.enabled", "memory.every_n_frames",
-               "memory.prompt", "instruction", "image_resize")
+               "memory.prompt", "instruction", "image_resize",
+               "rtc.method", "rtc.jacobian", "rtc.max_guidance", "rtc.execution_horizon")
 
 
 def validate_value(spec: Spec, value: Any) -> str | None:
@@ -271,6 +287,11 @@ def engine_changes(values: dict[str, Any]) -> dict[str, Any]:
         out["memory_every_n_frames"] = int(values.get("memory.every_n_frames", 1)) if enabled else 0
     if "memory.prompt" in values:
         out["memory_prompt"] = values["memory.prompt"]
+    for key in ("rtc.method", "rtc.jacobian", "rtc.execution_horizon"):
+        if key in values:
+            out[key.replace(".", "_")] = values[key]
+    if "rtc.max_guidance" in values:
+        out["rtc_max_guidance"] = float(values["rtc.max_guidance"])
     return out
 
 

@@ -66,15 +66,20 @@ class StateMapping:
                 raise ValueError("joint_limits_lower must be <= joint_limits_upper for every joint")
 
     def to_model(self, state: np.ndarray) -> np.ndarray:
-        s = np.asarray(state, dtype=np.float32)
-        if self.norm is not None:
-            out = self.norm.normalize_state(s)
+        return self._normalise(state, None if self.norm is None else self.norm.normalize_state)
+
+    def _normalise(self, values: np.ndarray, by_norm) -> np.ndarray:
+        """Robot units -> model space: `by_norm` (checkpoint statistics), else lower..upper to
+        -1..1, else identity."""
+        s = np.asarray(values, dtype=np.float32)
+        if by_norm is not None:
+            out = by_norm(s)
         elif self.lower is not None:
             span = np.where(self.upper > self.lower, self.upper - self.lower, np.float32(1.0))
             out = 2.0 * (s - self.lower) / span - 1.0
         else:
             out = s
-        return np.asarray(out, dtype=np.float32)
+        return np.ascontiguousarray(out, dtype=np.float32)
 
     def to_robot(self, actions: np.ndarray) -> np.ndarray:
         """[horizon, >= num_joints] model-space actions -> [horizon, num_joints] robot units."""
@@ -89,6 +94,13 @@ class StateMapping:
             if self.lower is not None:
                 out = (out + 1.0) * (self.upper - self.lower) / 2.0 + self.lower
         return np.ascontiguousarray(out, dtype=np.float32)
+
+
+def actions_to_model(mapping: StateMapping, actions: np.ndarray) -> np.ndarray:
+    """[steps, num_joints] robot-unit actions -> model units (the inverse of
+    StateMapping.to_robot on the joints' dims; the padded dims are not executed)."""
+    return mapping._normalise(actions, None if mapping.norm is None
+                              else mapping.norm.normalize_actions)
 
 
 def place_cameras(images: Sequence[np.ndarray], slots: Sequence[int]

@@ -274,3 +274,48 @@ def test_action_rate_target_live_and_infeasible_diagnostic(ctx):
     finally:
         node.stop()
         node.destroy_node()
+
+
+def test_rtc_blend_gives_the_engine_the_executed_steps_and_the_counted_delay(ctx, checkpoint):
+    """chunk_blend rtc (live): each inference gets the steps executed from its observation on,
+    normalised back to model units with the checkpoint's statistics, and the delay counted in
+    control ticks at the previous hand-over (not the frame's latency: the test's wall clock is
+    ~1.7e9 s after the stamps, a latency estimate would be enormous)."""
+    node = OxygenNode(context=ctx, parameter_overrides=[
+        Parameter("model.checkpoint", value=str(checkpoint)),
+        Parameter("model.num_threads", value=1), Parameter("memory.enabled", value=False)])
+    try:
+        assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
+        rt = node.rt
+        assert rt.player.blend == "crossfade"
+        assert node.set_parameters([Parameter("chunk_blend", value="rtc")])[0].successful
+        assert rt.player.blend == "rtc"
+        seen = []
+        step = rt.built.engine.step
+        rt.built.engine.step = lambda obs: seen.append(obs.prior) or step(obs)
+        size = rt.built.model_config.vision.image_size
+        img = np.random.default_rng(0).integers(0, 255, (size, size, 3), dtype=np.uint8)
+        state = np.zeros(6, np.float32)
+        dt = rt.player.dt
+
+        def frame(t):
+            return rt.worker.frame(Pair(stamp=t, images=(img,), state=state,
+                                        header_stamp=Time(sec=int(t)), image_stamps=(t,),
+                                        state_stamp=t))
+
+        first = frame(100.0)
+        assert seen[-1] is None  # nothing executed yet
+        for i in range(3):
+            rt.player.tick(100.0 + i * dt)  # steps 0, 1, 2 of the first chunk
+        frame(100.0 + dt)
+        prior = seen[-1]
+        # from the stamp on: the played steps 1 and 2, then the rest of the 4-step chunk
+        np.testing.assert_allclose(prior.actions, first.actions[1:4, :6], atol=1e-5)
+        assert prior.delay == 0  # the first chunk was handed over before any tick
+        assert rt.player.last_delay == 2  # ticks at 100 + dt and 100 + 2 dt since the stamp
+        rt.player.tick(100.0 + 3 * dt)
+        frame(100.0 + 3 * dt)
+        assert seen[-1].delay == 2
+    finally:
+        node.stop()
+        node.destroy_node()

@@ -104,6 +104,24 @@ def test_engine_changes_mapping():
     EngineConfig(**P.engine_changes(CURRENT))
 
 
+def test_rtc_parameters_reach_the_engine_and_player_settings():
+    from oxygen_ros.engine.config import RTC_JACOBIANS, RTC_METHODS
+    from oxygen_ros.robot.chunk_player import BLENDS
+
+    assert P.SPECS["chunk_blend"].choices == BLENDS and P.SPECS["chunk_blend"].default == "crossfade"
+    assert P.SPECS["rtc.method"].choices == RTC_METHODS
+    assert P.SPECS["rtc.jacobian"].choices == RTC_JACOBIANS
+    assert P.engine_changes({"rtc.method": "inpaint", "rtc.jacobian": "vjp", "rtc.max_guidance": 5,
+                             "rtc.execution_horizon": 8}) == {
+        "rtc_method": "inpaint", "rtc_jacobian": "vjp", "rtc_max_guidance": 5.0,
+        "rtc_execution_horizon": 8}
+    assert {"rtc.method", "rtc.jacobian", "rtc.max_guidance", "rtc.execution_horizon"} <= set(P.ENGINE_KEYS)
+    assert "chunk_blend" not in P.ENGINE_KEYS  # the player's, not the engine's
+    assert P.validate({"chunk_blend": "smooth"}, CURRENT, configured=True)
+    assert P.validate({"rtc.max_guidance": -1.0}, CURRENT, configured=True)
+    assert P.validate({"chunk_blend": "rtc", "rtc.jacobian": "vjp"}, CURRENT, configured=True) is None
+
+
 @pytest.mark.ros
 def test_descriptors_build():
     pytest.importorskip("rcl_interfaces")
