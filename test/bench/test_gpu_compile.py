@@ -26,14 +26,17 @@ def _run(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
 
 
 def test_engine_kernels_compile_for_sm90_and_sm110_without_spills(tmp_path):
-    """The representative set: pi0.5's shape (8 query heads on 1 KV head of 256) in bf16, every
-    launch configuration of it (per-query single pass and split, combines, query-tiled)."""
+    """The representative set: pi0.5's shape (8 query heads on 1 KV head of 256, the largest
+    head dim) in bf16 and in float32 (its smaller tiles), every launch configuration of it
+    (per-query single pass and split, combines, query-tiled). The whole set of presets and
+    targets: benchmarks/results/gpu-compile/."""
     out = tmp_path / "r.json"
     proc = _run("-m", "oxygen_ros.bench.gpu_compile", "--arch", "sm_90,sm_110",
-                "--dtype", "bfloat16", "--presets", "pi05", "--json", str(out))
+                "--dtype", "bfloat16,float32", "--presets", "pi05", "--json", str(out))
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
     rows = json.loads(out.read_text())
     assert {r["arch"] for r in rows} == {"sm_90", "sm_110"}
+    assert {r["dtype"] for r in rows} == {"bfloat16", "float32"}
     assert {r["kernel"] for r in rows} == {"attend", "attend_tiled", "combine"}
     for r in rows:
         assert r["error"] is None and r["spill_bytes"] == 0, r
@@ -42,19 +45,17 @@ def test_engine_kernels_compile_for_sm90_and_sm110_without_spills(tmp_path):
 
 
 def test_a_spilling_tile_is_caught():
-    """A float32 tile four times the chosen one (64 rows x 256 dims) spills: the check that the
-    tool relies on sees it (cuobjdump's local memory and stack), where the launch's own tile does not."""
+    """A float32 tile four times the chosen one (64 rows x 256 dims, the bf16 row count) spills:
+    the check the tool relies on sees it (cuobjdump's local memory and stack); the launch's own
+    float32 tile compiles without (the test above)."""
     code = ("import torch\n"
             "from oxygen_ros.bench.gpu_compile import compile_one, spill_bytes\n"
             "from oxygen_ros.engine.attention.triton_paged import tiled_launch\n"
             "big = tiled_launch(8, 1, 256, 16, torch.float32, block_m=8, block_n=32)\n"
-            "own = tiled_launch(8, 1, 256, 16, torch.float32)\n"
-            "print(spill_bytes(compile_one(90, big, torch.float32)[0]),"
-            " spill_bytes(compile_one(90, own, torch.float32)[0]))\n")
+            "print(spill_bytes(compile_one(90, big, torch.float32)[0]))\n")
     proc = _run("-c", code)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    big, own = map(int, proc.stdout.split()[-2:])
-    assert big > 0 and own == 0
+    assert int(proc.stdout.split()[-1]) > 1000
 
 
 def test_shapes_and_verdicts():
