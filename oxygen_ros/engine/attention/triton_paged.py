@@ -1,6 +1,6 @@
-"""Paged attention as a Triton kernel: the same contract as the C++ op, reading the pool in place.
+"""Paged attention as Triton kernels: the same contract as the C++ op, reading the pool in place.
 
-One program handles one query and one KV head: the G = Hq / Hkv query heads sharing that KV
+Per-query kernel (decode): one program handles one query and one KV head: the G = Hq / Hkv query heads sharing that KV
 head are packed into one [G_PAD, D] tile, so each K/V tile is loaded once for all of them
 (pi0.5: 8 query heads, 1 KV head). Keys are walked in tiles of BLOCK_N logical positions; each
 position's slot comes from the block table (`table[p // BS] * BS + p % BS`), so a tile may span
@@ -9,6 +9,14 @@ several small pool blocks or part of a large one. Online softmax in float32 (exp
 Split-KV (flash-decoding): with few queries (a small decode batch on a GPU with many SMs) the
 key range of each query is cut into NUM_SPLITS chunks run by separate programs, each writing an
 unnormalised float32 partial (acc, running max, running sum); a second kernel combines them.
+
+Query-tiled kernel (denoise action tokens, packed prompt suffixes: same-row runs of queries,
+given as `seq_start`): one program handles BLOCK_M queries of one run and one KV head, the tile's
+rows being BLOCK_M queries x G_PAD heads, so each K/V tile is loaded once for all of them
+(docs/gpu.md). Each query keeps its own q_len.
+
+Launch configurations (constexprs, warps) come from attend_launch / tiled_launch /
+combine_launch, which bench/gpu_compile.py also uses to compile every one ahead of time.
 
 `FP32_MATH` (constexpr) loads every tile as float32 and multiplies in IEEE float32: used for
 float32 inputs and by Triton's CPU interpreter (TRITON_INTERPRET=1, which must be set before
@@ -253,8 +261,8 @@ def tiled_launch(hq: int, hkv: int, d: int, bs: int, dtype: torch.dtype,
     fp32 = dtype == torch.float32
     if fp32:  # float32 q, K and V tiles: the smallest tl.dot tile, fewer keys at 256
         rows, keys = 16, 16 if d_pad >= 256 else 32
-    else:
-        rows, keys = (32, 32) if d_pad >= 256 else (64, 64)
+    else:  # 64 x 64 at head dim 32 spilled on sm_110 (ptxas kept it at 80 registers)
+        rows, keys = (32, 32) if d_pad >= 256 else (64, 32 if d_pad <= 32 else 64)
     if block_m is None:
         block_m = max(1, rows // g_pad, 16 // g_pad)
     if block_n is None:
