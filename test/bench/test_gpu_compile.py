@@ -27,16 +27,15 @@ def _run(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
 
 def test_engine_kernels_compile_for_sm90_and_sm110_without_spills(tmp_path):
     """The representative set: pi0.5's shape (8 query heads on 1 KV head of 256, the largest
-    head dim) in bf16 and in float32 (its smaller tiles), every launch configuration of it
-    (per-query single pass and split, combines, query-tiled). The whole set of presets and
-    targets: benchmarks/results/gpu-compile/."""
+    head dim) in bf16, every launch configuration of it (per-query single pass and split,
+    combines, query-tiled). Every preset and target, fp16 and float32:
+    benchmarks/results/gpu-compile/ (the suite's time allows this much)."""
     out = tmp_path / "r.json"
     proc = _run("-m", "oxygen_ros.bench.gpu_compile", "--arch", "sm_90,sm_110",
-                "--dtype", "bfloat16,float32", "--presets", "pi05", "--json", str(out))
+                "--dtype", "bfloat16", "--presets", "pi05", "--json", str(out))
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
     rows = json.loads(out.read_text())
     assert {r["arch"] for r in rows} == {"sm_90", "sm_110"}
-    assert {r["dtype"] for r in rows} == {"bfloat16", "float32"}
     assert {r["kernel"] for r in rows} == {"attend", "attend_tiled", "combine"}
     for r in rows:
         assert r["error"] is None and r["spill_bytes"] == 0, r
@@ -46,8 +45,7 @@ def test_engine_kernels_compile_for_sm90_and_sm110_without_spills(tmp_path):
 
 def test_a_spilling_tile_is_caught():
     """A float32 tile four times the chosen one (64 rows x 256 dims, the bf16 row count) spills:
-    the check the tool relies on sees it (cuobjdump's local memory and stack); the launch's own
-    float32 tile compiles without (the test above)."""
+    the check the tool relies on sees it (cuobjdump's local memory and stack)."""
     code = ("import torch\n"
             "from oxygen_ros.bench.gpu_compile import compile_one, spill_bytes\n"
             "from oxygen_ros.engine.attention.triton_paged import tiled_launch\n"

@@ -48,14 +48,14 @@ def _sequences(seed: int, lengths: list[int], prefixes: list[int], hq: int, hkv:
     return (q.to(dtype), kc.to(dtype), vc.to(dtype), tables, i32(rows), i32(lens)), i32(starts)
 
 
-def _check(args, starts, atol=2e-6, **kw):
+def _check(args, starts, atol=2e-6, per_query=True, **kw):
     scale = args[0].shape[-1] ** -0.5
     out = _run(*args, scale, seq_start=starts, **kw)
     assert out.shape == args[0].shape and torch.isfinite(out).all()
     ref = paged_attention_reference(*args, scale)
     torch.testing.assert_close(out, ref, atol=atol, rtol=1e-5)
-    per_query = _run(*args, scale)  # the decode kernel, one program per query
-    torch.testing.assert_close(out, per_query, atol=atol, rtol=1e-5)
+    if per_query:  # the decode kernel, one program per query
+        torch.testing.assert_close(out, _run(*args, scale), atol=atol, rtol=1e-5)
     return out
 
 
@@ -87,11 +87,11 @@ def test_empty_sequences_and_zero_lengths():
 
 
 def test_default_tiles_for_the_families():
-    """The tile the launch chooses (tiled_launch) for pi0.5 (8:1, 256) and Qwen3-VL (32:8, 128)
-    over the real action horizon of 50 queries."""
-    for hq, hkv, d in ((8, 1, 256), (32, 8, 128)):
-        args, starts = _sequences(4, [50], [23], hq, hkv, d, 16, causal=False)
-        _check(args, starts)
+    """The tile the launch chooses (tiled_launch) for pi0.5 (8:1, 256; 50 action queries) and
+    Xiaomi-Robotics-0 (32:8, 128; 30), against the reference."""
+    for hq, hkv, d, h in ((8, 1, 256, 50), (32, 8, 128, 30)):
+        args, starts = _sequences(4, [h], [23], hq, hkv, d, 16, causal=False)
+        _check(args, starts, per_query=False)
 
 
 def test_bfloat16_close_to_float32():
