@@ -44,6 +44,44 @@ _MASKED = -1.0e30  # finite "minus infinity" for the running max: exp2 of its di
 
 
 @triton.jit
+def _key_tile(q, k_ptr, v_ptr, table, start, hi, g, qk_scale, HKV: tl.constexpr, D: tl.constexpr,
+              D_PAD: tl.constexpr, BS: tl.constexpr, BLOCK_N: tl.constexpr,
+              FP32_MATH: tl.constexpr):
+    """Scores of the q tile against logical keys [start, start + BLOCK_N) below hi (scaled, exp2
+    domain, not masked), the V tile and the positions; each key's slot from the block table."""
+    pos = start + tl.arange(0, BLOCK_N)
+    dims = tl.arange(0, D_PAD)
+    valid = pos < hi
+    block = tl.load(table + pos // BS, mask=valid, other=0).to(tl.int64)
+    slot = block * BS + pos % BS
+    kv_off = (slot * HKV + g)[:, None] * D + dims[None, :]
+    kv_mask = valid[:, None] & (dims < D)[None, :]
+    k = tl.load(k_ptr + kv_off, mask=kv_mask, other=0.0)
+    v = tl.load(v_ptr + kv_off, mask=kv_mask, other=0.0)
+    if FP32_MATH:
+        k = k.to(tl.float32)
+        v = v.to(tl.float32)
+        qk = tl.dot(q, tl.trans(k), input_precision="ieee")
+    else:
+        qk = tl.dot(q, tl.trans(k))
+    return qk * qk_scale, v, pos
+
+
+@triton.jit
+def _online_softmax(qk, v, acc, m_i, l_i, FP32_MATH: tl.constexpr):
+    """One key tile into the running (acc, max, sum) of each row; masked scores are -inf."""
+    m_new = tl.maximum(m_i, tl.max(qk, 1))
+    p = tl.exp2(qk - m_new[:, None])
+    alpha = tl.exp2(m_i - m_new)
+    l_i = l_i * alpha + tl.sum(p, 1)
+    if FP32_MATH:
+        pv = tl.dot(p, v, input_precision="ieee")
+    else:
+        pv = tl.dot(p.to(v.dtype), v)
+    return acc * alpha[:, None] + pv, m_new, l_i
+
+
+@triton.jit
 def _attend_kernel(q_ptr, k_ptr, v_ptr, tables_ptr, q_row_ptr, q_len_ptr,
                    out_ptr, m_ptr, l_ptr, qk_scale,
                    stride_qt, stride_qh, stride_ot, stride_oh, stride_os, table_width, split_len,
@@ -68,34 +106,12 @@ def _attend_kernel(q_ptr, k_ptr, v_ptr, tables_ptr, q_row_ptr, q_len_ptr,
     m_i = tl.full([G_PAD], -1.0e30, tl.float32)
     l_i = tl.zeros([G_PAD], tl.float32)
     acc = tl.zeros([G_PAD, D_PAD], tl.float32)
-    offs = tl.arange(0, BLOCK_N)
     table = tables_ptr + row * table_width
     for start in range(lo, hi, BLOCK_N):
-        pos = start + offs
-        valid = pos < hi
-        block = tl.load(table + pos // BS, mask=valid, other=0).to(tl.int64)
-        slot = block * BS + pos % BS
-        kv_off = (slot * HKV + g)[:, None] * D + dims[None, :]
-        kv_mask = valid[:, None] & dmask[None, :]
-        k = tl.load(k_ptr + kv_off, mask=kv_mask, other=0.0)
-        v = tl.load(v_ptr + kv_off, mask=kv_mask, other=0.0)
-        if FP32_MATH:
-            k = k.to(tl.float32)
-            v = v.to(tl.float32)
-            qk = tl.dot(q, tl.trans(k), input_precision="ieee")
-        else:
-            qk = tl.dot(q, tl.trans(k))
-        qk = tl.where(valid[None, :], qk * qk_scale, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(qk, 1))
-        p = tl.exp2(qk - m_new[:, None])
-        alpha = tl.exp2(m_i - m_new)
-        l_i = l_i * alpha + tl.sum(p, 1)
-        if FP32_MATH:
-            pv = tl.dot(p, v, input_precision="ieee")
-        else:
-            pv = tl.dot(p.to(v.dtype), v)
-        acc = acc * alpha[:, None] + pv
-        m_i = m_new
+        qk, v, pos = _key_tile(q, k_ptr, v_ptr, table, start, hi, g, qk_scale, HKV, D, D_PAD, BS,
+                               BLOCK_N, FP32_MATH)
+        qk = tl.where((pos < hi)[None, :], qk, float("-inf"))
+        acc, m_i, l_i = _online_softmax(qk, v, acc, m_i, l_i, FP32_MATH)
     o_off = t.to(tl.int64) * stride_ot + (g * G + heads)[:, None] * stride_oh + s * stride_os \
         + dims[None, :]
     o_mask = hmask[:, None] & dmask[None, :]
@@ -153,35 +169,13 @@ def _attend_tiled_kernel(q_ptr, k_ptr, v_ptr, tables_ptr, q_row_ptr, q_len_ptr, 
     m_i = tl.full([BLOCK_M * G_PAD], -1.0e30, tl.float32)
     l_i = tl.zeros([BLOCK_M * G_PAD], tl.float32)
     acc = tl.zeros([BLOCK_M * G_PAD, D_PAD], tl.float32)
-    offs = tl.arange(0, BLOCK_N)
     table = tables_ptr + row * table_width
     for start in range(0, hi_key, BLOCK_N):
-        pos = start + offs
-        valid = pos < hi_key
-        block = tl.load(table + pos // BS, mask=valid, other=0).to(tl.int64)
-        slot = block * BS + pos % BS
-        kv_off = (slot * HKV + g)[:, None] * D + dims[None, :]
-        kv_mask = valid[:, None] & dmask[None, :]
-        k = tl.load(k_ptr + kv_off, mask=kv_mask, other=0.0)
-        v = tl.load(v_ptr + kv_off, mask=kv_mask, other=0.0)
-        if FP32_MATH:
-            k = k.to(tl.float32)
-            v = v.to(tl.float32)
-            qk = tl.dot(q, tl.trans(k), input_precision="ieee")
-        else:
-            qk = tl.dot(q, tl.trans(k))
+        qk, v, pos = _key_tile(q, k_ptr, v_ptr, table, start, hi_key, g, qk_scale, HKV, D, D_PAD,
+                               BS, BLOCK_N, FP32_MATH)
         # each query its own length: causal suffixes, ragged tails
-        qk = tl.where(pos[None, :] < lens[:, None], qk * qk_scale, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(qk, 1))
-        p = tl.exp2(qk - m_new[:, None])
-        alpha = tl.exp2(m_i - m_new)
-        l_i = l_i * alpha + tl.sum(p, 1)
-        if FP32_MATH:
-            pv = tl.dot(p, v, input_precision="ieee")
-        else:
-            pv = tl.dot(p.to(v.dtype), v)
-        acc = acc * alpha[:, None] + pv
-        m_i = m_new
+        qk = tl.where(pos[None, :] < lens[:, None], qk, float("-inf"))
+        acc, m_i, l_i = _online_softmax(qk, v, acc, m_i, l_i, FP32_MATH)
     denom = tl.where(l_i > 0.0, l_i, 1.0)  # q_len 0 -> zeros, as the C++ op
     o_off = tok.to(tl.int64)[:, None] * stride_ot + (g * G + head)[:, None] * stride_oh \
         + dims[None, :]
