@@ -13,8 +13,8 @@ shared memory over 99 KB (the per-block limit of the smallest target, sm_120).
 
     python -m oxygen_ros.bench.gpu_compile --arch sm_87,sm_90,sm_110,sm_120 --dtype bfloat16,float16
 
-Pointers are compiled as 16-byte aligned (as torch allocates); integer arguments unspecialised,
-so the runtime JIT's variants (strides divisible by 16) use at most these resources. triton's
+Pointers are compiled as 16-byte aligned (as torch allocates); integer arguments unspecialised
+(the runtime JIT also specialises strides divisible by 16: it knows more, not less). triton's
 cache (~/.triton/cache, TRITON_CACHE_DIR) keeps the compiled kernels: a second run reads them.
 """
 from __future__ import annotations
