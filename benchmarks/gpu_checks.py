@@ -3,10 +3,10 @@
     python benchmarks/gpu_checks.py attention --device cuda --out DIR   # Triton kernel vs reference
     python benchmarks/gpu_checks.py frames --preset pi05 --device cuda --dtype bfloat16 --out DIR
 
-attention: the Triton paged attention kernel against the gathering reference in float32 and
+attention: the Triton paged attention kernels against the gathering reference in float32 and
 bfloat16 on the engine's shapes (decode batch with ragged lengths, causal suffix after a long
-prefix, denoise queries sharing a row; GQA 8:1 and 4:2; head_dim 64 and 256; block sizes 16 and
-32; split-KV 1 and 4). On a CPU it needs TRITON_INTERPRET=1 (gpu.sh's dry run sets it).
+prefix, denoise queries sharing a row; GQA 8:1, 4:2 and 32:8; head_dim 64, 128 and 256; block
+sizes 16 and 32; split-KV 1 and 4; the query-tiled kernel for suffix and denoise). On a CPU it needs TRITON_INTERPRET=1 (gpu.sh's dry run sets it).
 frames: the same frames with EngineConfig.cuda_graphs off and on (same weights, same stream):
 the tokens must be equal and the actions within the dtype's tolerance; frame times of both.
 Each writes DIR/<check>.json and prints one summary line; exit 1 when a check fails.
@@ -55,7 +55,7 @@ def _case(kind: str, hq: int, hkv: int, d: int, bs: int, dtype: torch.dtype, dev
 def check_attention(device: str, quick: bool) -> dict:
     from oxygen_ros.engine.attention.triton_paged import paged_attention_triton
 
-    shapes = [(8, 1, 256, 16), (4, 2, 64, 32)] if not quick else [(8, 1, 64, 16)]
+    shapes = [(8, 1, 256, 16), (4, 2, 64, 32), (32, 8, 128, 16)] if not quick else [(8, 1, 64, 16)]
     kinds = ("decode", "suffix", "denoise") if not quick else ("decode", "denoise")
     rows, ok = [], True
     for dtype_name in ("float32", "bfloat16"):
@@ -65,13 +65,21 @@ def check_attention(device: str, quick: bool) -> dict:
                 args = _case(kind, hq, hkv, d, bs, dtype, device, seed=len(rows))
                 ref = paged_attention_reference(*[a.float() if a.is_floating_point() else a for a in args],
                                                 d ** -0.5)
-                for splits in (1, 4):
-                    out = paged_attention_triton(*args, d ** -0.5, num_splits=splits)
+                # split-KV 1 and 4 of the per-query kernel; the query-tiled kernel where the
+                # queries share one row (suffix, denoise), as the engine dispatches them
+                variants = [dict(num_splits=1), dict(num_splits=4)]
+                if kind != "decode":
+                    starts = torch.tensor([0, args[0].shape[0]], dtype=torch.int32, device=device)
+                    variants.append(dict(seq_start=starts))
+                for kw in variants:
+                    out = paged_attention_triton(*args, d ** -0.5, **kw)
                     err = (out.float() - ref).abs().max().item()
                     good = bool(torch.isfinite(out).all()) and err <= TOL[dtype_name] * max(1.0, ref.abs().max().item())
                     ok &= good
                     rows.append({"dtype": dtype_name, "kind": kind, "heads": f"{hq}:{hkv}", "head_dim": d,
-                                 "block_size": bs, "splits": splits, "max_abs_err": err, "ok": good})
+                                 "block_size": bs, "splits": kw.get("num_splits", 1),
+                                 "kernel": "tiled" if "seq_start" in kw else "per-query",
+                                 "max_abs_err": err, "ok": good})
     return {"check": "attention", "device": device, "ok": ok, "cases": rows}
 
 

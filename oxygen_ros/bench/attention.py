@@ -7,6 +7,10 @@ milliseconds per call for
 - decode: one query per request over its own prefix + generated tokens (batch 30),
 on pi0.5's attention shape (8 query heads, 1 KV head, head_dim 256) unless told otherwise.
 The default denoise case is 10 action queries over 316 keys (the OxyGen authors' "larger" shape).
+For the triton backend, denoise and suffix run twice: `triton` is the per-query kernel (one
+program per query and KV head) and `triton-tiled` the query-tiled one (BLOCK_M queries of the
+sequence per program, as the engine dispatches them):
+`python -m oxygen_ros.bench.attention --backends triton --device cuda --dtype bfloat16 --horizon 50`
 """
 from __future__ import annotations
 
@@ -41,14 +45,15 @@ def _case(kind: str, prefix: int, horizon: int, batch: int, heads: int, kv_heads
     return q, kc, vc, tables.to(device), as_int(rows), as_int(lens)
 
 
-def time_call(backend: str, args, scale: float, repeats: int) -> float:
+def time_call(backend: str, args, scale: float, repeats: int,
+              seq_start: torch.Tensor | None = None) -> float:
     """Median ms of `repeats` calls after two warm-up calls (CUDA-synchronised)."""
     sync = torch.cuda.synchronize if args[0].is_cuda else (lambda: None)
     times = []
     for i in range(repeats + 2):
         sync()
         t0 = time.perf_counter()
-        paged_attention(backend, *args, scale)
+        paged_attention(backend, *args, scale, seq_start)
         sync()
         if i >= 2:
             times.append((time.perf_counter() - t0) * 1e3)
@@ -81,6 +86,10 @@ def main(argv: list[str] | None = None) -> int:
         for name in a.backends.split(","):
             backend = select_backend(name, a.device)
             results[f"{kind}/{backend}"] = time_call(backend, args, a.head_dim ** -0.5, a.repeats)
+            if backend == "triton" and kind != "decode":  # one sequence: the tiled kernel
+                starts = torch.tensor([0, a.horizon], dtype=torch.int32, device=a.device)
+                results[f"{kind}/triton-tiled"] = time_call(backend, args, a.head_dim ** -0.5,
+                                                            a.repeats, starts)
     if a.json:
         print(json.dumps(results, indent=1))
     else:

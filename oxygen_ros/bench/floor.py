@@ -11,6 +11,9 @@ is allocated; weights in the run's dtype):
   tokens' K/V written;
 - one batched decode step of B requests with C tokens of context each: the VLM expert's layers,
   the tied LM head (vocab x width: 257k x 2048 for pi0.5), B x C tokens of K/V read, B written.
+Each stage's bytes are shown as weights and attention (K/V) apart, so that measured / floor on a
+GPU tells a weight-bound stage from an attention-bound one; for the denoise step also the K/V
+the Triton kernels load (per-query: once per action query; query-tiled: once per BLOCK_M).
 Compute and launch overheads are ignored: a floor, not a prediction.
 
 `python -m oxygen_ros.bench.floor --preset pi05 --dtype bfloat16 --device thor --k 1 --N 30 --S 10`
@@ -71,21 +74,50 @@ def count_params(config: ModelConfig, expert: int = 1) -> ParamCounts:
     return ParamCounts(**groups)
 
 
+STAGES = ("prefill", "denoise_step", "adarms_once", "decode_step")
+
+
 def stage_bytes(config: ModelConfig, dtype: str, batch: int, context_tokens: int,
-                prefix_tokens: int | None = None) -> dict[str, float]:
-    """Bytes moved by one prefill, one denoise step, adaRMS once per S, one decode step."""
+                prefix_tokens: int | None = None) -> dict:
+    """Bytes moved by one prefill, one denoise step, adarms once per S, one decode step (each the
+    sum of its weight bytes and attention bytes, also returned apart as weights / attention)."""
     elem = _ELEM[dtype]
     c = count_params(config)
     kv_token = config.depth * 2 * config.num_kv_heads * config.head_dim * elem
     p = config.max_prefix_tokens if prefix_tokens is None else prefix_tokens
     h = config.action_horizon
-    return {
-        "prefill": (c.vision + c.vlm_layers) * elem + p * kv_token,
-        "denoise_step": c.action_step * elem + (p + h) * kv_token + h * kv_token,
-        "adarms_once": c.adarms_once * elem,
-        "decode_step": (c.vlm_layers + c.lm_head) * elem + batch * (context_tokens + 1) * kv_token,
-        "kv_bytes_per_token": kv_token,
-    }
+    weights = {"prefill": (c.vision + c.vlm_layers) * elem, "denoise_step": c.action_step * elem,
+               "adarms_once": c.adarms_once * elem,
+               "decode_step": (c.vlm_layers + c.lm_head) * elem}
+    # K/V through the pool: the prefix written; prefix + action tokens read once (all action
+    # queries share one block-table row) and the action tokens written; each request's context
+    # read and one token written
+    attention = {"prefill": p * kv_token, "denoise_step": (p + h) * kv_token + h * kv_token,
+                 "adarms_once": 0, "decode_step": batch * (context_tokens + 1) * kv_token}
+    out: dict = {key: weights[key] + attention[key] for key in STAGES}
+    out.update(kv_bytes_per_token=kv_token, weights=weights, attention=attention)
+    return out
+
+
+def denoise_kv_loads(config: ModelConfig, dtype: str, prefix_tokens: int | None = None) -> dict:
+    """K/V bytes one denoise step's attention loads from L2 / HBM as each Triton kernel walks
+    them: the per-query kernel reads the prefix + action keys once per action query, the
+    query-tiled one once per tile of BLOCK_M queries (its launch for the action expert's heads
+    in this dtype); the floor counts one pass. Caches may absorb the repeats: a GPU run says."""
+    import torch
+
+    from ..engine.attention.triton_paged import tiled_launch
+
+    elem = _ELEM[dtype]
+    p = config.max_prefix_tokens if prefix_tokens is None else prefix_tokens
+    h = config.action_horizon
+    one_pass = config.depth * 2 * config.num_kv_heads * config.head_dim * elem * (p + h)
+    heads = getattr(config.action_experts[0], "num_heads", None) or config.num_heads
+    launch = tiled_launch(heads, config.num_kv_heads, config.head_dim, 16, getattr(torch, dtype))
+    block_m = dict(launch.constexprs)["BLOCK_M"]
+    tiles = -(-h // block_m)
+    return {"one_pass": one_pass, "per_query": h * one_pass, "tiled": tiles * one_pass,
+            "block_m": block_m, "tiles": tiles, "queries": h}
 
 
 def floor_table(config: ModelConfig, dtype: str, bandwidth_gbs: float, k: int, n: int, s: int,
@@ -95,13 +127,13 @@ def floor_table(config: ModelConfig, dtype: str, bandwidth_gbs: float, k: int, n
     batch = batch or -(-n // k)
     ctx = context_tokens if context_tokens is not None else config.max_prefix_tokens + n
     b = stage_bytes(config, dtype, batch, ctx)
-    ms = {key: b[key] / (bandwidth_gbs * 1e9) * 1e3 for key in ("prefill", "denoise_step",
-                                                                 "adarms_once", "decode_step")}
+    ms = {key: b[key] / (bandwidth_gbs * 1e9) * 1e3 for key in STAGES}
     frame = ms["prefill"] + ms["adarms_once"] + s * ms["denoise_step"] + k * ms["decode_step"]
     return {"preset": config.name, "dtype": dtype, "bandwidth_gbs": bandwidth_gbs, "k": k, "N": n,
             "S": s, "batch": batch, "context_tokens": ctx, "bytes": b, "floor_ms": ms,
             "frame_floor_ms": frame, "action_hz_ceiling": 1e3 / frame,
-            "tokens_per_s_ceiling": batch * k * 1e3 / frame}
+            "tokens_per_s_ceiling": batch * k * 1e3 / frame,
+            "denoise_kv_loads": denoise_kv_loads(config, dtype)}
 
 
 def ratios(micro: dict, config: ModelConfig, dtype: str, bandwidth_gbs: float) -> list[dict]:
@@ -129,11 +161,23 @@ def markdown(table: dict, measured: list[dict] | None = None) -> str:
     lines = [f"Bandwidth floor: {t['preset']} {t['dtype']} at {t['bandwidth_gbs']:g} GB/s "
              f"(k={t['k']} N={t['N']} S={t['S']}, decode batch {t['batch']}, "
              f"{t['context_tokens']} tokens of context)\n",
-             "| stage | GB read/written | floor ms |", "| --- | --- | --- |"]
-    for key in ("prefill", "denoise_step", "adarms_once", "decode_step"):
-        lines.append(f"| {key} | {t['bytes'][key] / 1e9:.3f} | {t['floor_ms'][key]:.2f} |")
+             "| stage | GB read/written | weights GB | attention K/V GB | floor ms | "
+             "attention ms |", "| --- | --- | --- | --- | --- | --- |"]
+    gbs = t["bandwidth_gbs"] * 1e9
+    for key in STAGES:
+        att = t["bytes"]["attention"][key]
+        lines.append(f"| {key} | {t['bytes'][key] / 1e9:.3f} | {t['bytes']['weights'][key] / 1e9:.3f} "
+                     f"| {att / 1e9:.4f} | {t['floor_ms'][key]:.2f} | {att / gbs * 1e3:.3f} |")
     lines.append(f"\nFrame floor {t['frame_floor_ms']:.1f} ms: at most {t['action_hz_ceiling']:.1f} Hz "
                  f"actions with {t['tokens_per_s_ceiling']:.0f} tokens/s.")
+    kv = t.get("denoise_kv_loads")
+    if kv:
+        lines.append(
+            f"\nK/V loaded per denoise step by the attention kernel ({kv['queries']} action "
+            f"queries): per-query kernel {kv['per_query'] / 1e9:.3f} GB "
+            f"({kv['per_query'] / gbs * 1e3:.2f} ms if none hits a cache), query-tiled "
+            f"(BLOCK_M {kv['block_m']}, {kv['tiles']} tiles) {kv['tiled'] / 1e9:.3f} GB "
+            f"({kv['tiled'] / gbs * 1e3:.2f} ms), one pass {kv['one_pass'] / 1e9:.4f} GB (the floor).")
     if measured:
         lines += ["\n| stage (micro-benchmark) | measured ms | floor ms | measured / floor |",
                   "| --- | --- | --- | --- |"]

@@ -96,15 +96,16 @@ class _StaticContext:
     """AttentionContext over device-computed slots: writes to the pool, reads it in place."""
 
     def __init__(self, runner, slots: torch.Tensor, tables: torch.Tensor, rows: torch.Tensor,
-                 lens: torch.Tensor) -> None:
+                 lens: torch.Tensor, seq_start: torch.Tensor | None = None) -> None:
         self.runner, self.slots, self.tables, self.rows, self.lens = runner, slots, tables, rows, lens
+        self.seq_start = seq_start  # one same-row segment per entry: the query-tiled kernel
 
     def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         r = self.runner
         r.k_cache[layer].view(-1, k.shape[1], k.shape[2]).index_copy_(0, self.slots, k)
         r.v_cache[layer].view(-1, v.shape[1], v.shape[2]).index_copy_(0, self.slots, v)
         return paged_attention(r.backend, q, r.k_cache[layer], r.v_cache[layer], self.tables,
-                               self.rows, self.lens, r.scale)
+                               self.rows, self.lens, r.scale, self.seq_start)
 
 
 def decode_step(runner, buf: DecodeBuffers) -> None:
@@ -201,6 +202,7 @@ class DenoiseBuffers:
     tables: torch.Tensor  # int32 [1, W]
     rows: torch.Tensor  # int32 [H]: zeros
     lens: torch.Tensor  # int32 [H]: prefix + H
+    seq_start: torch.Tensor  # int32 [2]: 0, H (all H action queries share the one row)
 
     @classmethod
     def allocate(cls, h: int, action_dim: int, width: int, sink_slot: int,
@@ -211,13 +213,15 @@ class DenoiseBuffers:
                    slots=torch.full((h,), sink_slot, dtype=torch.long, device=device),
                    tables=torch.zeros(1, width, dtype=torch.int32, device=device),
                    rows=torch.zeros(h, dtype=torch.int32, device=device),
-                   lens=torch.ones(h, dtype=torch.int32, device=device))
+                   lens=torch.ones(h, dtype=torch.int32, device=device),
+                   seq_start=torch.tensor([0, h], dtype=torch.int32, device=device))
 
 
 def denoise_loop(runner, buf: DenoiseBuffers, expert: int, conds: Sequence, velocity) -> None:
     """The whole S-step Euler loop on static buffers (euler_sample's arithmetic: x <- x + dt v);
     the prefix length enters only through the buffers' values."""
-    ctx = _StaticContext(runner, buf.slots, buf.tables, buf.rows, buf.lens)
+    ctx = _StaticContext(runner, buf.slots, buf.tables, buf.rows, buf.lens,
+                         buf.seq_start if buf.rows.numel() > 1 else None)
     dt = -1.0 / len(conds)
     x = buf.x
     for cond in conds:

@@ -57,15 +57,18 @@ class PagedContext(_PoolWriter):
     """Queries of many sequences at once, each reading its own blocks of the pool in place."""
 
     def __init__(self, runner: "ModelRunner", slots: torch.Tensor, tables: torch.Tensor,
-                 q_row: torch.Tensor, q_len: torch.Tensor) -> None:
+                 q_row: torch.Tensor, q_len: torch.Tensor,
+                 seq_start: torch.Tensor | None = None) -> None:
         super().__init__(runner, slots)
         self.tables, self.q_row, self.q_len = tables, q_row, q_len
+        # queries [seq_start[s], seq_start[s+1]) share a row: the Triton backend tiles them
+        self.seq_start = seq_start
 
     def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         self._write(layer, k, v)
         r = self.runner
         return paged_attention(r.backend, q, r.k_cache[layer], r.v_cache[layer], self.tables,
-                               self.q_row, self.q_len, r.scale)
+                               self.q_row, self.q_len, r.scale, self.seq_start)
 
 
 def _velocity(model: torch.nn.Module, expert: int, x: torch.Tensor, positions: torch.Tensor,
@@ -145,6 +148,13 @@ class ModelRunner:
     def _int(self, values: Sequence[int]) -> torch.Tensor:
         return torch.as_tensor(values, dtype=torch.int32, device=self.device)
 
+    def _seq_start(self, counts: Sequence[int]) -> torch.Tensor | None:
+        """Query offsets of consecutive same-row segments, for the Triton backend's query-tiled
+        kernel when some segment has more than one query (one query each: the decode kernel)."""
+        if self.backend != "triton" or max(counts, default=0) <= 1:
+            return None
+        return self._int(np.concatenate([[0], np.cumsum(counts)]).tolist())
+
     def copy_blocks(self, copies: Sequence[tuple[int, int, int]]) -> None:
         """Copy-on-write of a shared, partially filled block (once per forked sequence)."""
         for src, dst, n in copies:
@@ -207,7 +217,8 @@ class ModelRunner:
                 [conds[1.0 + k * dt] for k in range(num_steps)], self._velocity)
         slots = self._long(self._slots(seq.block_table, prefix_len, h))
         tables = self._tables([seq.block_table])
-        ctx = PagedContext(self, slots, tables, self._int([0] * h), self._int([prefix_len + h] * h))
+        ctx = PagedContext(self, slots, tables, self._int([0] * h), self._int([prefix_len + h] * h),
+                           self._seq_start([h]))
         positions = torch.arange(prefix_len, prefix_len + h, device=self.device)
 
         conds = self._adarms_schedule(expert, num_steps)
@@ -311,7 +322,8 @@ class ModelRunner:
             else:
                 slots.extend(self._slots(s.block_table, s.length, len(seg)))
             last.append(len(ids) - 1)
-        ctx = PagedContext(self, self._long(slots), tables, self._int(rows), self._int(lens))
+        ctx = PagedContext(self, self._long(slots), tables, self._int(rows), self._int(lens),
+                           self._seq_start([len(seg) for seg in inputs]))
         hidden = m.forward_tokens(0, m.embed_tokens(self._long(ids)), self._long(pos), ctx, None)
         tokens, margin = self._greedy(m.lm_logits(hidden[self._long(last)]))
         out_tok, out_mar, active_idx = [tokens], [margin], [list(range(b))]

@@ -111,10 +111,10 @@ def test_pi05_targets_from_rows():
 
 
 def test_gpu_script_dry_run(tmp_path):
-    """benchmarks/gpu.sh end to end on this CPU (tiny preset, the Triton kernel under the
-    interpreter, the decode-graph stand-in, the reference attention in the bench, a nominal
-    bandwidth, the psutil stand-in, no plots): its steps, fall-backs and report work before
-    device time is spent on it."""
+    """benchmarks/gpu.sh end to end on this CPU (the compile check for sm_90, tiny preset, the
+    Triton kernels under the interpreter and their micro-benchmark, the decode-graph stand-in,
+    the reference attention in the bench, a nominal bandwidth, the psutil stand-in, no plots):
+    its steps, fall-backs and report work before device time is spent on it."""
     env = dict(os.environ, GPU_SH_DRY_RUN="1", OUT=str(tmp_path))
     proc = subprocess.run(["bash", str(REPO / "benchmarks" / "gpu.sh")], capture_output=True,
                           text=True, env=env, cwd=REPO, timeout=1100)
@@ -132,6 +132,12 @@ def test_gpu_script_dry_run(tmp_path):
     assert frames["ok"] and frames["same_tokens"] and frames["graph_sizes"]
     log = (out / "log.txt").read_text()
     assert "[PASS] attention" in log and "[PASS] frames" in log
+    # the compile check runs first, then the kernel micro-benchmark (per-query vs tiled)
+    assert log.index("1/5 Triton kernels compiled") < log.index("2/5") < log.index("3/5")
+    assert "all compile, no spills" in (out / "gpu-compile.md").read_text()
+    assert {c["kernel"] for c in attention["cases"]} == {"per-query", "tiled"}
+    bench = (out / "attention-bench-0.txt").read_text()
+    assert "denoise/triton-tiled" in bench and "suffix/triton-tiled" in bench
 
 def test_frame_profile_reports_ops_and_keeps_engine_errors():
     import torch

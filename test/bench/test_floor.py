@@ -55,3 +55,36 @@ def test_ratios_and_report_section():
     assert "measured / floor" in text and results["floor"]["tiny"]["ratios"] == r
     assert "| decode_step |" in markdown(results["floor"]["tiny"]["table"])
     assert known_bandwidth("GeForce RTX 4090") == 1008 and known_bandwidth("some cpu") is None
+
+
+def test_attention_bytes_beside_weight_bytes():
+    """Each stage's bytes split into weights and attention K/V (reads of the pool and the new
+    tokens' writes), so a GPU run's measured / floor shows which of the two a stage is bound by."""
+    cfg = PRESETS["pi05"]
+    b = stage_bytes(cfg, "bfloat16", 30, 998)
+    kv = b["kv_bytes_per_token"]
+    assert kv == 18 * 2 * 1 * 256 * 2
+    for stage in ("prefill", "denoise_step", "adarms_once", "decode_step"):
+        assert b[stage] == b["weights"][stage] + b["attention"][stage]
+    p, h = cfg.max_prefix_tokens, cfg.action_horizon
+    assert b["attention"]["denoise_step"] == (p + 2 * h) * kv  # prefix + actions read, actions written
+    assert b["attention"]["decode_step"] == 30 * 999 * kv
+    assert b["attention"]["adarms_once"] == 0 and b["weights"]["prefill"] > 4.7e9
+    t = floor_table(cfg, "bfloat16", 273.0, 1, 30, 10)
+    text = markdown(t)
+    assert "| weights GB | attention K/V GB |" in text
+    assert "| decode_step | 5.569 | 5.017 | 0.5524 | 20.40 | 2.023 |" in text
+
+
+def test_denoise_kv_loads_per_kernel():
+    """pi0.5's 50 action queries over a ~1 MB-per-layer prefix: the per-query kernel loads the
+    K/V 50 times per step (~0.94 GB, the cost the query-tiled kernel removes), the tiled one once
+    per tile of BLOCK_M (4 in bf16: 13 tiles), the floor once."""
+    from oxygen_ros.bench.floor import denoise_kv_loads
+
+    kv = denoise_kv_loads(PRESETS["pi05"], "bfloat16")
+    assert kv["one_pass"] == 18 * 2 * 256 * 2 * (968 + 50)
+    assert kv["per_query"] == 50 * kv["one_pass"] and kv["per_query"] == pytest.approx(0.938e9, rel=1e-3)
+    assert kv["block_m"] == 4 and kv["tiles"] == 13 and kv["tiled"] == 13 * kv["one_pass"]
+    assert "query-tiled (BLOCK_M 4, 13 tiles) 0.244 GB" in markdown(
+        floor_table(PRESETS["pi05"], "bfloat16", 273.0, 1, 30, 10))

@@ -143,11 +143,14 @@ def select_backend(name: str, device: torch.device | str) -> str:
 
 def paged_attention(backend: str, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                     block_tables: torch.Tensor, q_row: torch.Tensor, q_len: torch.Tensor,
-                    scale: float) -> torch.Tensor:
-    if backend == "cpp":
-        fn = paged_attention_cpp
-    elif backend == "triton":
-        from .triton_paged import paged_attention_triton as fn
-    else:
-        fn = paged_attention_reference
+                    scale: float, seq_start: torch.Tensor | None = None) -> torch.Tensor:
+    """seq_start (int32 [S+1]): the queries [seq_start[s], seq_start[s+1]) share one q_row
+    (denoise action tokens, packed prompt suffixes): the Triton backend then runs its
+    query-tiled kernel; the others need no such hint."""
+    if backend == "triton":
+        from .triton_paged import paged_attention_triton
+
+        return paged_attention_triton(q, k_cache, v_cache, block_tables, q_row, q_len, scale,
+                                      seq_start=seq_start)
+    fn = paged_attention_cpp if backend == "cpp" else paged_attention_reference
     return fn(q, k_cache, v_cache, block_tables, q_row, q_len, scale)

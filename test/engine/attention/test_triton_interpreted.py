@@ -1,7 +1,7 @@
-"""The Triton kernel's tests (triton_cases.py, triton_engine_cases.py) in a process of their own
-with TRITON_INTERPRET=1: triton reads it when it is first imported and at every launch, and a
-process that also imports triton without it (torch.compile does) breaks the interpreter, so
-this run's own process never sets it."""
+"""The Triton kernels' tests (triton_cases.py, triton_tiled_cases.py, triton_engine_cases.py) in
+a process of their own with TRITON_INTERPRET=1: triton reads it when it is first imported and at
+every launch, and a process that also imports triton without it (torch.compile does) breaks the
+interpreter, so this run's own process never sets it."""
 from __future__ import annotations
 
 import os
@@ -17,7 +17,8 @@ def test_triton_kernel_under_the_interpreter():
     env = dict(os.environ, TRITON_INTERPRET="1", OXYGEN_TRITON_DEVICE="cpu",
                PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           str(HERE / "triton_cases.py"), str(HERE / "triton_engine_cases.py")],
+                           str(HERE / "triton_cases.py"), str(HERE / "triton_tiled_cases.py"),
+                           str(HERE / "triton_engine_cases.py")],
                           capture_output=True, text=True, env=env, cwd=REPO, timeout=900)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-6000:]

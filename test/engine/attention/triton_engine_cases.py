@@ -41,3 +41,38 @@ def test_triton_frames_equal_cpp_frames(mode):
     assert tokens_t == tokens_c and len(tokens_t) >= 3
     for a, b in zip(actions_t, actions_c):
         np.testing.assert_allclose(a, b, atol=2e-5, rtol=1e-5)
+
+
+@pytest.mark.skipif(not load_cpp_op(), reason="C++ toolchain unavailable")
+def test_denoise_and_suffixes_go_through_the_tiled_kernel(monkeypatch):
+    """The runner hands the query-tiled kernel every multi-query call (the action tokens of each
+    denoise step, a frame's packed prompt suffixes, eager or through the denoise graph stand-in)
+    and the per-query kernel the one-token decode steps; frames stay equal to the C++ op's."""
+    calls = []
+    real = triton_paged.paged_attention_triton
+
+    def spy(q, *args, seq_start=None, **kw):
+        calls.append((q.shape[0], seq_start is not None))
+        return real(q, *args, seq_start=seq_start, **kw)
+
+    monkeypatch.setattr(triton_paged, "paged_attention_triton", spy)
+    for graphs in (False, True):
+        calls.clear()
+        model, tok = init_model(MC, seed=0), build_tiny_tokenizer(512)
+        engine = Engine(MC, EngineConfig(mode="oxygen", attention_backend="triton",
+                                         decode_steps_per_frame=2, max_decode_steps=4,
+                                         denoise_steps=2, cuda_graphs=graphs),
+                        model=model, tokenizer=tok)
+        engine.ask("What is on the table?\n")
+        out = engine.step(SyntheticStream(MC, seed=0).frame(0))
+        tiled = {t for t, used in calls if used}
+        assert MC.action_horizon in tiled, calls  # denoise
+        assert any(t > 1 and t != MC.action_horizon for t in tiled), calls  # packed suffixes
+        assert all(not used for t, used in calls if t == 1)  # decode keeps the per-query kernel
+        ref = Engine(MC, EngineConfig(mode="oxygen", attention_backend="cpp",
+                                      decode_steps_per_frame=2, max_decode_steps=4,
+                                      denoise_steps=2), model=model, tokenizer=tok)
+        ref.ask("What is on the table?\n")
+        expect = ref.step(SyntheticStream(MC, seed=0).frame(0))
+        np.testing.assert_allclose(out.actions, expect.actions, atol=2e-5, rtol=1e-5)
+        assert [u.new_tokens for u in out.updates] == [u.new_tokens for u in expect.updates]
