@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 MODES = ("oxygen", "shared", "isolated", "parallel")
-PRESETS = ("tiny", "small", "balanced", "pi05")
+PRESETS = ("tiny", "small", "balanced", "pi05", "xr0-tiny", "xr0")
 DTYPES = ("float32", "bfloat16", "float16")
 
 LIVE, CONFIGURE, READ_ONLY = "live", "configure", "read_only"

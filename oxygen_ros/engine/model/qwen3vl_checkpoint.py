@@ -66,8 +66,10 @@ def model_config_from_hf(d: dict[str, Any], base: ModelConfig | None = None,
     expert JSON) or ``base`` (default: the xr0 preset)."""
     if d.get("model_type") != "qwen3_vl":
         raise ValueError(f"not a Qwen3-VL config (model_type {d.get('model_type')!r})")
-    base = base or PRESETS["xr0"]
     t, vis = d.get("text_config", {}), d.get("vision_config", {})
+    if base is None:  # Qwen's own chat-template ids, or xr0-tiny's for a small random vocab
+        base = PRESETS["xr0"] if t.get("vocab_size", 0) >= PRESETS["xr0"].vocab_size \
+            else PRESETS["xr0-tiny"]
     rope = t.get("rope_parameters") or t.get("rope_scaling") or {}
     heads = t["num_attention_heads"]
     tie = bool(d.get("tie_word_embeddings", t.get("tie_word_embeddings", False)))
@@ -98,6 +100,9 @@ def model_config_from_hf(d: dict[str, Any], base: ModelConfig | None = None,
         rms_eps=t.get("rms_norm_eps", 1e-6), qwen=qwen)
     for name in _ACTION_FIELDS:
         fields[name] = getattr(base, name)
+    depth = t["num_hidden_layers"]  # an expert on the last L layers of a shallower backbone
+    fields["action_experts"] = tuple(dataclasses.replace(e, num_layers=min(e.num_layers, depth))
+                                     for e in base.action_experts)
     for tok in ("eos_token_id", "pad_token_id", "bos_token_id"):
         value = getattr(base, tok)
         fields[tok] = value if value < t["vocab_size"] else 0
@@ -208,3 +213,43 @@ def init_qwen3vl(config: ModelConfig, seed: int = 0, device: str | torch.device 
                 value.zero_()
             p.copy_(value)
     return model.to(dtype).eval().requires_grad_(False)
+
+
+def inspect_qwen3vl(folder: str | Path) -> dict[str, Any]:
+    """oxygen-inspect's view of a Qwen3-VL folder from the safetensors headers alone: the
+    ModelConfig it maps to, whether every backbone tensor has our key and shape, the expert."""
+    from safetensors import safe_open
+
+    from .qwen3vl import Qwen3VLModel
+
+    folder = Path(folder)
+    out: dict[str, Any] = {"format": "qwen3vl", "problems": []}
+    try:
+        mc = model_config_from_hf(json.loads((folder / "config.json").read_text()))
+    except (ValueError, KeyError) as err:
+        out["problems"].append(f"config.json: {err}")
+        return out
+    out["config"] = mc
+    with torch.device("meta"):
+        shapes = {k: tuple(v.shape) for k, v in Qwen3VLModel(mc).state_dict().items()}
+    files = sorted(folder.glob("model*.safetensors"))
+    if not files:
+        out["problems"].append("no model*.safetensors")
+    seen, bad = set(), []
+    for f in files:
+        with safe_open(str(f), "pt") as sf:
+            for key in sf.keys():
+                ours = backbone_key(key)
+                if ours is None or ours not in shapes:
+                    continue
+                seen.add(ours)
+                got = tuple(sf.get_slice(key).get_shape())
+                if got != shapes[ours]:
+                    bad.append(f"{key}: {got} != {shapes[ours]}")
+    missing = [k for k in shapes if not k.startswith("experts.") and k not in seen]
+    out["weights"] = (f"{len(seen)} backbone tensors match" if not (bad or missing)
+                      else f"{len(bad)} wrong shapes, {len(missing)} missing")
+    out["problems"] += bad[:5] + [f"missing {k}" for k in missing[:5]]
+    out["action_expert"] = (f"{EXPERT_FILE}" if (folder / EXPERT_FILE).is_file()
+                            else f"none ({EXPERT_FILE} absent: a RANDOM expert when loaded)")
+    return out

@@ -209,3 +209,12 @@ def test_save_pretrained_folder_loads_as_the_backbone(pair, tmp_path, caplog):
     for k, v in ours.state_dict().items():
         if k.startswith("experts."):
             assert torch.equal(v, again.state_dict()[k]), k
+
+
+def test_oxygen_inspect_recognises_a_qwen3vl_folder(pair, tmp_path):
+    from oxygen_ros.checkpoint_cli import inspect
+
+    pair[0].save_pretrained(tmp_path)
+    report = inspect(tmp_path)
+    assert report["format"] == "qwen3vl" and not report["problems"], report
+    assert "depth 4" in report["model"] and "RANDOM" in report["action_expert"]
