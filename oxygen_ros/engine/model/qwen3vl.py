@@ -28,7 +28,7 @@ from transformers import Qwen3VLVisionConfig
 from transformers.models.qwen3_vl.modeling_qwen3_vl import Qwen3VLVisionModel
 
 from ..config import ModelConfig
-from .layers import apply_rope, rope_cos_sin, sinusoidal_time_embedding
+from .layers import GemmaMLP, apply_rope, rope_cos_sin, sinusoidal_time_embedding
 
 
 class QwenRMSNorm(nn.Module):
@@ -57,12 +57,8 @@ class QwenAttention(nn.Module):
         self.k_norm = QwenRMSNorm(head_dim, eps)
 
 
-class QwenMLP(nn.Module):
-    def __init__(self, width: int, hidden: int) -> None:
-        super().__init__()
-        self.gate_proj = nn.Linear(width, hidden, bias=False)
-        self.up_proj = nn.Linear(width, hidden, bias=False)
-        self.down_proj = nn.Linear(hidden, width, bias=False)
+class QwenMLP(GemmaMLP):
+    """The same projections as Gemma's MLP, with SiLU: down(silu(gate(x)) * up(x))."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
