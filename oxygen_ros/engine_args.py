@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import argparse
 
-from .engine.config import LINEAR_LAYOUTS, MODES, EngineConfig
+from .engine.config import (IMAGE_RESIZE, LINEAR_LAYOUTS, MODES, RTC_JACOBIANS, RTC_METHODS,
+                            EngineConfig)
 
 
 def add_engine_args(p: argparse.ArgumentParser) -> None:
@@ -30,6 +31,15 @@ def add_engine_args(p: argparse.ArgumentParser) -> None:
                    help="torch.compile the action expert's denoising step (first frame slower)")
     p.add_argument("--linear-layout", default="standard", choices=LINEAR_LAYOUTS,
                    help="decoder projections for F.linear (standard) or x @ w (transposed)")
+    p.add_argument("--image-resize", default="pad", choices=IMAGE_RESIZE,
+                   help="camera image -> the model's square input: pad (keep the aspect ratio, "
+                   "black bars: as pi0.5 was trained) or stretch")
+    # real-time chunking (applies to chunks requested with a previous chunk: oxygen-replay
+    # --chunk-blend rtc; docs/rtc.md)
+    p.add_argument("--rtc-method", default="guided", choices=RTC_METHODS)
+    p.add_argument("--rtc-jacobian", default="identity", choices=RTC_JACOBIANS)
+    p.add_argument("--rtc-max-guidance", type=float, default=10.0, help="beta (0 = unguided)")
+    p.add_argument("--rtc-execution-horizon", type=int, default=0, help="0 = the whole prior")
 
 
 def check_engine_args(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
@@ -44,4 +54,8 @@ def engine_config(args: argparse.Namespace, mode: str | None = None) -> EngineCo
                         max_active_requests=args.max_active,
                         memory_every_n_frames=args.memory_every, memory_prompt=args.memory_prompt,
                         seed=args.seed, device=args.device, dtype=args.dtype,
-                        compile_denoise=args.compile, linear_layout=args.linear_layout)
+                        compile_denoise=args.compile, linear_layout=args.linear_layout,
+                        image_resize=args.image_resize,
+                        rtc_method=args.rtc_method, rtc_jacobian=args.rtc_jacobian,
+                        rtc_max_guidance=args.rtc_max_guidance,
+                        rtc_execution_horizon=args.rtc_execution_horizon)

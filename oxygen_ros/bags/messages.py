@@ -11,7 +11,8 @@ import numpy as np
 from rosbags.typesys.base import Nodetype
 from rosbags.typesys.store import Typestore
 
-from .typestore import DIAGNOSTICS, FRAME_STATS, IMAGE, JOINT_STATE, TEXT_MEMORY, TRAJECTORY
+from .typestore import (COMPRESSED_IMAGE, DIAGNOSTICS, FRAME_STATS, IMAGE, JOINT_STATE, TEXT_MEMORY,
+                        TRAJECTORY)
 
 _NP = {"bool": np.bool_, "byte": np.uint8, "char": np.uint8, "int8": np.int8, "uint8": np.uint8,
        "int16": np.int16, "uint16": np.uint16, "int32": np.int32, "uint32": np.uint32,
@@ -64,6 +65,16 @@ def image(store: Typestore, rgb: np.ndarray, ns: int, frame_id: str = "camera") 
     h, w = rgb.shape[:2]
     return make(store, IMAGE, header=header(store, ns, frame_id), height=h, width=w,
                 encoding="rgb8", step=w * 3, data=rgb.reshape(-1))
+
+
+def compressed_image(store: Typestore, rgb: np.ndarray, ns: int, fmt: str = "jpeg",
+                     frame_id: str = "camera", quality: int = 90) -> Any:
+    """sensor_msgs/CompressedImage of an RGB image, encoded with Pillow (jpeg or png)."""
+    from oxygen_ros.robot.images import encode_compressed
+
+    data = encode_compressed(rgb, fmt, quality)
+    return make(store, COMPRESSED_IMAGE, header=header(store, ns, frame_id), format=fmt,
+                data=np.frombuffer(data, dtype=np.uint8).copy())
 
 
 def joint_state(store: Typestore, names: Sequence[str], positions: Sequence[float], ns: int) -> Any:

@@ -8,9 +8,17 @@ the receiving clock). So:
 - action rate: action_chunk log times (one chunk per inference frame);
 - observation -> command latency: for each chunk, the first joint_command recorded after it;
   latency = that command's stamp - the chunk's observation stamp;
+- seam error: consecutive action chunks' first 4 steps against the previous chunk's steps at the
+  same times (robot/seam.py): at the recorded joint_command ticks (seam_error, p99), and on the
+  stamps' grid (seam_error_grid);
 - tokens/s: tokens_this_frame summed over frames 2..n / (last - first FrameStats log time);
 - memory / answer completion: frames_spanned of the final message, and final log time - the
   source observation stamp;
+- command motion (per joint): velocity, acceleration and jerk of the joint_command positions by
+  finite differences over the median command period (one command per control tick), max and p99
+  of their magnitudes; the seam jump: the command step at every chunk switch (the first command
+  logged at or after a chunk's log time) against the steps within chunks; limit hits and gate
+  refusals from the control status' limited_ticks / gated_chunks counters;
 - hold (stale) periods: runs of 1 Hz `<node>: control` diagnostics saying stale/holding, from the
   first such message to the first one that does not (so 1 s resolution); `stale_ticks` (the
   control status' counter) counts the held ticks exactly.
@@ -23,6 +31,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
+from oxygen_ros.robot.seam import seam_errors
 
 from .messages import stamp_ns
 from .reader import BagData
@@ -89,6 +99,7 @@ def evaluate(bag: BagData, topics: Topics | None = None) -> Evaluation:
     _frames(bag, t, t0, s, series)
     _texts(bag, t, t0, s, series)
     _stale(bag, t, t0, s, series)
+    _motion(bag, t, t0, s, series)
     return Evaluation(s, series)
 
 
@@ -120,6 +131,30 @@ def _chunks(bag: BagData, t: Topics, t0: int, s: dict, series: dict) -> None:
     s.update(obs_to_command_ms_p50=_pct(lat_a, 50), obs_to_command_ms_p99=_pct(lat_a, 99),
              obs_to_command_ms_mean=float(lat_a.mean()) if len(lat_a) else float("nan"))
     series["latency_ms"] = lat_a
+    values, dt = _chunk_values(chunks)
+    ticks = np.sort(np.array([stamp_ns(m.header.stamp) for _, m in cmds], dtype=np.int64)) * 1e-9
+    seams = seam_errors(values, dt, ticks=ticks if len(ticks) else None)
+    grid = seam_errors(values, dt)
+    s.update(seam_error=float(seams.mean()) if seams.size else float("nan"),
+             seam_error_p99=_pct(seams, 99),
+             seam_error_grid=float(grid.mean()) if grid.size else float("nan"))
+    series["seam_error"] = seams
+
+
+def _chunk_values(chunks: list) -> tuple[list[tuple[float, np.ndarray]], float]:
+    """JointTrajectory chunks -> (stamp s, [points, joints]) and their step dt (from the first
+    chunk with two points; 1.0 when none has)."""
+    values, dt = [], 0.0
+    for _, m in chunks:
+        pts = list(m.points)
+        if not pts:
+            continue
+        values.append((stamp_ns(m.header.stamp) * 1e-9,
+                       np.array([list(p.positions) for p in pts], dtype=np.float64)))
+        if not dt and len(pts) > 1:
+            d = pts[1].time_from_start
+            dt = (int(d.sec) * 1_000_000_000 + int(d.nanosec)) * 1e-9
+    return values, dt or 1.0
 
 
 def _field(m: Any, name: str, default: float = 0.0) -> float:
@@ -251,3 +286,76 @@ def _stale(bag: BagData, t: Topics, t0: int, s: dict, series: dict) -> None:
     ip = _periods(inputs)
     s.update(input_stale_periods=len(ip), input_stale_s=float(sum(b - a for a, b in ip)))
     series.update(hold_periods=hp, input_stale_periods=ip)
+
+
+def _counter(bag: BagData, t: Topics, key: str) -> int | None:
+    """Growth of a control-status counter over the run (a smaller value: the node was
+    re-activated and counts again from 0); None when the diagnostics lack it."""
+    vals = [_float(_kv(st).get(key)) for _, arr in bag.get(t.diagnostics) for st in arr.status
+            if st.name.endswith(": control")]
+    vals = [v for v in vals if v is not None]
+    if not vals:
+        return None
+    total = 0.0
+    for a, b in zip(vals, vals[1:]):
+        total += b - a if b >= a else b
+    return int(total)
+
+
+def _abs_stats(x: np.ndarray) -> tuple[float, float]:
+    """(max, p99) of |x| over axis 0 -> per column; nan when empty."""
+    if len(x) == 0:
+        return float("nan"), float("nan")
+    a = np.abs(x)
+    return a.max(axis=0), np.percentile(a, 99, axis=0)
+
+
+def _motion(bag: BagData, t: Topics, t0: int, s: dict, series: dict) -> None:
+    cmds = bag.get(t.command)
+    names = list(cmds[0][1].name) if cmds else []
+    rows = [(ts, m) for ts, m in cmds if len(m.position) == len(names)]
+    s.update(limited_ticks=_counter(bag, t, "limited_ticks"), gated_chunks=_counter(bag, t, "gated_chunks"))
+    if len(rows) < 4 or not names:
+        s["motion"] = {}
+        for k in ("velocity_max", "velocity_p99", "acceleration_max", "jerk_max", "seam_step_mean",
+                  "within_step_mean", "seam_jump_ratio"):
+            s[f"command_{k}"] = float("nan")
+        return
+    pos = np.array([m.position for _, m in rows], dtype=np.float64)
+    logs = np.array([ts for ts, _ in rows], dtype=np.int64)
+    stamps = np.array([stamp_ns(m.header.stamp) for _, m in rows], dtype=np.int64)
+    if not stamps.any():
+        stamps = logs
+    dt = float(np.median(np.diff(stamps))) * 1e-9
+    dt = dt if dt > 0 else 1.0
+    steps = np.diff(pos, axis=0)
+    vel, acc = steps / dt, np.diff(steps, axis=0) / dt**2
+    jerk = np.diff(acc, axis=0) / dt
+    # the step into the first command logged at or after each chunk's log time: a seam
+    chunk_logs = np.array([ts for ts, _ in bag.get(t.chunk)], dtype=np.int64)
+    seam_idx = np.unique(np.searchsorted(logs, chunk_logs))  # index into pos
+    seam_idx = seam_idx[(seam_idx >= 1) & (seam_idx < len(pos))] - 1  # index into steps
+    is_seam = np.zeros(len(steps), bool)
+    is_seam[seam_idx] = True
+    seam, within = np.abs(steps[is_seam]), np.abs(steps[~is_seam])
+    vmax, vp99 = _abs_stats(vel)
+    amax, ap99 = _abs_stats(acc)
+    jmax, jp99 = _abs_stats(jerk)
+    per: dict[str, dict[str, float]] = {}
+    for j, n in enumerate(names):
+        per[n] = {"velocity_max": float(vmax[j]), "velocity_p99": float(vp99[j]),
+                  "acceleration_max": float(amax[j]), "acceleration_p99": float(ap99[j]),
+                  "jerk_max": float(jmax[j]), "jerk_p99": float(jp99[j]),
+                  "seam_step_max": float(seam[:, j].max()) if len(seam) else float("nan"),
+                  "seam_step_mean": float(seam[:, j].mean()) if len(seam) else float("nan"),
+                  "within_step_max": float(within[:, j].max()) if len(within) else float("nan"),
+                  "within_step_mean": float(within[:, j].mean()) if len(within) else float("nan")}
+    seam_mean = float(seam.mean()) if len(seam) else float("nan")
+    within_mean = float(within.mean()) if len(within) else float("nan")
+    s.update(motion=per, command_velocity_max=float(vmax.max()), command_velocity_p99=float(vp99.max()),
+             command_acceleration_max=float(amax.max()), command_jerk_max=float(jmax.max()),
+             command_seam_step_mean=seam_mean, command_within_step_mean=within_mean,
+             command_seam_jump_ratio=seam_mean / within_mean if within_mean > 0 else float("nan"),
+             command_seams=int(is_seam.sum()))
+    series.update(motion_names=names, motion_t=(stamps[1:] - t0) * 1e-9, motion_velocity=vel,
+                  seam_steps=seam, within_steps=within)

@@ -78,7 +78,33 @@ def batch_kv(ev: Evaluation, out: Path, prefix: str) -> str | None:
     return _save(fig, out, f"{prefix}batch_kv.png")
 
 
+def motion(ev: Evaluation, out: Path, prefix: str) -> str | None:
+    """Command velocity per joint over time; command steps at chunk switches vs within chunks."""
+    s = ev.series
+    if len(s.get("motion_t", ())) == 0:
+        return None
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.4), gridspec_kw={"width_ratios": [2, 1]})
+    names = s["motion_names"]
+    for j, n in enumerate(names):
+        a.plot(s["motion_t"], s["motion_velocity"][:, j], lw=0.8, label=n)
+    a.set_xlabel("time (s)")
+    a.set_ylabel("command velocity (rad/s)")
+    a.legend(fontsize=6, ncol=min(len(names), 6), loc="upper right")
+    x = np.arange(len(names))
+    seam, within = s["seam_steps"], s["within_steps"]
+    if len(within):
+        b.bar(x - 0.2, within.mean(axis=0), 0.4, yerr=[np.zeros(len(names)), within.max(axis=0)
+                                                      - within.mean(axis=0)], label="within chunks")
+    if len(seam):
+        b.bar(x + 0.2, seam.mean(axis=0), 0.4, yerr=[np.zeros(len(names)), seam.max(axis=0)
+                                                    - seam.mean(axis=0)], label="at chunk switches")
+    b.set_xticks(x, names, rotation=45, fontsize=7)
+    b.set_ylabel("|command step| (rad), mean to max")
+    b.legend(fontsize=7)
+    return _save(fig, out, f"{prefix}motion.png")
+
+
 def make_plots(ev: Evaluation, out: Path, prefix: str = "") -> list[str]:
-    files = [f(ev, out, prefix) for f in (commands, frames, batch_kv)]
+    files = [f(ev, out, prefix) for f in (commands, frames, batch_kv, motion)]
     plt.close("all")
     return [f for f in files if f]

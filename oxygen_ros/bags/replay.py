@@ -2,8 +2,11 @@
 
 Input events (camera images, joint states, ~/ask and ~/instruction strings) are taken in the
 order they were recorded (log time) and handed to the node's own Pairer with the node's own
-conversions (robot/values.py): each camera frame is decoded and area-resized to the model's image
-size, each joint state ordered by the joint names; an unstamped message uses its log time, like
+conversions (robot/images.py, robot/values.py): each camera message (sensor_msgs/Image or
+CompressedImage, per `camera_transports`) gets the node's cheap checks when it is fed and is
+decoded, at its own size, only for a pair that is inferred (a frame that does not decode is a bad
+input and its pair is skipped, as in the node); the engine prepares it for the model. Each
+joint state is ordered by the joint names; an unstamped message uses its log time, like
 the node uses its arrival time. As in the node's inference worker, the cameras are placed in model
 order (values.place_cameras, --camera-keys) and only a checkpoint's n_action_steps of each chunk
 are kept. After every event the newest complete pair is taken, as the node
@@ -15,11 +18,20 @@ does, and:
   thread infers from the node's drop-oldest Mailbox, exactly like the node: what a setting
   would have produced live (pairs arriving during a frame are dropped and counted).
 A chunk becomes available at its pair's time + the measured frame time (rate 0) or when the
-worker finished (rate > 0, mapped back to recorded time); the node's ChunkPlayer then produces
-joint_command at control_rate_hz over the recorded time span.
+worker finished (rate > 0, mapped back to recorded time); the node's ChunkPlayer produces
+joint_command at control_rate_hz over the recorded time span, ticked along with the inferences
+(chunk_blend as the node's parameter), through the node's CommandShaper (velocity / acceleration
+limits, start from the newest recorded joint state, the chunk gate at each chunk's arrival), so
+the replayed commands are what the robot would have been sent. The deadman is not replayed
+(taken as pressed). With `rtc` each inference is given what the player executes from its
+observation on, as in the node; then the chunks depend on the measured frame times, so two rtc
+runs are not output-for-output identical: compare them by their seam error.
 """
 from __future__ import annotations
 
+import collections
+import dataclasses
+import heapq
 import itertools
 import threading
 import time
@@ -28,10 +40,12 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from oxygen_ros.robot.chunk_player import ChunkPlayer
+from oxygen_ros.robot.chunk_player import BLENDS, ChunkPlayer
+from oxygen_ros.robot.images import CameraError, CameraFrame, decode_frames, parse_transports
 from oxygen_ros.robot.pairing import Mailbox, Pair, Pairer
-from oxygen_ros.robot.values import (StateMapping, decode_image_numpy, joint_state_to_vector,
-                                    place_cameras, resize_area)
+from oxygen_ros.robot.rtc_prior import rtc_prior
+from oxygen_ros.robot.shaper import CommandShaper, MeasuredPose, per_joint
+from oxygen_ros.robot.values import StateMapping, joint_state_to_vector, place_cameras
 
 from .messages import stamp_ns
 
@@ -48,15 +62,26 @@ class ReplayConfig:
     max_stamp_offset_s: float = 1.0  # the node's input check against its clock (log time here); 0: off
     control_rate_hz: float = 50.0
     crossfade_s: float = 0.1
+    chunk_blend: str = "crossfade"  # crossfade | rtc | none, as the node's parameter
     observation_timeout_s: float = 0.5
     rate: float = 0.0  # 0 = as fast as possible, else x recorded speed
     drain: bool = True  # after the last input, finish every language request (see Replayer.drain)
     camera_slots: tuple[int, ...] = ()  # model camera of each topic (node/build.camera_slots)
     n_action_steps: int = 0  # the checkpoint's executed steps per chunk (0 = all), as the node
+    # the node's command shaping parameters (one value or one per joint; [] = off)
+    joint_velocity_limits: list[float] = field(default_factory=list)
+    joint_acceleration_limits: list[float] = field(default_factory=list)
+    max_start_deviation: list[float] = field(default_factory=list)
+    camera_transports: tuple[str, ...] = ()  # raw | compressed per camera topic; () = all raw
 
     def __post_init__(self) -> None:
+        per_joint(self.joint_velocity_limits, len(self.joint_names), "joint_velocity_limits", False)
+        per_joint(self.joint_acceleration_limits, len(self.joint_names), "joint_acceleration_limits",
+                  False)
+        per_joint(self.max_start_deviation, len(self.joint_names), "max_start_deviation", True)
         if not self.camera_topics:
             raise ValueError("replay needs at least one camera topic")
+        self.camera_transports = parse_transports(list(self.camera_transports), len(self.camera_topics))
         if not self.joint_names:
             raise ValueError("replay needs joint names")
         if self.max_stamp_offset_s < 0:
@@ -65,6 +90,8 @@ class ReplayConfig:
             raise ValueError(f"rate must be >= 0 (0 = as fast as possible), got {self.rate}")
         if not self.control_rate_hz > 0:
             raise ValueError(f"control_rate_hz must be > 0, got {self.control_rate_hz}")
+        if self.chunk_blend not in BLENDS:
+            raise ValueError(f"chunk_blend must be one of {', '.join(BLENDS)}, got {self.chunk_blend!r}")
 
 
 @dataclass
@@ -88,6 +115,8 @@ class ReplayResult:
     errors: list[str] = field(default_factory=list)
     commands: list[tuple[int, np.ndarray, bool]] = field(default_factory=list)  # (ns, values, stale)
     drained: list[Frame] = field(default_factory=list)  # frames run only to finish language
+    limited_ticks: int = 0  # commands changed by the velocity / acceleration limits
+    gated: int = 0  # chunks refused by the start gate
 
 
 def _stamp(msg: Any, log_ns: int, max_offset_s: float) -> int:
@@ -109,12 +138,23 @@ class Replayer:
         self.engine = engine
         self.mapping = mapping
         self.cfg = cfg
-        self.size = engine.model_config.vision.image_size
         self.pairer = Pairer(len(cfg.camera_topics), tolerance_s=cfg.stamp_tolerance_s)
         self.result = ReplayResult()
         self._asks: list[str] = []
         self._instruction = cfg.instruction or engine.config.instruction
         self._last_log = 0
+        self.player = ChunkPlayer(len(cfg.joint_names), dt=1.0 / cfg.control_rate_hz,
+                                  crossfade_s=cfg.crossfade_s,
+                                  observation_timeout_s=cfg.observation_timeout_s,
+                                  lower=mapping.lower, upper=mapping.upper, blend=cfg.chunk_blend)
+        self.shaper = CommandShaper(len(cfg.joint_names), self.player.dt, cfg.joint_velocity_limits,
+                                    cfg.joint_acceleration_limits, cfg.max_start_deviation)
+        self._pose = MeasuredPose()  # the newest joint state stamped up to the current tick
+        # joint states fed but stamped after the current tick (consumed as the ticks pass them)
+        self._poses: collections.deque[tuple[int, np.ndarray]] = collections.deque()
+        self._period_ns = int(round(1e9 / cfg.control_rate_hz))
+        self._tick_ns: int | None = None  # the next control tick (recorded clock)
+        self._ready: list[tuple[int, int, Frame]] = []  # chunks not yet handed over (heap by time)
 
     def _feed(self, ts: int, topic: str, msg: Any) -> Pair | None:
         cfg = self.cfg
@@ -125,13 +165,15 @@ class Replayer:
             self._last_log = ts
         try:
             if topic in cfg.camera_topics:
-                img = resize_area(decode_image_numpy(msg), self.size)
+                cam = cfg.camera_topics.index(topic)
                 ns = _stamp(msg, ts, off)
-                self.pairer.add_image(cfg.camera_topics.index(topic), ns * 1e-9, img, ns)
+                frame = CameraFrame.checked(msg, cfg.camera_transports[cam])
+                self.pairer.add_image(cam, ns * 1e-9, frame, ns)
             elif topic == cfg.joint_state_topic:
                 vec = joint_state_to_vector(msg, cfg.joint_names)
                 ns = _stamp(msg, ts, off)
                 self.pairer.add_state(ns * 1e-9, vec, ns)
+                self._poses.append((ns, vec))
             elif topic == cfg.ask_topic:
                 if str(msg.data).strip():
                     self._asks.append(str(msg.data))
@@ -141,11 +183,24 @@ class Replayer:
                     self._instruction = str(msg.data).strip()
                 return None
         except ValueError as exc:  # the node drops a bad input with a warning
-            self.result.bad_inputs += 1
-            if len(self.result.errors) < 10:
-                self.result.errors.append(f"{topic} at {ts} ns: {exc}")
+            self._bad(topic, ts, str(exc))
             return None
         return self.pairer.newest_pair()
+
+    def _bad(self, topic: str, ts: int, reason: str) -> None:
+        self.result.bad_inputs += 1
+        if len(self.result.errors) < 10:
+            self.result.errors.append(f"{topic} at {ts} ns: {reason}")
+
+    def _decoded(self, pair: Pair) -> Pair | None:
+        """The pair with its camera frames decoded (once: a drained frame reuses them), or None
+        when one does not decode: a bad input, the pair skipped (the node does the same)."""
+        try:
+            return dataclasses.replace(pair, images=tuple(decode_frames(pair.images)))
+        except CameraError as exc:
+            self._bad(self.cfg.camera_topics[exc.camera], int(pair.image_stamps[exc.camera] * 1e9),
+                      str(exc))
+            return None
 
     def _infer(self, pair: Pair) -> tuple[np.ndarray, Any]:
         from oxygen_ros.engine.observation import Observation
@@ -158,8 +213,10 @@ class Replayer:
             except ValueError as exc:
                 self.result.errors.append(f"question rejected: {exc}")
         images, valid = place_cameras(pair.images, self.cfg.camera_slots or tuple(range(len(pair.images))))
+        prior = rtc_prior(self.player, self.mapping, pair.stamp,
+                          self.engine.model_config.action_horizon)
         obs = Observation(images=images, state=self.mapping.to_model(pair.state), camera_valid=valid,
-                          instruction=self._instruction, stamp=pair.stamp)
+                          instruction=self._instruction, stamp=pair.stamp, prior=prior)
         out = self.engine.step(obs)
         self.result.source_ns[out.frame] = int(pair.header_stamp)
         # only the steps the checkpoint executes per chunk, like the node's inference worker
@@ -178,7 +235,8 @@ class Replayer:
 
         def seen(it: Iterable[tuple[int, str, Any]]):
             for ev in it:
-                span[0] = ev[0] if span[0] is None else span[0]
+                if span[0] is None:  # the control ticks run from the first recorded event on
+                    span[0] = self._tick_ns = ev[0]
                 span[1] = ev[0]
                 yield ev
         events = seen(events)
@@ -190,13 +248,19 @@ class Replayer:
                 if pair is None:
                     continue
                 self.result.pairs += 1
+                pair = self._decoded(pair)
+                if pair is None:
+                    continue
+                self._advance(ts)
                 chunk, out = self._infer(pair)
                 fr = Frame(pair, int(pair.header_stamp), ts + int(out.frame_ms * 1e6), chunk, out)
-                self.result.frames.append(fr)
+                self._hand(fr)
                 if progress:
                     progress(fr)
         if span[0] is not None:
-            self._play(span[0], span[1])
+            last = max([span[1]] + [f.done_ns for f in self.result.frames])
+            self._advance(last + self._period_ns - 1)
+        self.result.limited_ticks, self.result.gated = self.shaper.limited_ticks, self.shaper.gated
         if self.cfg.drain:
             self._drain()
         return self.result
@@ -227,6 +291,7 @@ class Replayer:
         t0_ns = first[0]
         wall0 = time.perf_counter()
         done = threading.Event()
+        skipped = [0]  # pairs whose camera frames did not decode
 
         def recorded_now() -> int:
             return t0_ns + int((time.perf_counter() - wall0) * rate * 1e9)
@@ -238,10 +303,14 @@ class Replayer:
                     if done.is_set():
                         return
                     continue
-                pair, _ = item
+                pair = self._decoded(item[0])
+                if pair is None:
+                    skipped[0] += 1
+                    continue
+                self._advance(recorded_now())
                 chunk, out = self._infer(pair)
                 fr = Frame(pair, int(pair.header_stamp), recorded_now(), chunk, out)
-                self.result.frames.append(fr)
+                self._hand(fr)
                 if progress:
                     progress(fr)
 
@@ -256,27 +325,45 @@ class Replayer:
                 self.result.pairs += 1
                 mailbox.put((pair, ts))
         # let the worker finish every pair it has not dropped before stopping it
-        while th.is_alive() and len(self.result.frames) < mailbox.put_count - mailbox.dropped:
+        while th.is_alive() and \
+                len(self.result.frames) + skipped[0] < mailbox.put_count - mailbox.dropped:
             time.sleep(0.005)
         done.set()
         th.join()
         mailbox.close()
         self.result.dropped = mailbox.dropped
 
-    def _play(self, start_ns: int, end_ns: int) -> None:
-        """The node's ChunkPlayer at control_rate_hz over [start, end + one horizon]."""
+    def _hand(self, fr: Frame) -> None:
+        """A finished frame: its chunk goes to the player at its done time."""
+        self.result.frames.append(fr)
+        heapq.heappush(self._ready, (fr.done_ns, len(self.result.frames), fr))
+
+    def _poses_until(self, ns: int) -> None:
+        while self._poses and self._poses[0][0] <= ns:
+            stamp, vec = self._poses.popleft()
+            self._pose.update(stamp * 1e-9, vec)
+
+    def _advance(self, until_ns: int) -> None:
+        """The node's control loop up to `until_ns`: at every tick, first the chunks done by
+        then pass the start gate (against the newest joint state stamped by then) to the
+        player, then the tick plays (ChunkPlayer.tick) through the CommandShaper."""
         cfg = self.cfg
-        player = ChunkPlayer(len(cfg.joint_names), dt=1.0 / cfg.control_rate_hz,
-                             crossfade_s=cfg.crossfade_s, observation_timeout_s=cfg.observation_timeout_s,
-                             lower=self.mapping.lower, upper=self.mapping.upper)
-        frames = sorted(self.result.frames, key=lambda f: f.done_ns)
-        period = int(round(1e9 / cfg.control_rate_hz))
-        last = max([end_ns] + [f.done_ns for f in frames])
-        i = 0
-        for now in range(start_ns, last + period, period):
-            while i < len(frames) and frames[i].done_ns <= now:
-                player.set_chunk(frames[i].chunk, frames[i].header_ns * 1e-9, frames[i].done_ns * 1e-9)
-                i += 1
-            sample = player.value_at(now * 1e-9)
-            if sample is not None:
-                self.result.commands.append((now, sample.values, sample.stale))
+        if self._tick_ns is None:
+            self._tick_ns = until_ns
+        while self._tick_ns <= until_ns:
+            now = self._tick_ns
+            while self._ready and self._ready[0][0] <= now:
+                fr = heapq.heappop(self._ready)[2]
+                self._poses_until(fr.done_ns)
+                measured = self._pose.fresh(fr.done_ns * 1e-9, cfg.observation_timeout_s)
+                if self.shaper.gate(fr.chunk, fr.header_ns * 1e-9, fr.done_ns * 1e-9, measured,
+                                    self.player.lower, self.player.upper) is None:
+                    self.player.set_chunk(fr.chunk, fr.header_ns * 1e-9, fr.done_ns * 1e-9)
+            self._poses_until(now)
+            sample = self.player.tick(now * 1e-9)
+            hold = "stale" if sample is not None and sample.stale else ""
+            shaped = self.shaper.step(None if sample is None else sample.values,
+                                      self._pose.fresh(now * 1e-9, cfg.observation_timeout_s), hold)
+            if shaped is not None and sample is not None:
+                self.result.commands.append((now, shaped.values, bool(shaped.holding)))
+            self._tick_ns += self._period_ns

@@ -16,7 +16,7 @@ from . import messages as M
 from .reader import BagData, bag_topics, messages, read_bag
 from .replay import ReplayConfig, Replayer, ReplayResult
 from .score import markdown, plot, reference_series, score
-from .typestore import FRAME_STATS, IMAGE, JOINT_STATE, STRING, TEXT_MEMORY, TRAJECTORY
+from .typestore import CAMERA_TYPES, FRAME_STATS, JOINT_STATE, STRING, TEXT_MEMORY, TRAJECTORY
 from .writer import STORAGES, BagWriter
 
 
@@ -30,7 +30,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add_engine_args(p)  # the same engine flags as oxygen-demo
     # inputs and the node's settings (its parameter names)
     p.add_argument("--camera-topics", nargs="+", default=None,
-                   help="camera topics in model order (default: /camera/image_raw, else every Image topic)")
+                   help="camera topics in model order, sensor_msgs/Image or CompressedImage (default: "
+                   "/camera/image_raw, else /camera/image_raw/compressed, else every camera topic)")
     p.add_argument("--camera-keys", nargs="+", default=None,
                    help="checkpoint camera key of each camera topic (as the node's camera_keys)")
     p.add_argument("--joint-state-topic", default=None, help="default: /joint_states")
@@ -46,7 +47,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "does against its clock (0: not checked)")
     p.add_argument("--control-rate-hz", type=float, default=50.0)
     p.add_argument("--crossfade-s", type=float, default=0.1)
+    p.add_argument("--chunk-blend", choices=("crossfade", "rtc", "none"), default="crossfade",
+                   help="as the node's chunk_blend: crossfade, rtc (real-time chunking, docs/rtc.md; "
+                        "the engine's --rtc-* flags apply) or none")
     p.add_argument("--observation-timeout-s", type=float, default=0.5)
+    p.add_argument("--joint-velocity-limits", nargs="+", type=float, default=[],
+                   help="rad/s, one value or one per joint (the node's joint_velocity_limits)")
+    p.add_argument("--joint-acceleration-limits", nargs="+", type=float, default=[],
+                   help="rad/s^2, one value or one per joint (joint_acceleration_limits)")
+    p.add_argument("--max-start-deviation", nargs="+", type=float, default=[],
+                   help="rad, one value or one per joint, 0 = off (max_start_deviation)")
     p.add_argument("--rate", type=float, default=0.0,
                    help="0: as fast as possible, every paired observation inferred (default); "
                         "R > 0: recorded timing x R with the node's drop-oldest hand-over")
@@ -92,8 +102,10 @@ def _suffix_topic(bag: BagData, msgtype: str, suffix: str) -> str | None:
 
 
 def config_from(args: argparse.Namespace, bag: BagData, num_cameras: int, action_dim: int) -> ReplayConfig:
-    images = bag.topics_of(IMAGE)
-    cams = args.camera_topics or (["/camera/image_raw"] if "/camera/image_raw" in images else images)
+    images = sorted(t for t, ty in bag.topics.items() if ty in CAMERA_TYPES)  # raw and compressed
+    default = next(([t] for t in ("/camera/image_raw", "/camera/image_raw/compressed") if t in images),
+                   images)
+    cams = args.camera_topics or default
     cams = cams[:num_cameras] if not args.camera_topics else cams
     js = args.joint_state_topic or ("/joint_states" if "/joint_states" in bag.topics else None)
     if js is None:
@@ -104,17 +116,25 @@ def config_from(args: argparse.Namespace, bag: BagData, num_cameras: int, action
     if missing or not cams:
         raise ValueError(f"input topics {missing or 'camera'} not in the bag; it has "
                          f"{sorted(bag.topics)} (use --camera-topics / --joint-state-topic)")
+    not_cams = [f"{t} ({bag.topics[t]})" for t in cams if bag.topics[t] not in CAMERA_TYPES]
+    if not_cams:
+        raise ValueError(f"camera topics {not_cams} are neither sensor_msgs/Image nor CompressedImage")
     names = args.joint_names
     if not names:
         first = next(messages(args.bag, BagData(str(args.bag)), topics=[js]), None)
         names = list(first[2].name)[:action_dim] if first else []
-    return ReplayConfig(camera_topics=cams, joint_state_topic=js, joint_names=list(names),
+    return ReplayConfig(camera_topics=cams, camera_transports=tuple(CAMERA_TYPES[bag.topics[t]] for t in cams),
+                        joint_state_topic=js, joint_names=list(names),
                         instruction=args.instruction, ask_topic=_suffix_topic(bag, STRING, "/ask"),
                         instruction_topic=_suffix_topic(bag, STRING, "/instruction"),
                         stamp_tolerance_s=args.stamp_tolerance_s,
                         max_stamp_offset_s=args.max_stamp_offset_s, control_rate_hz=args.control_rate_hz,
-                        crossfade_s=args.crossfade_s, observation_timeout_s=args.observation_timeout_s,
-                        rate=args.rate, drain=not args.no_drain)
+                        crossfade_s=args.crossfade_s, chunk_blend=args.chunk_blend,
+                        observation_timeout_s=args.observation_timeout_s,
+                        rate=args.rate, drain=not args.no_drain,
+                        joint_velocity_limits=list(args.joint_velocity_limits),
+                        joint_acceleration_limits=list(args.joint_acceleration_limits),
+                        max_start_deviation=list(args.max_start_deviation))
 
 
 def write_outputs(path: Path, storage: str, res: ReplayResult, cfg: ReplayConfig, node: str) -> dict:
@@ -215,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
         "rate": args.rate, "pairs": res.pairs, "frames": len(res.frames), "dropped": res.dropped,
         "bad_inputs": res.bad_inputs, "action_chunks": len(res.frames), "drain_frames": len(res.drained),
         "tokens": int(sum(f.out.tokens_this_frame for f in res.frames + res.drained)), "wall_s": wall,
-        **counts}
+        "limited_ticks": res.limited_ticks, "gated_chunks": res.gated, **counts}
     for e in res.errors:
         print(f"oxygen-replay: {e}", file=sys.stderr)
     rc = 1 if bag.errors else 0

@@ -17,6 +17,8 @@ ROWS = [
     ("obs_to_command_ms_p99", "observation -> command p99 (ms)", "{:.1f}"),
     ("action_chunks", "action chunks", "{}"),
     ("action_rate_hz", "action rate (Hz)", "{:.2f}"),
+    ("seam_error", "chunk seam error at the ticks (mean abs, first 4 steps)", "{:.4f}"),
+    ("seam_error_grid", "chunk seam error on the stamps' grid", "{:.4f}"),
     ("frames", "FrameStats messages", "{}"),
     ("frame_ms_p50", "frame p50 (ms)", "{:.1f}"),
     ("frame_ms_p99", "frame p99 (ms)", "{:.1f}"),
@@ -32,6 +34,15 @@ ROWS = [
     ("hold_s", "time holding (s)", "{:.2f}"),
     ("stale_ticks", "stale control ticks", "{}"),
     ("input_stale_periods", "input-stale periods", "{}"),
+    ("command_velocity_max", "command velocity max, worst joint (rad/s)", "{:.3f}"),
+    ("command_velocity_p99", "command velocity p99, worst joint (rad/s)", "{:.3f}"),
+    ("command_acceleration_max", "command acceleration max (rad/s^2)", "{:.2f}"),
+    ("command_jerk_max", "command jerk max (rad/s^3)", "{:.1f}"),
+    ("command_seam_step_mean", "command step at chunk switches, mean (rad)", "{:.4f}"),
+    ("command_within_step_mean", "command step within chunks, mean (rad)", "{:.4f}"),
+    ("command_seam_jump_ratio", "seam jump (switch / within step)", "{:.2f}"),
+    ("limited_ticks", "velocity/acceleration-limited ticks", "{}"),
+    ("gated_chunks", "chunks refused by the start gate", "{}"),
 ]
 
 
@@ -77,6 +88,7 @@ def run_section(ev: Evaluation, name: str, plots: list[str], max_texts: int = 40
     topics = ", ".join(f"{k}: `{v}`" for k, v in s["topics"].items() if v)
     lines += [f"Topics used: {topics or 'none found'}.", ""]
     lines += [f"![{p}]({p})" for p in plots] + [""]
+    lines += motion_table(s)
     periods = ev.series.get("hold_periods", [])
     if periods:
         lines += ["Hold (stale observation) periods, seconds from bag start: " + ", ".join(
@@ -93,6 +105,24 @@ def run_section(ev: Evaluation, name: str, plots: list[str], max_texts: int = 40
             lines.append(f"| … | | | | | | {len(texts) - max_texts} more |")
         lines.append("")
     return lines
+
+
+def motion_table(s: dict) -> list[str]:
+    """Per joint: command velocity / acceleration / jerk (max, p99) and the seam jump."""
+    per = s.get("motion") or {}
+    if not per:
+        return []
+    lines = ["Command motion per joint (|velocity| rad/s, |acceleration| rad/s^2, |jerk| rad/s^3; "
+             "steps in rad: at chunk switches vs within chunks):", "",
+             "| joint | vel max | vel p99 | acc max | acc p99 | jerk max | jerk p99 | switch step "
+             "mean / max | within step mean / max |", "|---" * 9 + "|"]
+    for name, m in per.items():
+        f = lambda k, fmt="{:.3f}": _fmt(m.get(k), fmt)  # noqa: E731
+        lines.append(f"| {name} | {f('velocity_max')} | {f('velocity_p99')} | {f('acceleration_max', '{:.2f}')} "
+                     f"| {f('acceleration_p99', '{:.2f}')} | {f('jerk_max', '{:.1f}')} | {f('jerk_p99', '{:.1f}')} "
+                     f"| {f('seam_step_mean', '{:.4f}')} / {f('seam_step_max', '{:.4f}')} "
+                     f"| {f('within_step_mean', '{:.4f}')} / {f('within_step_max', '{:.4f}')} |")
+    return lines + [""]
 
 
 def report(evs: list[Evaluation], names: list[str], plots: list[list[str]]) -> str:

@@ -14,11 +14,18 @@ MODES = ("oxygen", "shared", "isolated", "parallel")
 DTYPES = ("float32", "bfloat16", "float16")
 # standard: nn.Linear weights [out, in] (F.linear); transposed: [in, out] copies (x @ w)
 LINEAR_LAYOUTS = ("standard", "transposed")
+# How a camera image that is not model-size becomes the vision tower's square input
+# (engine/images.py): pad = openpi / LeRobot resize-with-pad (aspect kept, -1 bars), what pi0.5
+# checkpoints were trained on; stretch = resize to the square, aspect ratio lost.
+IMAGE_RESIZE = ("pad", "stretch")
 MAX_TARGET_ACTION_HZ = 10_000.0
 ATTENTION_BACKENDS = ("auto", "cpp", "triton", "reference")
 # pi05: PaliGemma/Gemma backbone + layerwise adaRMS experts; qwen3vl: Qwen3-VL backbone + a DiT
 # action expert on the last layers' prefix K/V (docs/qwen3-vl.md)
 FAMILIES = ("pi05", "qwen3vl")
+RTC_METHODS = ("guided", "inpaint")  # engine/rtc.py
+RTC_JACOBIANS = ("identity", "vjp")
+MAX_GUIDANCE = 1000.0
 
 
 def _positive(name: str, value: int | float) -> None:
@@ -380,6 +387,17 @@ class EngineConfig:
     # land up to a decode step under the period, so actions run faster than asked). False: the
     # mean frame fits, a single frame may run over by about a decode step (the carried credit).
     target_strict: bool = False
+    image_resize: str = "pad"  # IMAGE_RESIZE: pad (as pi0.5 was trained) | stretch
+    # Real-time chunking (engine/rtc.py, docs/rtc.md), applied to frames whose observation
+    # carries an ActionPrior (the node's chunk_blend rtc): guided (inference-time guidance) or
+    # inpaint (checkpoints trained with training-time RTC); the guided correction is the error
+    # itself (identity, no backward pass) or its vector-Jacobian product through the action
+    # expert (vjp); max_guidance is beta; execution_horizon: steps of the prior guided (the
+    # weights ramp to 0 there), 0 = the whole prior.
+    rtc_method: str = "guided"
+    rtc_jacobian: str = "identity"
+    rtc_max_guidance: float = 10.0
+    rtc_execution_horizon: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -428,6 +446,21 @@ class EngineConfig:
         if self.target_action_hz and self.k_min > self.decode_steps_per_frame:
             raise ValueError(f"k_min ({self.k_min}) must not exceed decode_steps_per_frame "
                              f"({self.decode_steps_per_frame}), which is k_max under a target")
+        if self.image_resize not in IMAGE_RESIZE:
+            raise ValueError(f"image_resize must be one of {IMAGE_RESIZE}, got {self.image_resize!r}")
+        if self.rtc_method not in RTC_METHODS:
+            raise ValueError(f"rtc_method must be one of {RTC_METHODS}, got {self.rtc_method!r}")
+        if self.rtc_jacobian not in RTC_JACOBIANS:
+            raise ValueError(
+                f"rtc_jacobian must be one of {RTC_JACOBIANS}, got {self.rtc_jacobian!r}")
+        if isinstance(self.rtc_max_guidance, bool) or not (
+                isinstance(self.rtc_max_guidance, (int, float))
+                and 0.0 <= self.rtc_max_guidance <= MAX_GUIDANCE):
+            raise ValueError(f"rtc_max_guidance must be in [0, {MAX_GUIDANCE:g}], "
+                             f"got {self.rtc_max_guidance!r}")
+        if not 0 <= self.rtc_execution_horizon <= 4096:
+            raise ValueError(f"rtc_execution_horizon must be in [0, 4096] (0 = the whole prior), "
+                             f"got {self.rtc_execution_horizon}")
         if not (self.device == "cpu" or self.device.startswith("cuda")):
             raise ValueError(f"device must be cpu or cuda[:N], got {self.device!r}")
 

@@ -28,12 +28,18 @@ from .modes import MODES
 from .observation import Observation
 from .rate_control import FrameCosts, RateController, RateDecision
 from .request import Request, RequestKind, RequestStatus, Source
+from .rtc import ActionPrior, Guide, build_guide
 from .runner import ModelRunner, SeqView
 from .scheduler import Admission, Scheduler, blocks_for, request_blocks
 from .timer import STAGES, StageTimer, TimedKV
 from .tokenizer import Tokenizer, build_tiny_tokenizer
 
 __all__ = ["STAGES", "Engine", "FrameOutput", "RequestUpdate"]
+
+
+def _tensor_bytes(t: torch.Tensor) -> np.ndarray:
+    """The bytes of a tensor, as numpy (any dtype, any device)."""
+    return t.detach().contiguous().reshape(-1).view(torch.uint8).cpu().numpy()
 
 
 @dataclass(frozen=True)
@@ -92,6 +98,7 @@ class Frame:
     stamp: float
     source: Source
     noise: torch.Tensor
+    guide: Guide | None = None  # real-time chunking toward the previous chunk (engine/rtc.py)
     state: np.ndarray | None = None  # normalised joints (an action expert with state tokens)
     batch_size: int = 0
     decode_steps: int = 0
@@ -135,6 +142,7 @@ class Engine:
                                   config.device, config.dtype, config.attention_backend,
                                   config.compile_denoise, config.cuda_graphs)
         self.timer = StageTimer(STAGES)
+        self.prepare_ms = 0.0  # the last frame's image preparation (within vision_prefill)
         # The engine and the scheduler reach the manager through one TimedKV (stage kv): the
         # seam where a measuring proxy can be put in front of it (bench/kv_recorder.py).
         self.kv = TimedKV(KVManager(num_blocks, config.block_size, self.runner.bytes_per_block),
@@ -166,9 +174,10 @@ class Engine:
                                      ec.max_decode_steps, ec.block_size, with_prefix=True)
         return (ec.max_active_requests + 2) * per_request + 2 * Engine.frame_blocks(mc, ec)
 
-    def prefix_tokens(self, images: np.ndarray, prompt_ids: list[int]) -> int:
-        """Tokens of an observation prefix: each valid camera's patches, then the prompt."""
-        return self.model_config.prefix_tokens(images.shape[0], len(prompt_ids))
+    def prefix_tokens(self, images: Any, prompt_ids: list[int]) -> int:
+        """Tokens of an observation prefix: each valid camera's tokens, then the prompt
+        (`images`: one entry per valid camera: a list, an array or the prepared tensor)."""
+        return self.model_config.prefix_tokens(len(images), len(prompt_ids))
 
     # -- requests and live settings -------------------------------------------------------------
     def ask(self, prompt: str, priority: int = 1, kind: RequestKind = RequestKind.QUESTION,
@@ -311,11 +320,12 @@ class Engine:
         cfg, mc = self.config, self.model_config
         obs.validate(mc)
         prompt_ids = self._action_prompt(obs)  # refuses a bad prompt before anything changes
+        guide = self._guide(obs.prior)  # and a bad action prior
         start = time.perf_counter()
         self.timer.reset()
         self._rate = None  # a frame that raised left its choice of k behind
         frame = Frame(self.frame, obs.stamp, self._source(obs, prompt_ids), self._noise(self.frame),
-                      state=np.asarray(obs.state, dtype=np.float32))
+                      guide, state=np.asarray(obs.state, dtype=np.float32))
         self.frame += 1
         mode = MODES[cfg.mode]
         action = self.secure_action_path(frame)
@@ -335,6 +345,7 @@ class Engine:
             num_waiting=len(self.scheduler.waiting), num_running=len(self.scheduler.running),
             kv=self.kv.usage(), decode_steps=frame.decode_steps, admitted=frame.admitted,
             target_action_hz=cfg.target_action_hz, k_chosen=rate.k, target_feasible=rate.feasible,
+            extra={"prepare_images_ms": self.prepare_ms},
         )
 
     # -- action-rate target ---------------------------------------------------------------------
@@ -379,6 +390,22 @@ class Engine:
             return self.tokenizer.encode(text, add_bos=False) + list(mc.qwen.tail_ids)
         return self.tokenizer.encode(text, add_bos=True)
 
+    def _guide(self, prior: ActionPrior | None) -> Guide | None:
+        """The frame's RTC guide from the observation's ActionPrior (ValueError when it does not
+        fit the model), None without one."""
+        if prior is None:
+            return None
+        if not isinstance(prior, ActionPrior):
+            raise ValueError(f"observation prior must be an ActionPrior, got {type(prior).__name__}")
+        mc, cfg = self.model_config, self.config
+        if mc.family != "pi05":
+            raise ValueError(f"real-time chunking (an action prior) covers the pi05 family only, "
+                             f"not {mc.family}: use chunk_blend crossfade or none")
+        prior.validate(mc.action_horizon, mc.action_dim)
+        return build_guide(prior, mc.action_horizon, mc.action_dim, cfg.rtc_method,
+                           cfg.rtc_jacobian, cfg.rtc_max_guidance, cfg.rtc_execution_horizon,
+                           self.runner.device)
+
     def _longest_state(self) -> np.ndarray:
         """A state of action_dim joints (the most an observation may carry) all in the bin whose
         text tokenises longest (bins run -1..state_bins-1: a value below -1 is bin -1): the
@@ -391,14 +418,18 @@ class Engine:
         return np.full(mc.action_dim, values[int(np.argmax(lengths))], dtype=np.float32)
 
     def _source(self, obs: Observation, prompt_ids: list[int]) -> Source:
-        # Requests keep the source while they may need a re-prefill: a private copy, so a
-        # caller reusing its image buffer cannot change what a waiting request saw.
-        images = np.array(obs.valid_images(), copy=True)
-        with self.timer.stage("kv"):  # the prefix cache's identity of this observation
-            h = hashlib.blake2b(images.tobytes(), digest_size=8)
+        # The images are prepared once per frame, on the model's device, into a new tensor:
+        # requests keep it while they may need a re-prefill, and a caller reusing its image
+        # buffers cannot change what a waiting request saw.
+        with self.timer.stage("vision_prefill"):
+            t0 = time.perf_counter()
+            pixels = self.runner.prepare_images(obs.valid_images(), self.config.image_resize)
+            self.prepare_ms = (time.perf_counter() - t0) * 1e3
+        with self.timer.stage("kv"):  # the prefix cache's identity: the pixels the model sees
+            h = hashlib.blake2b(_tensor_bytes(pixels), digest_size=8)
             h.update(np.asarray(prompt_ids, dtype=np.int64).tobytes())
             root = int.from_bytes(h.digest(), "little") & ((1 << 62) - 1)
-        return Source(self.frame, images, tuple(prompt_ids), self.prefix_tokens(images, prompt_ids),
+        return Source(self.frame, pixels, tuple(prompt_ids), self.prefix_tokens(pixels, prompt_ids),
                       root)
 
     def _noise(self, frame: int) -> torch.Tensor:
@@ -444,7 +475,8 @@ class Engine:
         state = None if frame.state is None else pad_state(frame.state, mc.action_dim)
         with self.timer.stage("denoise"):
             return self.runner.denoise(SeqView(action.scratch_table, plen, offset), plen,
-                                       frame.noise, self.config.denoise_steps, state=state)
+                                       frame.noise, self.config.denoise_steps, guide=frame.guide,
+                                       state=state)
 
     def release(self, action: ActionPath) -> None:
         if action.released:

@@ -15,8 +15,10 @@ import torch.nn.functional as F
 from .attention import paged_attention, select_backend
 from .config import ModelConfig
 from .graphs import DecodeGraphs, DenoiseGraphs
+from .images import prepare
 from .model.mot import AdaRMSModulations
-from .model.sampler import euler_sample
+from .model.sampler import LocalContext, euler_sample
+from .rtc import Guide, guided_euler_sample
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -160,11 +162,26 @@ class ModelRunner:
 
     # -- stages ---------------------------------------------------------------------------------
     @torch.inference_mode()
-    def prefill_observation(self, images: np.ndarray, prompt_ids: Sequence[int], seq: SeqView) -> int:
-        """Vision + prompt of one observation into the pool at positions 0..P-1. Returns P."""
+    def prepare_images(self, images: Sequence[np.ndarray], resize: str = "pad") -> torch.Tensor:
+        """Camera images (uint8 [H, W, 3], each at its camera's size) -> the vision tower's input
+        [N, 3, S, S] in [-1, 1], on the model's device in the model's dtype: uploaded as uint8
+        (the smallest transfer), then resized there (engine/images.py; `resize`: pad | stretch).
+        Always a new tensor: a caller reusing its image buffers cannot change what a waiting
+        request saw."""
+        s = self.config.vision.image_size
+        out = torch.empty((len(images), 3, s, s), dtype=torch.float32, device=self.device)
+        for i, img in enumerate(images):
+            x = torch.from_numpy(np.ascontiguousarray(img)).to(self.device)
+            out[i] = prepare(x, s, resize)
+        return out if self.dtype == torch.float32 else out.to(self.dtype)
+
+    @torch.inference_mode()
+    def prefill_observation(self, images: torch.Tensor | Sequence[np.ndarray],
+                            prompt_ids: Sequence[int], seq: SeqView) -> int:
+        """Vision + prompt of one observation into the pool at positions 0..P-1. Returns P.
+        `images`: prepare_images' output, or uint8 images (prepared here, resize pad)."""
         m = self.model
-        pix = torch.from_numpy(np.ascontiguousarray(images)).to(self.device)
-        pix = pix.permute(0, 3, 1, 2).to(self.dtype) / 255.0 * 2.0 - 1.0
+        pix = images if isinstance(images, torch.Tensor) else self.prepare_images(images)
         n = self.config.prefix_tokens(pix.shape[0], len(prompt_ids))
         if n != seq.length:
             raise ValueError(f"prefix has {n} tokens but {seq.length} slots were allocated")
@@ -173,17 +190,30 @@ class ModelRunner:
         m.prefill_prefix(pix, prompt_ids, ctx)
         return n
 
-    @torch.inference_mode()
     def denoise(self, seq: SeqView, prefix_len: int, noise: torch.Tensor, num_steps: int,
-                expert: int = 1, state: torch.Tensor | None = None) -> torch.Tensor:
+                expert: int = 1, guide: Guide | None = None,
+                state: torch.Tensor | None = None) -> torch.Tensor:
         """Flow-matching Euler from t=1 (noise) to t=0. The action tokens' K/V go to the
         sequence's own scratch slots after the prefix; the shared prefix blocks are only read.
-        ``state``: the normalised joint state [action_dim] (the DiT expert's state tokens)."""
+        `guide`: real-time chunking toward the previous chunk (engine/rtc.py); it runs eagerly,
+        never through the captured denoise graph (its target changes every frame and the vjp
+        needs autograd). `state`: the normalised joint state [action_dim] (the DiT expert's
+        state tokens)."""
+        if self.model.expert_kind(expert) == "dit":
+            if guide is not None:  # the engine refuses an action prior for this family first
+                raise ValueError("real-time chunking covers the pi05 family's experts only")
+            with torch.inference_mode():
+                return self._denoise_dit(seq, prefix_len, noise, num_steps, expert, state)
+        if guide is not None and guide.method == "guided" and guide.jacobian == "vjp":
+            return self._denoise_vjp(seq, prefix_len, noise, num_steps, expert, guide)
+        with torch.inference_mode():
+            return self._denoise(seq, prefix_len, noise, num_steps, expert, guide)
+
+    def _denoise(self, seq: SeqView, prefix_len: int, noise: torch.Tensor, num_steps: int,
+                 expert: int, guide: Guide | None) -> torch.Tensor:
         m = self.model
-        if m.expert_kind(expert) == "dit":
-            return self._denoise_dit(seq, prefix_len, noise, num_steps, expert, state)
         h = noise.shape[0]
-        if self.denoise_graphs is not None:  # the whole S-step loop as one graph
+        if self.denoise_graphs is not None and guide is None:  # the whole S-step loop as one graph
             conds = self._adarms_schedule(expert, num_steps)
             dt = -1.0 / num_steps
             return self.denoise_graphs.run(
@@ -203,9 +233,43 @@ class ModelRunner:
                 cond = m.adarms_modulations(expert, m.time_cond(expert, t))
             return self._velocity(m, expert, x.to(self.dtype), positions, ctx, cond)
 
+        x0 = noise.to(device=self.device, dtype=torch.float32)
+        if guide is not None:
+            return guided_euler_sample(velocity, x0, num_steps, guide)
         # The model's own Euler schedule (one copy of the pi0.5 sampler, shared with the
         # unpaged reference path).
-        return euler_sample(velocity, noise.to(device=self.device, dtype=torch.float32), num_steps)
+        return euler_sample(velocity, x0, num_steps)
+
+    def _denoise_vjp(self, seq: SeqView, prefix_len: int, noise: torch.Tensor, num_steps: int,
+                     expert: int, guide: Guide) -> torch.Tensor:
+        """Guided denoising with the vector-Jacobian product through the action expert: the
+        prefix K/V are gathered once from the pool (read, never differentiated) and the action
+        tokens attend to [prefix ; actions] with differentiable attention (LocalContext, the
+        reference path); the paged kernels have no backward. Outside inference mode (autograd),
+        under no_grad except each step's velocity."""
+        m, bs = self.model, self.block_size
+        with torch.no_grad():
+            blocks = self._long(list(seq.block_table[: -(-prefix_len // bs)]))
+            ks = [self.k_cache[i][blocks].reshape(-1, *self.k_cache[i].shape[2:])[:prefix_len]
+                  for i in range(self.config.depth)]
+            vs = [self.v_cache[i][blocks].reshape(-1, *self.v_cache[i].shape[2:])[:prefix_len]
+                  for i in range(self.config.depth)]
+            ctx = LocalContext(self.config.depth, self.scale, k=ks, v=vs)
+            h = noise.shape[0]
+            positions = torch.arange(prefix_len, prefix_len + h, device=self.device)
+            # the cached modulations are inference tensors: autograd may not save them
+            conds = {t: AdaRMSModulations(tuple((a.clone(), b.clone()) for a, b in c.layers),
+                                          c.final.clone())
+                     for t, c in self._adarms_schedule(expert, num_steps).items()}
+
+            def velocity(x: torch.Tensor, t: float) -> torch.Tensor:
+                cond = conds.get(t)
+                if cond is None:
+                    cond = m.adarms_modulations(expert, m.time_cond(expert, t))
+                return _velocity(m, expert, x.to(self.dtype), positions, ctx, cond)
+
+            x0 = noise.to(device=self.device, dtype=torch.float32)
+            return guided_euler_sample(velocity, x0, num_steps, guide, grad_velocity=velocity)
 
     def _denoise_dit(self, seq: SeqView, prefix_len: int, noise: torch.Tensor, num_steps: int,
                      expert: int, state: torch.Tensor | None) -> torch.Tensor:

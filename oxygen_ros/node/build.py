@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from oxygen_ros.robot.images import parse_transports
+
 from . import params as P
 
 
@@ -20,6 +22,7 @@ class Built:
     camera_slots: tuple[int, ...] = ()  # model camera index of each camera topic
     n_action_steps: int = 0  # chunk steps meant to be executed (0 = all)
     tokenizer_source: str = ""
+    camera_transports: tuple[str, ...] = ()  # raw | compressed of each camera topic
 
 
 def _short(key: str) -> str:
@@ -75,6 +78,7 @@ def build_engine(p: dict[str, Any]) -> Built:
     if p["model.num_threads"] > 0:
         torch.set_num_threads(int(p["model.num_threads"]))
     names, cams = list(p["joint_names"]), list(p["camera_topics"])
+    transports = parse_transports(list(p["camera_transports"]), len(cams))
     norm, model, tokenizer, source, steps = None, None, None, "", 0
     if p["model.checkpoint"]:
         from oxygen_ros.engine.model import open_checkpoint
@@ -95,8 +99,8 @@ def build_engine(p: dict[str, Any]) -> Built:
         model_keys = tuple(f"camera{i}" for i in range(mc.num_cameras))
         check_joints(names, None, None, mc.action_dim)
     slots = camera_slots(cams, list(p["camera_keys"]), model_keys)
-    reason = P.validate({"joint_limits_lower": p["joint_limits_lower"],
-                         "joint_limits_upper": p["joint_limits_upper"]}, p, False)
+    reason = P.validate({k: p[k] for k in ("joint_limits_lower", "joint_limits_upper",
+                                           *P.SHAPER_LIMITS)}, p, False)
     if reason:
         raise ValueError(reason)
     ec = EngineConfig(device=p["model.device"], dtype=p["model.dtype"],
@@ -105,4 +109,4 @@ def build_engine(p: dict[str, Any]) -> Built:
     # first frames allocate and pick kernels: pay that now, not in the first control frames
     engine.warmup()
     return Built(engine, mc, norm, p["model.checkpoint"] or f"preset:{p['model.preset']}", slots,
-                 steps, source)
+                 steps, source, transports)

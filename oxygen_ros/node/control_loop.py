@@ -1,5 +1,11 @@
 """The control loop: publishes ~/joint_command from the ChunkPlayer at control_rate_hz.
 
+Per tick: the player's value for now -> the CommandShaper (robot/shaper.py: velocity and
+acceleration limits, start from the newest measured joint pose, hold while the observation is
+stale, a chunk was refused by the start gate or the deadman is not pressed) -> publish. The
+gate itself runs on the inference thread (`gate`, before the player gets a chunk); the deadman
+subscription (deadman.topic, std_msgs/Bool) lives here.
+
 A dedicated thread with absolute monotonic deadlines (optionally SCHED_FIFO, parameter
 control_priority; the inference thread then runs one level below it so that it is never
 preempted while holding the GIL the control thread needs). With use_sim_time it is a ROS timer
@@ -18,21 +24,50 @@ import threading
 import time
 from typing import Callable, Sequence
 
+import numpy as np
+
 from oxygen_ros.robot.chunk_player import ChunkPlayer
 from oxygen_ros.robot.rates import recent_rate
+from oxygen_ros.robot.shaper import CommandShaper, Deadman, MeasuredPose
 
 HELD_WINDOW_S = 2.0  # the diagnostic reports holds within this many seconds
 HOLD_ERROR_S = 5.0  # a hold this long is an error, not a warning
+LIMITED_WINDOW_S = 2.0  # joints that hit a limit within this many seconds are reported
 
 
 class ControlLoop:
     def __init__(self, node, player: ChunkPlayer, joint_names: Sequence[str], publish,
-                 warn: Callable[[str, str], None]) -> None:
+                 warn: Callable[[str, str], None], shaper: CommandShaper | None = None,
+                 measured: MeasuredPose | None = None, deadman_topic: str = "",
+                 deadman_timeout_s: float = 0.5) -> None:
         self._node = node
         self.player = player
         self._names = list(joint_names)
         self._publish = publish  # (names, values, stamp msg) -> None
         self._warn = warn
+        self.shaper = shaper or CommandShaper(len(self._names), player.dt)
+        self.measured = measured or MeasuredPose()
+        self.deadman_topic = deadman_topic
+        self.deadman = Deadman(bool(deadman_topic), deadman_timeout_s)
+        self._deadman_sub = None
+        if deadman_topic:
+            from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
+            from std_msgs.msg import Bool
+
+            # best effort matches reliable and best-effort publishers
+            qos = QoSProfile(depth=5, reliability=ReliabilityPolicy.BEST_EFFORT,
+                             history=HistoryPolicy.KEEP_LAST)
+            self._deadman_sub = node.create_subscription(
+                Bool, deadman_topic, lambda m: self.deadman.press(bool(m.data), time.monotonic()), qos)
+        self.deadman_why = ""  # why the deadman holds now ("" = go)
+        self.limited_at = np.full(len(self._names), -np.inf)  # monotonic, per joint
+        # monotonic times of limited ticks (bounded: the window at the highest control rate)
+        self.limited_times: collections.deque[float] = collections.deque(
+            maxlen=int(LIMITED_WINDOW_S * 1000) + 1)
+        self.last_gated: float | None = None  # monotonic time of the newest refused chunk
+        self.gate_message = ""
+        self.waiting_pose = False  # a chunk is there but no fresh measured pose to start from
+        self.holding = ""  # the shaper's hold reason on the last tick
         self._thread: threading.Thread | None = None
         self._timer = None
         self.ticks: collections.deque[float] = collections.deque(maxlen=256)
@@ -49,7 +84,13 @@ class ControlLoop:
     def running(self) -> bool:
         return self._thread is not None or self._timer is not None
 
+    def destroy(self) -> None:
+        if self._deadman_sub is not None:
+            self._node.destroy_subscription(self._deadman_sub)
+            self._deadman_sub = None
+
     def start(self, stop: threading.Event, period: float, priority: int, use_sim_time: bool) -> None:
+        self.shaper.reset()  # the run's first command is the measured pose
         if use_sim_time:
             # the timer runs on the node's clock (sim time); the default callback group
             self._timer = self._node.create_timer(period, self.tick)
@@ -97,13 +138,54 @@ class ControlLoop:
                     return
                 self._warn("control", f"control tick failed: {type(exc).__name__}: {exc}")
 
+    # -- chunk gate (inference thread) ----------------------------------------------------------
+    def admit(self, chunk: np.ndarray, stamp: float, now: float) -> tuple[str | None, bool]:
+        """(why the chunk may not be played or None, whether ~/action_chunk may carry it): a
+        chunk the gate refuses, or one made while the deadman holds, is not published there
+        either, so that a trajectory controller wired to it gets neither."""
+        refusal = self.gate(chunk, stamp, now)
+        return refusal, refusal is None and self.deadman.go(time.monotonic())[0]
+
+    def gate(self, chunk: np.ndarray, stamp: float, now: float) -> str | None:
+        """None when the chunk may be played; else why not (counted, warned, diagnosed)."""
+        measured = self.measured.fresh(now, self.player.observation_timeout_s)
+        r = self.shaper.gate(chunk, stamp, now, measured, self.player.lower, self.player.upper)
+        if r is None:
+            return None
+        if r.joint < 0:
+            why = "no fresh measured joint pose to compare its start with"
+        else:
+            why = (f"{self._names[r.joint]} would start {r.distance:.3f} rad from the measured pose "
+                   f"(max_start_deviation {r.limit:g})")
+        self.gate_message = f"action chunk refused: {why}"
+        self.last_gated = time.monotonic()
+        self._warn("gate", f"{self.gate_message}: holding the last command")
+        return self.gate_message
+
     def tick(self) -> None:
         now = self._node.get_clock().now()
-        sample = self.player.value_at(now.nanoseconds * 1e-9)
-        if sample is None:
-            return
-        self._publish(self._names, sample.values, now.to_msg())
+        t = now.nanoseconds * 1e-9
+        sample = self.player.tick(t)  # a played step (rtc counts them)
         mono = time.monotonic()
+        go, self.deadman_why = self.deadman.go(mono)
+        if not go:
+            hold = "deadman"
+            self._warn("deadman", f"deadman {self.deadman_topic}: {self.deadman_why}: holding")
+        else:
+            hold = "stale" if sample is not None and sample.stale else ""
+        measured = self.measured.fresh(t, self.player.observation_timeout_s)
+        shaped = self.shaper.step(None if sample is None else sample.values, measured, hold)
+        self.waiting_pose = sample is not None and measured is None and (
+            shaped is None or shaped.holding == "no measured joint pose")
+        if self.waiting_pose:
+            self._warn("pose", "no fresh measured joint pose (joint states): commands do not start")
+        if shaped is None or sample is None:
+            return
+        self._publish(self._names, shaped.values, now.to_msg())
+        self.holding = shaped.holding
+        if shaped.limited.any():
+            self.limited_at[shaped.limited] = mono
+            self.limited_times.append(mono)
         self.commands += 1
         self.ticks.append(mono)
         self.last_stale, self.last_future = sample.stale, sample.future
@@ -136,10 +218,18 @@ class ControlLoop:
             level, message = "OK", "inactive: no commands"
         elif clock_problem:
             level, message = "ERROR", clock_problem
+        elif self.deadman_why:
+            level, message = "ERROR", (f"deadman {self.deadman_topic}: {self.deadman_why}: commands "
+                                       "hold (not following the chunks)")
         elif not self.player.has_chunk:
             level, message = "WARN", "no action chunk yet: no commands"
+        elif self.waiting_pose and (last_tick is None or now - last_tick > 1.0):
+            level, message = "ERROR", ("no fresh measured joint pose (joint states): commands start "
+                                       "only from the measured pose")
         elif last_tick is None or now - last_tick > 1.0:
             level, message = "ERROR", "no command published for over 1 s"
+        elif self.shaper.gate_holding:
+            level, message = "WARN", f"{self.gate_message}: holding the last command"
         elif self.last_stale:
             held = now - (self.held_since or now)
             what = (f"action chunk stamped {-self.last_age_s:.2f} s ahead of the clock"
@@ -150,10 +240,21 @@ class ControlLoop:
             level, message = "WARN", "action chunk played to its end: holding its last step"
         elif self.last_held is not None and now - self.last_held < HELD_WINDOW_S:
             level, message = "WARN", f"commands were held {now - self.last_held:.1f} s ago"
+        elif self.last_gated is not None and now - self.last_gated < HELD_WINDOW_S:
+            level, message = "WARN", f"{self.gate_message} {now - self.last_gated:.1f} s ago"
         else:
             level, message = "OK", "commanding"
+        limited = [n for n, t in zip(self._names, self.limited_at) if now - t < LIMITED_WINDOW_S]
+        if limited and active and level == "OK":
+            message += f"; velocity/acceleration limited: {', '.join(limited)}"
         return level, message, {
             "command_rate_hz": float(rate), "control_rate_hz": float(control_rate_hz),
             "commands": self.commands, "stale_ticks": self.stale_ticks,
             "rejected_chunks": self.player.rejected, "chunk_age_s": float(self.last_age_s),
+            "limited_ticks": self.shaper.limited_ticks,
+            "limited_ticks_last_2s": sum(1 for x in list(self.limited_times) if now - x < LIMITED_WINDOW_S),
+            "limited_joints": ", ".join(limited),
+            "gated_chunks": self.shaper.gated, "last_gate_refusal": self.gate_message,
+            "deadman": ("off" if not self.deadman.enabled else
+                        f"holding: {self.deadman_why}" if self.deadman_why else "go"),
         }

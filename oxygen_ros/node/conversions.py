@@ -1,16 +1,16 @@
 """ROS messages <-> engine values. The ONLY module that knows both ROS message types and engine types.
 
-The parts that need no ROS import (image decoding and resizing, joint-state vectors, StateMapping,
+The parts that need no ROS import (image decoding, joint-state vectors, StateMapping,
 text kinds) live in robot/values.py and are re-exported here; offline tools (oxygen-replay) use them.
 
 Images: sensor_msgs/Image (rgb8, bgr8, mono8, rgba8, bgra8; row padding via `step` honoured)
--> RGB uint8 [H, W, 3] -> resized to the model's square image size with *area* (box) resampling:
-each output pixel is the overlap-weighted mean of the input pixels it covers (separable weight
-matrices, rounded half-to-even). For integer down-scaling factors this is the plain block mean
-(what OpenCV's INTER_AREA computes); for up-scaling it degenerates to nearest/linear overlap.
-The aspect ratio is not preserved (the image is stretched to a square), like LeRobot's resize.
-When ROS 2's cv_bridge is importable (on the robot) it decodes instead of the numpy path;
-both give identical arrays (test/node/test_conversions.py checks this where cv_bridge exists).
+and sensor_msgs/CompressedImage (jpeg, png) -> RGB uint8 [H, W, 3] at the camera's own size
+(robot/images.py: cheap checks in the topic callback, the decode once per inferred frame). No
+resize here: the engine prepares each image on the model's device as the checkpoint was trained
+(EngineConfig.image_resize; default pad = openpi / LeRobot resize-with-pad, the aspect ratio
+kept with black bars; docs/cameras.md). `decode_image` uses ROS 2's cv_bridge when it is
+importable (on the robot) and gives the same arrays as the numpy path
+(test/node/test_conversions.py checks this where cv_bridge exists).
 
 Joint states: JointState -> float32 vector ordered by `joint_names` (ValueError naming missing
 joints or non-finite values), normalised by `StateMapping` (checkpoint statistics, else joint
@@ -29,16 +29,18 @@ import numpy as np
 
 from builtin_interfaces.msg import Duration, Time
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
-from sensor_msgs.msg import Image, JointState
-from std_msgs.msg import Header
+from sensor_msgs.msg import CompressedImage, Image, JointState
+from std_msgs.msg import Float64MultiArray, Header
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 from visualization_msgs.msg import Marker, MarkerArray
 
 from oxygen_ros.engine.engine import FrameOutput, RequestUpdate
 from oxygen_ros.msg import FrameStats, TextMemory
 
+from oxygen_ros.robot import images
+from oxygen_ros.robot.images import decode_compressed  # noqa: F401 - re-exported
 from oxygen_ros.robot.values import (ENCODINGS, StateMapping, decode_image_numpy, joint_state_to_vector,  # noqa: F401
-                     resize_area, text_kind)
+                     text_kind)
 
 try:  # ROS 2 cv_bridge: only on the robot (PyPI's cv-bridge is a ROS 1 port and is not used)
     from cv_bridge import CvBridge as _CvBridge  # type: ignore[import-not-found]
@@ -114,9 +116,15 @@ def encode_image(rgb: np.ndarray, encoding: str = "rgb8", stamp: Time | None = N
     return msg
 
 
-def image_to_model(msg: Image, image_size: int, use_cv_bridge: bool | None = None) -> np.ndarray:
-    """sensor_msgs/Image -> uint8 [image_size, image_size, 3] RGB, ready for an Observation."""
-    return resize_area(decode_image(msg, use_cv_bridge), image_size)
+def encode_compressed(rgb: np.ndarray, fmt: str = "jpeg", stamp: Time | None = None,
+                      frame_id: str = "camera", quality: int = 90) -> CompressedImage:
+    """RGB uint8 [H, W, 3] -> sensor_msgs/CompressedImage, jpeg or png (tests and tools)."""
+    data = images.encode_compressed(rgb, fmt, quality)
+    msg = CompressedImage()
+    msg.header = Header(stamp=stamp or Time(), frame_id=frame_id)
+    msg.format = fmt
+    msg.data = data
+    return msg
 
 
 # -- joint states -------------------------------------------------------------------------------
@@ -126,6 +134,12 @@ def joint_command(names: Sequence[str], values: np.ndarray, stamp: Time) -> Join
     msg.name = list(names)
     msg.position = [float(v) for v in values]
     return msg
+
+
+def joint_command_array(values: np.ndarray) -> Float64MultiArray:
+    """The command as forward_command_controller takes it: one value per joint, joint_names
+    order, no stamp."""
+    return Float64MultiArray(data=[float(v) for v in values])
 
 
 def chunk_to_trajectory(chunk: np.ndarray, names: Sequence[str], stamp: Time, dt: float,

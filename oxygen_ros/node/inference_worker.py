@@ -1,9 +1,11 @@
 """The inference worker: one thread taking the newest paired observation and running Engine.step.
 
-Per frame, in order: apply pending live engine changes (Engine.update_config), hand queued
-questions to the engine (Engine.ask), build the Observation, run Engine.step, map the action
-chunk to robot units and give it to the ChunkPlayer, then publish the chunk, stats, text
-updates and markers. A failing frame is counted and reported (diagnostics) and the loop goes on
+Per frame, in order: decode the pair's camera frames (once, here: the subscription callbacks
+only check and keep the messages; a frame that does not decode is refused on its topic and the
+pair skipped, never a failing frame), apply pending live engine changes (Engine.update_config),
+hand queued questions to the engine (Engine.ask), build the Observation, run Engine.step, map
+the action chunk to robot units and give it to the ChunkPlayer, then publish the chunk, stats,
+text updates and markers. A failing frame is counted and reported (diagnostics) and the loop goes on
 with the next observation. This module knows engine types, never message types.
 """
 from __future__ import annotations
@@ -19,6 +21,7 @@ from oxygen_ros.engine.observation import Observation
 
 from oxygen_ros.robot.chunk_player import ChunkPlayer
 from oxygen_ros.robot.pairing import Mailbox, Pair
+from oxygen_ros.robot.rtc_prior import rtc_prior
 from oxygen_ros.robot.values import place_cameras
 
 # frame -> source header stamp, for text updates of requests born earlier (~80 s at 25 Hz; a
@@ -31,8 +34,12 @@ class InferenceWorker:
     def __init__(self, engine, mapping: Callable[[], Any], player: ChunkPlayer, mailbox: Mailbox[Pair],
                  publishers, text, joint_names: list[str], instruction: str, frame_id: str,
                  warn: Callable[[str, str], None], node, camera_slots: tuple[int, ...] = (),
-                 n_action_steps: int = 0) -> None:
+                 n_action_steps: int = 0, decode: Callable[[Pair], list | None] | None = None,
+                 admit: Callable[..., tuple[str | None, bool]] | None = None) -> None:
         self.engine = engine
+        self._decode = decode  # Inputs.decode_pair: the pair's camera images, None if refused
+        # (chunk, stamp, now) -> (refusal, publish): the control loop's start gate / deadman
+        self._admit = admit
         self._camera_slots = camera_slots  # model camera of each topic (node/build.camera_slots)
         self._n_action_steps = n_action_steps  # the checkpoint's executed steps per chunk (0 = all)
         self._mapping = mapping  # () -> the current StateMapping (joint limits are live)
@@ -107,6 +114,9 @@ class InferenceWorker:
 
     # -- one frame ------------------------------------------------------------------------------
     def frame(self, pair: Pair) -> Any:
+        cams = self._decode(pair) if self._decode is not None else list(pair.images)
+        if cams is None:
+            return None  # a camera frame did not decode: refused on its topic
         engine = self.engine
         with self._lock:
             pending, self._pending = self._pending, {}
@@ -119,9 +129,12 @@ class InferenceWorker:
         self._text.hand_over(engine)  # cancelled questions out, queued ones in
         mapping = self._mapping()
         slots = self._camera_slots or tuple(range(len(pair.images)))
-        images, valid = place_cameras(pair.images, slots)
+        images, valid = place_cameras(cams, slots)
+        # chunk_blend rtc: the steps executed from this observation on, for the next chunk to
+        # continue (robot/rtc_prior.py); None otherwise
+        prior = rtc_prior(self.player, mapping, pair.stamp, engine.model_config.action_horizon)
         obs = Observation(images=images, state=mapping.to_model(pair.state), camera_valid=valid,
-                          instruction=self.instruction, stamp=pair.stamp)
+                          instruction=self.instruction, stamp=pair.stamp, prior=prior)
         out = engine.step(obs)
         stamp = pair.header_stamp
         self._stamps[out.frame] = stamp
@@ -131,12 +144,13 @@ class InferenceWorker:
         # only the steps the checkpoint executes per chunk (LeRobot n_action_steps)
         chunk = mapping.to_robot(out.actions[: self._n_action_steps or None])
         now = self._node.get_clock().now().nanoseconds * 1e-9
-        if not self.player.set_chunk(chunk, pair.stamp, now):
+        refusal, publish = self._admit(chunk, pair.stamp, now) if self._admit else (None, True)
+        if refusal is None and not self.player.set_chunk(chunk, pair.stamp, now):
             self._warn("chunk", "action chunk rejected (non-finite values): holding the last command")
         self._account(out)
 
         self._pubs.frame(out, chunk, self._names, stamp, self.player.dt, self.frame_id,
-                         self.action_rate, self.tokens_per_s)
+                         self.action_rate, self.tokens_per_s, publish_chunk=publish)
         for up in out.updates:
             src = self._stamps.get(up.birth_frame, stamp)
             self._text.route(up, src)

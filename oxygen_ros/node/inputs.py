@@ -1,8 +1,13 @@
 """Sensor inputs: camera and joint-state subscriptions, pairing by stamp, per-topic health.
 
-Callbacks only convert and store (Pairer); while accepting (the node is active) each good
-message offers the newest complete pair to the worker's Mailbox. Bad inputs (conversion
-ValueError) are dropped with a throttled warning and recorded for the diagnostics.
+Callbacks only check and store (Pairer); while accepting (the node is active) each good
+message offers the newest complete pair to the worker's Mailbox. A camera callback does only
+the cheap checks (stamp, encoding or compressed format, declared size against the data length:
+robot/images.py) and keeps the message as received, so its cost does not grow with the image;
+the worker decodes the frames of the pair it takes (`decode_pair`), once. Camera topics are
+sensor_msgs/Image (raw) or sensor_msgs/CompressedImage (jpeg, png), per topic
+(`camera_transports`). Bad inputs (a failed check, or a frame that does not decode) are
+dropped with a throttled warning and recorded for the diagnostics; never a failing frame.
 
 Time: a message stamped more than `max_offset_s` ahead of or behind the node clock is refused
 with the offset as reason (a clock jump on the sender, unsynchronised clocks); it never enters
@@ -19,11 +24,13 @@ from typing import Any, Callable, Sequence
 
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 
-from sensor_msgs.msg import Image, JointState
+from sensor_msgs.msg import CompressedImage, Image, JointState
 
 from . import conversions as conv
+from oxygen_ros.robot.images import COMPRESSED, CameraError, CameraFrame, decode_frames
 from oxygen_ros.robot.pairing import Mailbox, Pair, Pairer
 from oxygen_ros.robot.rates import recent_rate
+from oxygen_ros.robot.shaper import MeasuredPose
 
 BAD_WINDOW_S = 2.0  # a bad message keeps its topic WARN this long
 
@@ -56,13 +63,14 @@ class InputStats:
 
 class Inputs:
     def __init__(self, node, camera_topics: Sequence[str], joint_topic: str,
-                 joint_names: Sequence[str], image_size: int, tolerance_s: float,
-                 max_offset_s: float, warn: Callable[[str, str], None]) -> None:
+                 joint_names: Sequence[str], tolerance_s: float, max_offset_s: float,
+                 warn: Callable[[str, str], None], transports: Sequence[str] = ()) -> None:
         self._node = node
         self._warn = warn
         self._joint_names = list(joint_names)
         self.joint_topic = joint_topic
         self.pairer = Pairer(len(camera_topics), tolerance_s=tolerance_s)
+        self.measured = MeasuredPose()  # newest joint position: where commands start from
         self.mailbox: Mailbox[Pair] = Mailbox()
         self.accepting = False  # offer pairs to the worker (active only)
         self.max_offset_s = float(max_offset_s)
@@ -70,10 +78,13 @@ class Inputs:
         self.clock_jumps = 0
         self.stats: dict[str, InputStats] = {}
         self._subs: list[Any] = []
-        for i, topic in enumerate(camera_topics):
+        self.camera_topics = list(camera_topics)
+        self.transports = tuple(transports) or ("raw",) * len(camera_topics)
+        for i, (topic, transport) in enumerate(zip(camera_topics, self.transports)):
             self.stats[topic] = InputStats(topic)
+            mtype = CompressedImage if transport == COMPRESSED else Image
             self._subs.append(node.create_subscription(
-                Image, topic, self._image_cb(i, topic, image_size), qos_profile_sensor_data))
+                mtype, topic, self._image_cb(i, topic, transport), qos_profile_sensor_data))
         self.stats[joint_topic] = InputStats(joint_topic)
         # best effort matches reliable and best-effort publishers (drivers use either)
         js_qos = QoSProfile(depth=20, reliability=ReliabilityPolicy.BEST_EFFORT,
@@ -122,21 +133,30 @@ class Inputs:
         self.stats[topic].refused(time.monotonic(), reason)
         self._warn(f"bad:{topic}", f"dropping input on {topic}: {reason}")
 
-    def _image_cb(self, index: int, topic: str, size: int):
-        def callback(msg: Image) -> None:
-            t, stamp, reason = self._stamp_of(msg.header)  # the cheap check first
+    def _image_cb(self, index: int, topic: str, transport: str):
+        def callback(msg: Any) -> None:
+            t, stamp, reason = self._stamp_of(msg.header)  # the cheap checks only
             if reason:
                 self._refuse(topic, reason)
                 return
             try:
-                img = conv.image_to_model(msg, size)
+                frame = CameraFrame.checked(msg, transport)
             except ValueError as exc:
                 self._refuse(topic, str(exc))
                 return
-            self.pairer.add_image(index, t, img, stamp)
+            self.pairer.add_image(index, t, frame, stamp)
             self.stats[topic].good(time.monotonic())
             self._offer()
         return callback
+
+    def decode_pair(self, pair: Pair) -> list | None:
+        """The pair's camera images (RGB uint8 at each camera's size), decoded now, once; None
+        when one does not decode (refused on its topic: throttled warning, diagnostics)."""
+        try:
+            return decode_frames(pair.images)
+        except CameraError as exc:
+            self._refuse(self.camera_topics[exc.camera], str(exc))
+            return None
 
     def _joint_cb(self, msg: JointState) -> None:
         t, stamp, reason = self._stamp_of(msg.header)
@@ -149,6 +169,7 @@ class Inputs:
             self._refuse(self.joint_topic, str(exc))
             return
         self.pairer.add_state(t, vec, stamp)
+        self.measured.update(t, vec)
         self.stats[self.joint_topic].good(time.monotonic())
         self._offer()
 

@@ -6,7 +6,8 @@
 - text.py            ~/instruction, ~/ask; routes request updates to ~/memory / ~/answer
 - questions.py       every question until its one final message
 - inference_worker.py  the thread running Engine.step on the newest paired observation
-- control_loop.py    ~/joint_command at control_rate_hz from the ChunkPlayer
+- control_loop.py    ~/joint_command at control_rate_hz: ChunkPlayer -> CommandShaper (limits,
+                     start from the measured pose, chunk gate, deadman)
 - publishers.py      every publisher; diagnostics.py the 1 Hz /diagnostics timer
 - recording.py       record.* parameters: raw subscriptions into recorder.py's bag writer
 - conversions.py     the only module knowing both message and engine types
@@ -36,6 +37,7 @@ from . import conversions as conv
 from . import params as P
 from .build import Built, build_engine
 from oxygen_ros.robot.chunk_player import ChunkPlayer
+from oxygen_ros.robot.shaper import CommandShaper
 from .control_loop import ControlLoop
 from .diagnostics import Diagnostics
 from .inference_worker import InferenceWorker
@@ -171,17 +173,21 @@ class OxygenNode(LifecycleNode):
                              crossfade_s=p["crossfade_s"],
                              observation_timeout_s=p["observation_timeout_s"],
                              lower=mapping.lower, upper=mapping.upper,
-                             future_tolerance_s=p["max_stamp_offset_s"])
-        pubs = Publishers(self)
+                             future_tolerance_s=p["max_stamp_offset_s"], blend=p["chunk_blend"])
+        pubs = Publishers(self, p["command_type"])
         inputs = Inputs(self, p["camera_topics"], p["joint_state_topic"], names,
-                        built.model_config.vision.image_size, p["stamp_tolerance_s"],
-                        p["max_stamp_offset_s"], self._warn)
+                        p["stamp_tolerance_s"], p["max_stamp_offset_s"], self._warn,
+                        transports=built.camera_transports)
         text = TextIO(self, pubs, Questions(int(p["ask.max_open"])), built.engine, self._warn)
+        shaper = CommandShaper(len(names), player.dt, p["joint_velocity_limits"],
+                               p["joint_acceleration_limits"], p["max_start_deviation"])
+        control = ControlLoop(self, player, names, pubs.command, self._warn, shaper, inputs.measured,
+                              p["deadman.topic"], p["deadman.timeout_s"])
         # self.rt.mapping is read per frame: joint limits are live for normalisation too
         worker = InferenceWorker(built.engine, lambda: self.rt.mapping, player, inputs.mailbox, pubs,
                                  text, names, p["instruction"], p["markers.frame_id"], self._warn, self,
-                                 camera_slots=built.camera_slots, n_action_steps=built.n_action_steps)
-        control = ControlLoop(self, player, names, pubs.command, self._warn)
+                                 camera_slots=built.camera_slots, n_action_steps=built.n_action_steps,
+                                 decode=inputs.decode_pair, admit=control.admit)
         rt = Runtime(built, names, mapping, player, pubs, inputs, text, worker, control)
         rt.diag = Diagnostics(self, pubs, self._diagnostics, self._warn)
         rt.recording = Recording(self, p, self._warn) if p["record.enabled"] else None
@@ -214,6 +220,7 @@ class OxygenNode(LifecycleNode):
             if rt.diag is not None:
                 rt.diag.destroy()
             rt.inputs.destroy()
+            rt.control.destroy()
             rt.text.destroy()
             rt.pubs.destroy()
             device = str(rt.built.engine.config.device)
@@ -270,11 +277,17 @@ class OxygenNode(LifecycleNode):
             rt.player.configure(crossfade_s=merged["crossfade_s"],
                                 observation_timeout_s=merged["observation_timeout_s"],
                                 lower=rt.mapping.lower, upper=rt.mapping.upper)
+        if "chunk_blend" in changes:
+            rt.player.configure(blend=changes["chunk_blend"])
         if "stamp_tolerance_s" in changes:
             rt.inputs.pairer.tolerance_s = float(changes["stamp_tolerance_s"])
         if "max_stamp_offset_s" in changes:
             rt.inputs.max_offset_s = float(changes["max_stamp_offset_s"])
             rt.player.configure(future_tolerance_s=float(changes["max_stamp_offset_s"]))
+        if any(k in changes for k in P.SHAPER_LIMITS):
+            rt.control.shaper.configure(*(changes.get(k) for k in P.SHAPER_LIMITS))
+        if "deadman.timeout_s" in changes:
+            rt.control.deadman.timeout_s = float(changes["deadman.timeout_s"])
         if "ask.max_open" in changes:
             rt.text.questions.capacity = int(changes["ask.max_open"])
 

@@ -3,8 +3,9 @@
 Kinds (documented in README.md, section Parameters):
 - ``live``: accepted in any state. Engine knobs (k, N, S, max_active_requests, mode, memory.*,
   instruction) reach the engine through Engine.update_config before the NEXT frame; player /
-  pairing knobs (observation_timeout_s, crossfade_s, stamp_tolerance_s, max_stamp_offset_s,
-  joint limits, markers.frame_id, ask.max_open) apply on the next control tick / message.
+  pairing knobs (observation_timeout_s, crossfade_s, chunk_blend, stamp_tolerance_s,
+  max_stamp_offset_s, joint limits, markers.frame_id, ask.max_open, the command shaper's limits,
+  deadman.timeout_s) apply on the next control tick / message.
   instruction and memory.prompt are also checked against the model's prompt budget (a byte
   bound, then the engine's own check) by the node before they are accepted.
 - ``configure``: read in on_configure (model, topics, joints, control rate). Accepted while the
@@ -22,9 +23,16 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from oxygen_ros.robot.shaper import per_joint  # pure numpy: the shaper's own check
+
 MODES = ("oxygen", "shared", "isolated", "parallel")
 PRESETS = ("tiny", "small", "balanced", "pi05", "xr0-tiny", "xr0")
+IMAGE_RESIZE = ("pad", "stretch")
+CAMERA_TRANSPORTS = ("raw", "compressed")
 DTYPES = ("float32", "bfloat16", "float16")
+COMMAND_TYPES = ("joint_state", "float64_array")
+SHAPER_LIMITS = {"joint_velocity_limits": False, "joint_acceleration_limits": False,
+                 "max_start_deviation": True}  # name -> zero allowed (0 = off)
 
 LIVE, CONFIGURE, READ_ONLY = "live", "configure", "read_only"
 
@@ -79,12 +87,30 @@ PARAMETERS: tuple[Spec, ...] = (
          nonempty=True),
     Spec("instruction", "string", "pick up the cube", "task instruction (also set by ~/instruction)",
          LIVE, nonempty=True),
+    Spec("image_resize", "string", "pad", "how a camera image becomes the model's square input: "
+         "pad = resize keeping the aspect ratio with black bars (openpi / LeRobot resize-with-pad, "
+         "what pi0.5 was trained on); stretch = resize to the square", LIVE, choices=IMAGE_RESIZE),
     # control / inputs (live)
     Spec("observation_timeout_s", "double", 0.5,
          "commands go stale (hold) when the newest chunk's observation is older than this; inputs "
          "silent this long are reported stale", LIVE, (0.01, 60.0)),
     Spec("crossfade_s", "double", 0.1, "linear blend from the old to a new action chunk", LIVE,
          (0.0, 5.0)),
+    Spec("chunk_blend", "string", "crossfade", "how a new action chunk replaces the one being "
+         "executed: crossfade (crossfade_s), rtc (real-time chunking: the engine continues the "
+         "executed steps and the new chunk takes over at step d, the control steps counted since "
+         "its observation; docs/rtc.md) or none (switch at once)", LIVE,
+         choices=("crossfade", "rtc", "none")),
+    Spec("rtc.method", "string", "guided", "chunk_blend rtc: guided (inference-time guidance) or "
+         "inpaint (checkpoints trained with training-time RTC)", LIVE, choices=("guided", "inpaint")),
+    Spec("rtc.jacobian", "string", "identity", "rtc guided: the correction is the weighted error "
+         "(identity, no backward pass) or its vector-Jacobian product through the action expert "
+         "(vjp, one backward pass per denoise step)", LIVE, choices=("identity", "vjp")),
+    Spec("rtc.max_guidance", "double", 10.0, "rtc guided: beta, the guidance weight's cap "
+         "(0 = unguided)", LIVE, (0.0, 1000.0)),
+    Spec("rtc.execution_horizon", "int", 0, "rtc: steps of the executed leftover the new chunk is "
+         "pulled toward (weight 1 before d, a ramp to 0 at this step; 0 = all of it)", LIVE,
+         (0, 4096)),
     Spec("stamp_tolerance_s", "double", 0.05, "max stamp difference between paired camera frames "
          "and joint states", LIVE, (0.0, 10.0)),
     Spec("max_stamp_offset_s", "double", 1.0, "inputs stamped further than this ahead of or behind "
@@ -96,6 +122,16 @@ PARAMETERS: tuple[Spec, ...] = (
     Spec("joint_limits_upper", "double_array", [], "per-joint upper limits (empty = none)", LIVE),
     Spec("markers.frame_id", "string", "base_link", "frame of the RViz text markers", LIVE,
          nonempty=True),
+    # command shaping (robot/shaper.py; docs/command-safety.md)
+    Spec("joint_velocity_limits", "double_array", [], "rad/s, one value or one per joint (empty = "
+         "none): no command moves further than this x 1/control_rate_hz from the previous one", LIVE),
+    Spec("joint_acceleration_limits", "double_array", [], "rad/s^2, one value or one per joint "
+         "(empty = none): the change of command velocity per tick, braking included", LIVE),
+    Spec("max_start_deviation", "double_array", [], "rad, one value or one per joint (empty or 0 = "
+         "off): a chunk whose first playable step is further than this from the measured pose is "
+         "not played (the last command is held)", LIVE),
+    Spec("deadman.timeout_s", "double", 0.5, "with deadman.topic: commands hold when no true "
+         "arrived for this long", LIVE, (0.01, 60.0)),
     # configure-time
     Spec("control_rate_hz", "double", 50.0, "rate of ~/joint_command; chunk step dt = 1/rate",
          CONFIGURE, (1.0, 1000.0)),
@@ -107,6 +143,9 @@ PARAMETERS: tuple[Spec, ...] = (
     Spec("camera_keys", "string_array", [], "checkpoint camera key of each camera_topics entry "
          "(e.g. observation.images.base_0_rgb or base_0_rgb; empty = camera_topics in the "
          "checkpoint's camera order); cameras without a topic are fed masked", CONFIGURE),
+    Spec("camera_transports", "string_array", [], "raw (sensor_msgs/Image) or compressed "
+         "(sensor_msgs/CompressedImage, jpeg / png) for each camera_topics entry; empty = all raw",
+         CONFIGURE),
     Spec("joint_state_topic", "string", "/joint_states", "sensor_msgs/JointState input", CONFIGURE,
          nonempty=True),
     Spec("joint_names", "string_array",
@@ -126,6 +165,11 @@ PARAMETERS: tuple[Spec, ...] = (
     Spec("model.num_threads", "int", 0, "torch CPU threads (0 = torch default)", CONFIGURE, (0, 256)),
     Spec("kv.num_blocks", "int", 0, "KV pool blocks (0 = sized from max_decode_steps and "
          "max_active_requests at configure)", CONFIGURE, (0, 10_000_000)),
+    Spec("deadman.topic", "string", "", "std_msgs/Bool operator heartbeat (true = go; empty = "
+         "off): without a fresh true, commands stop following the chunks and hold", CONFIGURE),
+    Spec("command_type", "string", "joint_state", "~/joint_command type: joint_state "
+         "(sensor_msgs/JointState) or float64_array (std_msgs/Float64MultiArray in joint_names "
+         "order, for forward_command_controller)", CONFIGURE, choices=COMMAND_TYPES),
     Spec("record.enabled", "bool", False, "record a rosbag2 while active (no `ros2 bag` needed)",
          CONFIGURE),
     Spec("record.path", "string", "oxygen_bag", "bag folder; when it exists, _<date-time> is "
@@ -143,7 +187,8 @@ SPECS: dict[str, Spec] = {s.name: s for s in PARAMETERS}
 ENGINE_KEYS = ("decode_steps_per_frame", "max_decode_steps", "denoise_steps", "max_active_requests",
                "mode", "target_action_hz", "target_strict", "k_min",
                "memory.enabled", "memory.every_n_frames",
-               "memory.prompt", "instruction")
+               "memory.prompt", "instruction", "image_resize",
+               "rtc.method", "rtc.jacobian", "rtc.max_guidance", "rtc.execution_horizon")
 
 
 def validate_value(spec: Spec, value: Any) -> str | None:
@@ -182,6 +227,8 @@ def validate_value(spec: Spec, value: Any) -> str | None:
                 return f"{spec.name} has duplicates: {list(value)!r}"
     if spec.name == "camera_keys" and len(set(value)) != len(value):
         return f"camera_keys has duplicates: {list(value)!r}"
+    if spec.name == "camera_transports" and any(x not in CAMERA_TRANSPORTS for x in value):
+        return f"camera_transports entries must be raw or compressed, got {list(value)!r}"
     if spec.name == "model.device" and not (value == "cpu" or value.startswith("cuda")):
         return f"model.device must be cpu or cuda[:N], got {value!r}"
     return None
@@ -216,6 +263,12 @@ def validate(changes: dict[str, Any], current: dict[str, Any], configured: bool)
         bad = [names[i] for i, (a, b) in enumerate(zip(lo, hi)) if a > b]
         if bad:
             return f"joint_limits_lower > joint_limits_upper for joints {bad}"
+    for name, zero_ok in SHAPER_LIMITS.items():
+        if name in changes or "joint_names" in changes:
+            try:
+                per_joint(merged.get(name) or [], len(names), name, zero_ok)
+            except ValueError as exc:
+                return str(exc)
     return None
 
 
@@ -223,7 +276,8 @@ def engine_changes(values: dict[str, Any]) -> dict[str, Any]:
     """Parameter values -> Engine.update_config / EngineConfig keyword arguments."""
     out: dict[str, Any] = {}
     for key in ("decode_steps_per_frame", "max_decode_steps", "denoise_steps",
-                "max_active_requests", "mode", "k_min", "target_strict", "instruction"):
+                "max_active_requests", "mode", "k_min", "target_strict", "instruction",
+                "image_resize"):
         if key in values:
             out[key] = values[key]
     if "target_action_hz" in values:
@@ -233,6 +287,11 @@ def engine_changes(values: dict[str, Any]) -> dict[str, Any]:
         out["memory_every_n_frames"] = int(values.get("memory.every_n_frames", 1)) if enabled else 0
     if "memory.prompt" in values:
         out["memory_prompt"] = values["memory.prompt"]
+    for key in ("rtc.method", "rtc.jacobian", "rtc.execution_horizon"):
+        if key in values:
+            out[key.replace(".", "_")] = values[key]
+    if "rtc.max_guidance" in values:
+        out["rtc_max_guidance"] = float(values["rtc.max_guidance"])
     return out
 
 

@@ -14,6 +14,7 @@ from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 
 from diagnostic_msgs.msg import DiagnosticArray
 from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory
 from visualization_msgs.msg import MarkerArray
 
@@ -28,10 +29,14 @@ TEXT_QOS = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE,
 
 
 class Publishers:
-    def __init__(self, node) -> None:
+    def __init__(self, node, command_type: str = "joint_state") -> None:
         self._node = node
         mk = node.create_lifecycle_publisher
-        self.joint_command = mk(JointState, "~/joint_command", RELIABLE)
+        # joint_state: sensor_msgs/JointState; float64_array: std_msgs/Float64MultiArray in
+        # joint_names order (forward_command_controller's ~/commands)
+        self._array = command_type == "float64_array"
+        self.joint_command = mk(Float64MultiArray if self._array else JointState, "~/joint_command",
+                                RELIABLE)
         self.action_chunk = mk(JointTrajectory, "~/action_chunk", RELIABLE)
         self.memory = mk(TextMemory, "~/memory", QoSProfile(depth=50))
         # plain publisher: a question's final message (e.g. "aborted: node cleaned up") must
@@ -51,13 +56,19 @@ class Publishers:
 
     # -- per control tick -----------------------------------------------------------------------
     def command(self, names: Sequence[str], values: np.ndarray, stamp: Any) -> None:
-        self.joint_command.publish(conv.joint_command(names, values, stamp))
+        if self._array:
+            self.joint_command.publish(conv.joint_command_array(values))
+        else:
+            self.joint_command.publish(conv.joint_command(names, values, stamp))
 
     # -- per inference frame --------------------------------------------------------------------
     def frame(self, out: Any, chunk: np.ndarray, names: Sequence[str], stamp: Any, dt: float,
-              frame_id: str, action_rate_hz: float, tokens_per_s: float) -> None:
-        """An engine frame's chunk and stats (`stamp`: the source observation's header stamp)."""
-        self.action_chunk.publish(conv.chunk_to_trajectory(chunk, names, stamp, dt, frame_id))
+              frame_id: str, action_rate_hz: float, tokens_per_s: float,
+              publish_chunk: bool = True) -> None:
+        """An engine frame's chunk and stats (`stamp`: the source observation's header stamp);
+        publish_chunk False: only the stats (a chunk refused by the gate or the deadman)."""
+        if publish_chunk:
+            self.action_chunk.publish(conv.chunk_to_trajectory(chunk, names, stamp, dt, frame_id))
         self.frame_stats.publish(conv.frame_stats(out, stamp, action_rate_hz, tokens_per_s))
 
     def text(self, update: Any, stamp: Any) -> Any:

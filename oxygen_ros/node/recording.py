@@ -24,9 +24,13 @@ OWN = {"~/joint_command": "sensor_msgs/msg/JointState",
 OUTPUT_QOS = QoSProfile(depth=200, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
 
 
-def default_topics(node, camera_topics: Sequence[str], joint_topic: str) -> dict[str, str]:
-    """{fully qualified topic: type} of the node's inputs and outputs."""
-    topics = {node.resolve_topic_name(t): "sensor_msgs/msg/Image" for t in camera_topics}
+def default_topics(node, camera_topics: Sequence[str], joint_topic: str,
+                   transports: Sequence[str] = ()) -> dict[str, str]:
+    """{fully qualified topic: type} of the node's inputs and outputs (`transports`: raw |
+    compressed per camera topic, empty = all raw)."""
+    kinds = list(transports) or ["raw"] * len(camera_topics)
+    topics = {node.resolve_topic_name(t): "sensor_msgs/msg/CompressedImage" if k == "compressed"
+              else "sensor_msgs/msg/Image" for t, k in zip(camera_topics, kinds)}
     topics[node.resolve_topic_name(joint_topic)] = "sensor_msgs/msg/JointState"
     topics.update({node.resolve_topic_name(t): ty for t, ty in OWN.items()})
     return topics
@@ -41,7 +45,12 @@ class Recording:
     def __init__(self, node, p: dict[str, Any], warn: Callable[[str, str], None]) -> None:
         self._node = node
         self._warn = warn
-        known = default_topics(node, p["camera_topics"], p["joint_state_topic"])
+        known = default_topics(node, p["camera_topics"], p["joint_state_topic"],
+                               p.get("camera_transports", ()))
+        if p["command_type"] == "float64_array":
+            known[node.resolve_topic_name("~/joint_command")] = "std_msgs/msg/Float64MultiArray"
+        if p["deadman.topic"]:
+            known[node.resolve_topic_name(p["deadman.topic"])] = "std_msgs/msg/Bool"
         wanted = [node.resolve_topic_name(t) for t in p["record.topics"]] or list(known)
         self._types = {t: known.get(t) for t in wanted}  # None: looked up in the graph
         self._inputs = {node.resolve_topic_name(t) for t in [*p["camera_topics"], p["joint_state_topic"]]}
@@ -82,7 +91,7 @@ class Recording:
                 self._warn(f"record:{topic}", f"not recording {topic}: type {msgtype}: {exc}")
                 continue
             self._types[topic] = msgtype
-            qos = qos_profile_sensor_data if topic in self._inputs or msgtype.endswith("/Image") else OUTPUT_QOS
+            qos = qos_profile_sensor_data if topic in self._inputs or msgtype.endswith(("/Image", "/CompressedImage")) else OUTPUT_QOS
             self._subs[topic] = self._node.create_subscription(
                 cls, topic, self._callback(topic, msgtype), qos, raw=True)
 

@@ -1,5 +1,8 @@
 """Message values <-> numpy, without importing ROS (the pure half of node/conversions.py).
 
+Camera messages are decoded in robot/images.py (decode once, for the inferred frame; no resize:
+the engine prepares images for the model).
+
 Functions here take any object with the ROS message's field names (rclpy messages on the robot,
 rosbags messages offline in oxygen-replay), so the node and the offline tools convert identically.
 conversions.py re-exports everything; its docstring describes the conventions.
@@ -11,65 +14,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-ENCODINGS = {"rgb8": 3, "bgr8": 3, "mono8": 1, "rgba8": 4, "bgra8": 4}
-
-
-def decode_image_numpy(msg: Any) -> np.ndarray:
-    """sensor_msgs/Image -> RGB uint8 [H, W, 3] (a copy). ValueError naming the problem."""
-    enc = msg.encoding
-    if enc not in ENCODINGS:
-        raise ValueError(f"unsupported image encoding {enc!r}; supported: {sorted(ENCODINGS)}")
-    ch = ENCODINGS[enc]
-    h, w, step = int(msg.height), int(msg.width), int(msg.step)
-    if h <= 0 or w <= 0:
-        raise ValueError(f"image has an empty size {w}x{h}")
-    if step < w * ch:
-        raise ValueError(f"image step {step} is smaller than width*channels = {w * ch} for {enc}")
-    data = msg.data
-    try:
-        buf = np.frombuffer(memoryview(data).cast("B"), dtype=np.uint8)
-    except TypeError:  # a plain list of ints
-        buf = np.asarray(data, dtype=np.uint8).reshape(-1)
-    if buf.size != step * h:
-        raise ValueError(f"image data has {buf.size} bytes; {enc} {w}x{h} with step {step} "
-                         f"needs step*height = {step * h}")
-    rows = buf.reshape(h, step)[:, : w * ch].reshape(h, w, ch)
-    if enc == "rgb8":
-        return rows.copy()
-    if enc == "bgr8":
-        return rows[:, :, ::-1].copy()
-    if enc == "rgba8":
-        return rows[:, :, :3].copy()
-    if enc == "bgra8":
-        return rows[:, :, 2::-1].copy()
-    return np.repeat(rows, 3, axis=2)  # mono8
-
-
-def _area_weights(n_in: int, n_out: int) -> np.ndarray:
-    """[n_out, n_in] row-stochastic overlap weights of output cells over input cells."""
-    scale = n_in / n_out
-    edges = np.arange(n_out + 1, dtype=np.float64) * scale
-    lo, hi = edges[:-1, None], edges[1:, None]
-    j = np.arange(n_in, dtype=np.float64)[None, :]
-    overlap = np.clip(np.minimum(hi, j + 1) - np.maximum(lo, j), 0.0, None)
-    return overlap / overlap.sum(axis=1, keepdims=True)
-
-
-_weight_cache: dict[tuple[int, int], np.ndarray] = {}
-
-
-def resize_area(rgb: np.ndarray, size: int | tuple[int, int]) -> np.ndarray:
-    """Area (box) resampling of uint8 [H, W, C] to `size` (square int or (height, width))."""
-    out_h, out_w = (size, size) if isinstance(size, int) else size
-    h, w = rgb.shape[:2]
-    if (h, w) == (out_h, out_w):
-        return np.ascontiguousarray(rgb)
-    wh = _weight_cache.setdefault((h, out_h), _area_weights(h, out_h)).astype(np.float32)
-    ww = _weight_cache.setdefault((w, out_w), _area_weights(w, out_w)).astype(np.float32)
-    x = rgb.astype(np.float32)
-    y = np.einsum("oh,hwc->owc", wh, x)
-    y = np.einsum("pw,owc->opc", ww, y)
-    return np.clip(np.rint(y), 0, 255).astype(np.uint8)
+from .images import ENCODINGS, decode_image_numpy  # noqa: F401 - re-exported (conversions.py)
 
 
 # -- joint states -------------------------------------------------------------------------------
@@ -121,15 +66,20 @@ class StateMapping:
                 raise ValueError("joint_limits_lower must be <= joint_limits_upper for every joint")
 
     def to_model(self, state: np.ndarray) -> np.ndarray:
-        s = np.asarray(state, dtype=np.float32)
-        if self.norm is not None:
-            out = self.norm.normalize_state(s)
+        return self._normalise(state, None if self.norm is None else self.norm.normalize_state)
+
+    def _normalise(self, values: np.ndarray, by_norm) -> np.ndarray:
+        """Robot units -> model space: `by_norm` (checkpoint statistics), else lower..upper to
+        -1..1, else identity."""
+        s = np.asarray(values, dtype=np.float32)
+        if by_norm is not None:
+            out = by_norm(s)
         elif self.lower is not None:
             span = np.where(self.upper > self.lower, self.upper - self.lower, np.float32(1.0))
             out = 2.0 * (s - self.lower) / span - 1.0
         else:
             out = s
-        return np.asarray(out, dtype=np.float32)
+        return np.ascontiguousarray(out, dtype=np.float32)
 
     def to_robot(self, actions: np.ndarray) -> np.ndarray:
         """[horizon, >= num_joints] model-space actions -> [horizon, num_joints] robot units."""
@@ -146,16 +96,23 @@ class StateMapping:
         return np.ascontiguousarray(out, dtype=np.float32)
 
 
+def actions_to_model(mapping: StateMapping, actions: np.ndarray) -> np.ndarray:
+    """[steps, num_joints] robot-unit actions -> model units (the inverse of
+    StateMapping.to_robot on the joints' dims; the padded dims are not executed)."""
+    return mapping._normalise(actions, None if mapping.norm is None
+                              else mapping.norm.normalize_actions)
+
+
 def place_cameras(images: Sequence[np.ndarray], slots: Sequence[int]
-                  ) -> tuple[np.ndarray, tuple[bool, ...] | None]:
-    """Camera images in topic order -> [cameras, H, W, 3] in model camera order plus the
-    camera_valid mask: a model camera without a topic is a zero image marked invalid (pi0.5
-    masks missing cameras; masked tokens change nothing). Topics already in model order 0..C-1
-    pass through unmasked."""
+                  ) -> tuple[list[np.ndarray], tuple[bool, ...] | None]:
+    """Camera images in topic order (each at its camera's own size) -> one image per model
+    camera, in model order, plus the camera_valid mask: a model camera without a topic gets a
+    1x1 zero image marked invalid (pi0.5 masks missing cameras; a masked camera's image is never
+    prepared or seen). Topics already in model order 0..C-1 pass through unmasked."""
     if tuple(slots) == tuple(range(len(images))):
-        return np.stack(images), None
-    out = np.zeros((max(slots) + 1, *np.shape(images[0])), dtype=np.uint8)
-    valid = [False] * out.shape[0]
+        return list(images), None
+    out = [np.zeros((1, 1, 3), dtype=np.uint8) for _ in range(max(slots) + 1)]
+    valid = [False] * len(out)
     for img, slot in zip(images, slots):
         out[slot] = img
         valid[slot] = True

@@ -1,7 +1,8 @@
 """Write a bag that looks like a recorded run of the node, with known rates and latencies.
 
 Clock (all integer nanoseconds, so every expected number is exact):
-- camera (32x32 rgb8) at CAMERA_HZ, joint states and the reference command at JOINT_HZ, stamps
+- camera (32x32 rgb8, or `camera_hw`; `camera` = png | jpeg: sensor_msgs/CompressedImage on
+  /camera/image_raw/compressed) at CAMERA_HZ, joint states and the reference command at JOINT_HZ, stamps
   on a grid from T0, logged 2 ms after their stamp;
 - /oxygen/joint_command every COMMAND_PERIOD_NS, stamp = log time;
 - per camera frame one inference: action_chunk + frame_stats stamped with the camera stamp and
@@ -16,8 +17,8 @@ from pathlib import Path
 import numpy as np
 
 from oxygen_ros.bags import messages as M
-from oxygen_ros.bags.typestore import (DIAGNOSTICS, FRAME_STATS, IMAGE, JOINT_STATE, TEXT_MEMORY,
-                                       TRAJECTORY)
+from oxygen_ros.bags.typestore import (COMPRESSED_IMAGE, DIAGNOSTICS, FRAME_STATS, IMAGE, JOINT_STATE,
+                                       TEXT_MEMORY, TRAJECTORY)
 from oxygen_ros.bags.writer import BagWriter
 
 T0 = 1_700_000_000 * 10**9
@@ -38,7 +39,8 @@ def state_at(t_s: float) -> np.ndarray:
 
 
 def write_run(path: Path, storage: str = "mcap", seconds: float = 3.0, image_size: int = 32,
-              with_outputs: bool = True) -> dict:
+              with_outputs: bool = True, camera: str = "raw",
+              camera_hw: tuple[int, int] | None = None) -> dict:
     """Write the run; returns the expected evaluation numbers."""
     store = None
     n_cam = int(seconds * CAMERA_HZ)
@@ -53,8 +55,12 @@ def write_run(path: Path, storage: str = "mcap", seconds: float = 3.0, image_siz
                          M.joint_state(store, JOINTS, state_at((ns - T0) * 1e-9 + 0.1), ns)))
         for i in range(n_cam):
             ns = T0 + i * (10**9 // CAMERA_HZ)
-            img = rng.integers(0, 256, (image_size, image_size, 3), dtype=np.uint8)
-            msgs.append((ns + 2 * MS, "/camera/image_raw", IMAGE, M.image(store, img, ns)))
+            img = rng.integers(0, 256, (*(camera_hw or (image_size, image_size)), 3), dtype=np.uint8)
+            if camera == "raw":
+                msgs.append((ns + 2 * MS, "/camera/image_raw", IMAGE, M.image(store, img, ns)))
+            else:
+                msgs.append((ns + 2 * MS, "/camera/image_raw/compressed", COMPRESSED_IMAGE,
+                             M.compressed_image(store, img, ns, camera)))
         if with_outputs:
             end = T0 + int(seconds * 1e9)
             for ns in range(T0, end, COMMAND_PERIOD_NS):

@@ -128,3 +128,49 @@ def test_framestats_with_new_fields(tmp_path):
     assert main([str(tmp_path / "bag"), "--out", str(tmp_path / "out")]) == 0
     text = (tmp_path / "out" / "report.md").read_text()
     assert "`future_ms`: 25" in text and "k varied between 1 and 4" in text and "k=1..4" in text
+
+
+def test_command_motion_and_seam_jump(tmp_path):
+    """Commands with known motion: joint a = t^2 (velocity 2t, acceleration 2, jerk 0), joint b
+    still except a 0.1 rad step at every chunk switch, joint c at 0.5 rad/s."""
+    import numpy as np
+
+    from oxygen_ros.bags import messages as M
+    from oxygen_ros.bags.typestore import DIAGNOSTICS, JOINT_STATE, TRAJECTORY
+    from oxygen_ros.bags.writer import BagWriter
+
+    t0, period, n = 1_700_000_000 * 10**9, 20_000_000, 100  # 2 s at 50 Hz
+    names = ["a", "b", "c"]
+    switch = [t0 + k * 100_000_000 + 5_000_000 for k in range(20)]  # chunks every 0.1 s
+    with BagWriter(tmp_path / "run", "mcap") as w:
+        msgs = []
+        for i in range(n):
+            ns, t = t0 + i * period, i * period * 1e-9
+            seams = sum(1 for c in switch if c <= ns)  # switches up to this command
+            msgs.append((ns, "/oxygen/joint_command", JOINT_STATE,
+                         M.joint_state(w.store, names, [t * t, 0.1 * seams, 0.5 * t], ns)))
+        for c in switch:
+            msgs.append((c, "/oxygen/action_chunk", TRAJECTORY,
+                         M.trajectory(w.store, np.zeros((5, 3)), names, c - 5_000_000, 0.02)))
+        for sec, ticks in enumerate((0, 30, 80)):
+            ns = t0 + sec * 10**9
+            msgs.append((ns, "/diagnostics", DIAGNOSTICS, M.diagnostics(w.store, ns, [
+                ("oxygen: control", 0, "commanding", {"limited_ticks": ticks, "gated_chunks": sec})])))
+        for log, topic, typ, msg in sorted(msgs, key=lambda m: m[0]):
+            w.write(topic, typ, msg, log)
+    ev = evaluate(read_bag(tmp_path / "run"))
+    s, m = ev.summary, ev.summary["motion"]
+    assert m["a"]["velocity_max"] == pytest.approx(2 * 1.98 - 0.02, rel=1e-6)  # (t1^2 - t0^2)/dt
+    assert m["a"]["acceleration_max"] == pytest.approx(2.0, rel=1e-6)
+    assert m["a"]["jerk_max"] == pytest.approx(0.0, abs=1e-6)
+    assert m["c"]["velocity_max"] == pytest.approx(0.5, rel=1e-6)
+    assert m["c"]["acceleration_max"] == pytest.approx(0.0, abs=1e-6)
+    assert s["command_seams"] == 20
+    assert m["b"]["seam_step_mean"] == pytest.approx(0.1) and m["b"]["within_step_max"] == 0.0
+    assert m["c"]["seam_step_mean"] == pytest.approx(m["c"]["within_step_mean"])
+    assert s["limited_ticks"] == 80 and s["gated_chunks"] == 2
+    from oxygen_ros.bags.plots import make_plots
+    from oxygen_ros.bags.report import report
+
+    assert "motion.png" in make_plots(ev, tmp_path)
+    assert "| b |" in report([ev], ["run"], [["motion.png"]])

@@ -3,6 +3,8 @@ is a prefix of each topic's messages (nothing invented, nothing reordered)."""
 from __future__ import annotations
 
 import shutil
+import tempfile
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -52,7 +54,8 @@ def test_mcap_cut_anywhere_gives_a_prefix(full, tmp_path, frac):
 def test_damaged_bytes_never_raise(full, tmp_path, where, junk):
     full, _ = full
     for name in ("small", "sqlite"):
-        dst = tmp_path / f"{name}{where}{junk.hex()}"
+        # a fresh folder per example: hypothesis may run one example twice (replay, shrinking)
+        dst = Path(tempfile.mkdtemp(prefix=name, dir=tmp_path)) / "bag"
         shutil.copytree(full / name, dst)
         f = next(p for p in dst.iterdir() if p.suffix in (".mcap", ".db3"))
         data = bytearray(f.read_bytes())

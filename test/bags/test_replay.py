@@ -58,6 +58,47 @@ def test_recorded_timing_drops_like_the_node(tmp_path, capsys):
     assert r["pairs"] == CAMERA_HZ and r["frames"] + r["dropped"] == r["pairs"] and r["frames"] >= 1
 
 
+def test_compressed_camera_topics_replay_like_raw(tmp_path, capsys):
+    """A bag with CompressedImage cameras (png: lossless) gives the actions of the same images
+    recorded raw, at a camera size that is not the model's (prepared by the engine)."""
+    write_run(tmp_path / "raw", "mcap", seconds=0.5, camera_hw=(48, 64), with_outputs=False)
+    write_run(tmp_path / "png", "mcap", seconds=0.5, camera_hw=(48, 64), with_outputs=False, camera="png")
+    rc, a = _replay(capsys, tmp_path / "raw", tmp_path / "a")
+    assert rc == 0
+    rc, b = _replay(capsys, tmp_path / "png", tmp_path / "b")
+    assert rc == 0 and a["frames"] == b["frames"] == CAMERA_HZ // 2 and b["bad_inputs"] == 0
+    np.testing.assert_allclose(_outputs(tmp_path / "a")[1], _outputs(tmp_path / "b")[1], atol=1e-5)
+    write_run(tmp_path / "jpg", "mcap", seconds=0.5, camera_hw=(48, 64), with_outputs=False, camera="jpeg")
+    rc, c = _replay(capsys, tmp_path / "jpg", tmp_path / "c")
+    assert rc == 0 and c["frames"] == CAMERA_HZ // 2
+
+
+def test_corrupt_compressed_frame_is_a_bad_input_not_a_failed_frame():
+    from types import SimpleNamespace as NS
+
+    from oxygen_ros.bags import messages as M
+    from oxygen_ros.bags.replay import ReplayConfig, Replayer
+    from oxygen_ros.bags.typestore import typestore
+    from oxygen_ros.robot.values import StateMapping
+
+    s = typestore()
+    engine = NS(model_config=NS(vision=NS(image_size=8)), config=NS(instruction="x"))
+    cfg = ReplayConfig(camera_topics=["/cam"], joint_state_topic="/js", joint_names=["a"],
+                       camera_transports=("compressed",))
+    r = Replayer(engine, StateMapping(1), cfg)
+    t = 10**18
+    good = M.compressed_image(s, np.full((48, 64, 3), 90, np.uint8), t)
+    truncated = M.compressed_image(s, np.full((48, 64, 3), 90, np.uint8), t + 10**8)
+    truncated.data = truncated.data[: len(truncated.data) // 2]
+    r._feed(t, "/js", M.joint_state(s, ["a"], [0.0], t))
+    pair = r._feed(t, "/cam", good)
+    assert pair is not None and r._decoded(pair).images[0].shape == (48, 64, 3)
+    r._feed(t + 10**8, "/js", M.joint_state(s, ["a"], [0.0], t + 10**8))
+    pair = r._feed(t + 10**8, "/cam", truncated)  # passes the cheap checks: jpeg magic bytes
+    assert pair is not None and r._decoded(pair) is None
+    assert r.result.bad_inputs == 1 and "corrupt jpeg image" in r.result.errors[0]
+
+
 def test_missing_input_topic_is_a_clear_error(tmp_path, capsys):
     write_run(tmp_path / "in", "mcap", seconds=0.5)
     assert main([str(tmp_path / "in"), "--out", str(tmp_path / "o"), "--camera-topics", "/nope",
@@ -159,3 +200,35 @@ def test_inputs_checked_like_the_node():
     # pairing restarted: a frame older than the last used one pairs again (without the reset
     # the pairer would skip it as already used)
     assert r._feed(back + 1000, "/cam", M.image(s, img, back + 1000)) is not None
+
+
+def test_replayed_commands_are_shaped_like_the_node(tmp_path, capsys):
+    """With --joint-velocity-limits the replayed ~/joint_command starts at the recorded joint
+    state and never moves faster than the limit: what the node would have sent."""
+    from bagsynth import T0, state_at
+
+    write_run(tmp_path / "in", "mcap", seconds=1.0)
+    rc, r = _replay(capsys, tmp_path / "in", tmp_path / "out", "--joint-velocity-limits", "0.5",
+                    "--joint-limits-lower", "-3", "-3", "-3", "--joint-limits-upper", "3", "3", "3")
+    assert rc == 0 and r["limited_ticks"] > 0
+    cmds = read_bag(tmp_path / "out").get("/oxygen/joint_command")
+    values = np.array([m.position for _, m in cmds])
+    first_ns = cmds[0][1].header.stamp.sec * 10**9 + cmds[0][1].header.stamp.nanosec
+    # the newest joint state at the first command (joint states every 20 ms from T0)
+    newest = state_at(((first_ns - T0) // (10**9 // 50)) * 0.02)
+    np.testing.assert_allclose(values[0], newest, atol=1e-6)
+    assert np.abs(np.diff(values, axis=0)).max() <= 0.5 * 0.02 + 1e-9
+
+
+def test_rtc_blend_continues_the_executed_chunk(tmp_path, capsys):
+    """Two blends on one bag: with --chunk-blend rtc every inference is given what the replayed
+    player executes from its observation on, and the seams between consecutive chunks (at the
+    replayed control ticks) shrink to a fraction of the cross-fade run's."""
+    write_run(tmp_path / "in", "mcap", seconds=0.5)
+    seams = {}
+    for blend in ("crossfade", "rtc"):
+        rc, _ = _replay(capsys, tmp_path / "in", tmp_path / blend, "--chunk-blend", blend,
+                        "--memory-every", "0", "--S", "4")
+        assert rc == 0
+        seams[blend] = evaluate(read_bag(tmp_path / blend)).summary["seam_error"]
+    assert seams["rtc"] < 0.5 * seams["crossfade"], seams

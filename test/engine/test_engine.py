@@ -32,8 +32,11 @@ def obs(i: int = 0) -> Observation:
 
 
 @pytest.mark.parametrize("change,match", [
-    (dict(images=np.zeros((2, 16, 16, 3), np.uint8)), r"shape \[cameras, 32, 32, 3\]"),
+    (dict(images=np.zeros((2, 16, 16, 4), np.uint8)), r"must have shape \[H, W, 3\]"),
+    (dict(images=[np.zeros((48, 64, 3), np.uint8), np.zeros((0, 64, 3), np.uint8)]),
+     r"camera 1 image is 64x0"),
     (dict(images=np.zeros((2, 32, 32, 3), np.float32)), "must be uint8"),
+    (dict(images=np.zeros((32, 32, 3), np.uint8)), r"\[cameras, H, W, 3\] or a list"),
     (dict(images=np.zeros((3, 32, 32, 3), np.uint8)), "takes 1..2"),
     (dict(state=np.array([0.1, np.nan, 0.2], np.float32)), r"non-finite values at joint indices \[1\]"),
     (dict(instruction="  "), "instruction must be a non-empty string"),

@@ -145,6 +145,51 @@ def test_joint_limits_live_for_normalisation_and_clipping(ctx):
         node.destroy_node()
 
 
+def test_command_shaping_parameters_live_gate_and_float64_array(ctx):
+    """command_type float64_array publishes Float64MultiArray; bad shaper limits are refused at
+    the parameter with the reason; good ones apply live; a chunk far from the measured pose is
+    refused by the start gate (not played, named) until the gate is switched off."""
+    from std_msgs.msg import Float64MultiArray
+
+    node = OxygenNode(context=ctx, parameter_overrides=[
+        Parameter("model.num_threads", value=1), Parameter("memory.enabled", value=False),
+        Parameter("command_type", value="float64_array"),
+        Parameter("joint_velocity_limits", value=[1.0]),
+        Parameter("max_start_deviation", value=[0.5])])
+    try:
+        assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
+        rt = node.rt
+        assert rt.pubs.joint_command.msg_type is Float64MultiArray
+        for value, words in (([1.0] * 4, "4 entries"), ([-1.0], "> 0"), ([0.0], "> 0")):
+            res = node.set_parameters([Parameter("joint_velocity_limits", value=value)])[0]
+            assert not res.successful and words in res.reason, res.reason
+        res = node.set_parameters([Parameter("max_start_deviation", value=[-0.5])])[0]
+        assert not res.successful and ">= 0" in res.reason
+        assert np.allclose(rt.control.shaper.velocity, 1.0)  # refused changes changed nothing
+        assert node.set_parameters([Parameter("joint_velocity_limits", value=[2.0] * 6)])[0].successful
+        assert np.allclose(rt.control.shaper.velocity, 2.0)
+        size = rt.built.model_config.vision.image_size
+        img = np.random.default_rng(2).integers(0, 255, (size, size, 3), dtype=np.uint8)
+        state = np.full(6, 10.0, np.float32)  # far from any chunk of the random model (~[-1, 1])
+
+        def frame():
+            now = node.get_clock().now()
+            t = now.nanoseconds * 1e-9
+            rt.inputs.measured.update(t, state)
+            rt.worker.frame(Pair(stamp=t, images=(img,), state=state, header_stamp=now.to_msg(),
+                                 image_stamps=(t,), state_stamp=t))
+
+        frame()
+        assert not rt.player.has_chunk and rt.control.shaper.gated == 1
+        assert "would start" in rt.control.gate_message and "joint_" in rt.control.gate_message
+        assert node.set_parameters([Parameter("max_start_deviation", value=[0.0])])[0].successful
+        frame()
+        assert rt.player.has_chunk and rt.control.shaper.gated == 1
+    finally:
+        node.stop()
+        node.destroy_node()
+
+
 # A failing frame loses no question: questions handed to the engine before a frame that fails
 # get their answer from the next good frame (the node queues and hands over; the engine keeps a
 # failing frame's pending requests). The worker's frame code path with the model's denoise
@@ -226,6 +271,51 @@ def test_action_rate_target_live_and_infeasible_diagnostic(ctx):
         assert engine[3]["target_strict"] is True
         assert node.trigger_deactivate() == TransitionCallbackReturn.SUCCESS
         assert node.trigger_cleanup() == TransitionCallbackReturn.SUCCESS
+    finally:
+        node.stop()
+        node.destroy_node()
+
+
+def test_rtc_blend_gives_the_engine_the_executed_steps_and_the_counted_delay(ctx, checkpoint):
+    """chunk_blend rtc (live): each inference gets the steps executed from its observation on,
+    normalised back to model units with the checkpoint's statistics, and the delay counted in
+    control ticks at the previous hand-over (not the frame's latency: the test's wall clock is
+    ~1.7e9 s after the stamps, a latency estimate would be enormous)."""
+    node = OxygenNode(context=ctx, parameter_overrides=[
+        Parameter("model.checkpoint", value=str(checkpoint)),
+        Parameter("model.num_threads", value=1), Parameter("memory.enabled", value=False)])
+    try:
+        assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
+        rt = node.rt
+        assert rt.player.blend == "crossfade"
+        assert node.set_parameters([Parameter("chunk_blend", value="rtc")])[0].successful
+        assert rt.player.blend == "rtc"
+        seen = []
+        step = rt.built.engine.step
+        rt.built.engine.step = lambda obs: seen.append(obs.prior) or step(obs)
+        size = rt.built.model_config.vision.image_size
+        img = np.random.default_rng(0).integers(0, 255, (size, size, 3), dtype=np.uint8)
+        state = np.zeros(6, np.float32)
+        dt = rt.player.dt
+
+        def frame(t):
+            return rt.worker.frame(Pair(stamp=t, images=(img,), state=state,
+                                        header_stamp=Time(sec=int(t)), image_stamps=(t,),
+                                        state_stamp=t))
+
+        first = frame(100.0)
+        assert seen[-1] is None  # nothing executed yet
+        for i in range(3):
+            rt.player.tick(100.0 + i * dt)  # steps 0, 1, 2 of the first chunk
+        frame(100.0 + dt)
+        prior = seen[-1]
+        # from the stamp on: the played steps 1 and 2, then the rest of the 4-step chunk
+        np.testing.assert_allclose(prior.actions, first.actions[1:4, :6], atol=1e-5)
+        assert prior.delay == 0  # the first chunk was handed over before any tick
+        assert rt.player.last_delay == 2  # ticks at 100 + dt and 100 + 2 dt since the stamp
+        rt.player.tick(100.0 + 3 * dt)
+        frame(100.0 + 3 * dt)
+        assert seen[-1].delay == 2
     finally:
         node.stop()
         node.destroy_node()

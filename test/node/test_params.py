@@ -104,6 +104,24 @@ def test_engine_changes_mapping():
     EngineConfig(**P.engine_changes(CURRENT))
 
 
+def test_rtc_parameters_reach_the_engine_and_player_settings():
+    from oxygen_ros.engine.config import RTC_JACOBIANS, RTC_METHODS
+    from oxygen_ros.robot.chunk_player import BLENDS
+
+    assert P.SPECS["chunk_blend"].choices == BLENDS and P.SPECS["chunk_blend"].default == "crossfade"
+    assert P.SPECS["rtc.method"].choices == RTC_METHODS
+    assert P.SPECS["rtc.jacobian"].choices == RTC_JACOBIANS
+    assert P.engine_changes({"rtc.method": "inpaint", "rtc.jacobian": "vjp", "rtc.max_guidance": 5,
+                             "rtc.execution_horizon": 8}) == {
+        "rtc_method": "inpaint", "rtc_jacobian": "vjp", "rtc_max_guidance": 5.0,
+        "rtc_execution_horizon": 8}
+    assert {"rtc.method", "rtc.jacobian", "rtc.max_guidance", "rtc.execution_horizon"} <= set(P.ENGINE_KEYS)
+    assert "chunk_blend" not in P.ENGINE_KEYS  # the player's, not the engine's
+    assert P.validate({"chunk_blend": "smooth"}, CURRENT, configured=True)
+    assert P.validate({"rtc.max_guidance": -1.0}, CURRENT, configured=True)
+    assert P.validate({"chunk_blend": "rtc", "rtc.jacobian": "vjp"}, CURRENT, configured=True) is None
+
+
 @pytest.mark.ros
 def test_descriptors_build():
     pytest.importorskip("rcl_interfaces")
@@ -113,3 +131,34 @@ def test_descriptors_build():
     assert d.floating_point_range[0].to_value == 1000.0
     assert P.descriptor(P.SPECS["autostart"]).read_only
     assert "oxygen" in P.descriptor(P.SPECS["mode"]).additional_constraints
+
+
+@pytest.mark.parametrize("changes, words", [
+    ({"joint_velocity_limits": [1.0] * 5}, ["joint_velocity_limits has 5 entries", "one per joint (6)"]),
+    ({"joint_velocity_limits": [1.0, -1.0, 1.0, 1.0, 1.0, 1.0]}, ["joint_velocity_limits must be > 0"]),
+    ({"joint_velocity_limits": [0.0]}, ["joint_velocity_limits must be > 0"]),
+    ({"joint_velocity_limits": [float("nan")]}, ["finite"]),
+    ({"joint_acceleration_limits": [0.0] * 6}, ["joint_acceleration_limits must be > 0"]),
+    ({"joint_acceleration_limits": [2.0, 3.0]}, ["2 entries"]),
+    ({"max_start_deviation": [-0.1]}, ["max_start_deviation must be >= 0"]),
+    ({"max_start_deviation": [float("inf")]}, ["finite"]),
+    ({"deadman.timeout_s": 0.0}, ["deadman.timeout_s"]),
+    ({"command_type": "trajectory"}, ["command_type must be one of", "float64_array"]),
+    # a joint_names change re-checks the limits' length (while unconfigured)
+    ({"joint_names": ["a", "b"], "joint_velocity_limits": [1.0] * 6}, ["6 entries", "(2)"]),
+])
+def test_shaper_parameters_refused_with_reasons(changes, words):
+    reason = P.validate(changes, CURRENT, configured=False)
+    assert reason is not None
+    for w in words:
+        assert w in reason, reason
+
+
+def test_shaper_parameters_live_one_value_or_one_per_joint():
+    for configured in (False, True):
+        assert P.validate({"joint_velocity_limits": [1.0], "joint_acceleration_limits": [2.0] * 6,
+                           "max_start_deviation": [0.0, 0.5, 0.5, 0.5, 0.5, 0.5],
+                           "deadman.timeout_s": 0.2}, CURRENT, configured) is None
+        assert P.validate({"joint_velocity_limits": []}, CURRENT, configured) is None
+    assert "configure" in P.validate({"deadman.topic": "/x"}, CURRENT, configured=True)
+    assert "configure" in P.validate({"command_type": "float64_array"}, CURRENT, configured=True)

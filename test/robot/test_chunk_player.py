@@ -133,3 +133,75 @@ def test_future_stamped_chunk_is_never_played():
     q = ChunkPlayer(2, DT, future_tolerance_s=1.0)
     assert q.set_chunk(ramp(), stamp=50.0, now=10.0)
     assert q.value_at(10.0) is None
+
+
+# -- chunk_blend: rtc / none ------------------------------------------------------------------
+def test_rtc_delay_is_the_counted_steps_not_the_latency():
+    """The control loop stalls: only 3 ticks are played in the 0.2 s (10 steps' worth) between
+    the new chunk's observation and its hand-over. d is 3 (steps actually consumed), not the 10
+    a latency estimate gives, and the new chunk takes over at its step 3, without a fade."""
+    p = ChunkPlayer(2, DT, crossfade_s=0.1, observation_timeout_s=10.0, blend="rtc")
+    p.set_chunk(ramp(50), 0.0, 0.0)
+    for i in range(5):
+        assert p.tick(i * DT).index == i  # one step per tick
+    stamp = 5 * DT
+    for t in (stamp, stamp + 0.09, stamp + 0.19):  # 3 ticks, late
+        p.tick(t)
+    assert p.delay_since(stamp) == 3
+    assert p.set_chunk(ramp(50, start=100.0), stamp, stamp + 0.2)
+    assert p.last_delay == 3
+    s = p.tick(stamp + 0.2)
+    assert s.index == 3 and np.allclose(s.values, 103.0) and not s.fading
+    assert p.tick(stamp + 0.21).index == 4
+
+
+def test_rtc_leftover_is_what_is_executed_from_the_stamp_on():
+    p = ChunkPlayer(1, DT, observation_timeout_s=10.0, blend="rtc")
+    p.set_chunk(ramp(10, 1), 0.0, 0.0)
+    for i in range(4):
+        p.tick(i * DT)  # steps 0..3 played
+    left = p.leftover(2 * DT)  # ticks at 2 dt and 3 dt played 2 and 3; then the plan 4..9
+    assert np.allclose(left[:, 0], np.arange(2, 10))
+    # a stamp newer than every tick: the plan from the next step
+    assert np.allclose(p.leftover(1.0)[:, 0], np.arange(4, 10))
+    assert ChunkPlayer(1, DT, blend="rtc").leftover(0.0) is None  # no chunk
+
+
+def test_rtc_leftover_spans_a_handover():
+    """An observation stamped before the last hand-over: the old chunk's played steps, then the
+    new chunk from its counted take-over step."""
+    p = ChunkPlayer(1, DT, observation_timeout_s=10.0, blend="rtc")
+    p.set_chunk(ramp(10, 1), 0.0, 0.0)
+    for i in range(3):
+        p.tick(i * DT)  # old 0, 1, 2
+    p.set_chunk(ramp(10, 1, start=100.0), 1 * DT, 3 * DT)  # 2 ticks since its stamp: d = 2
+    p.tick(3 * DT)  # new step 2
+    assert np.allclose(p.leftover(1 * DT)[:, 0], [1, 2, 102] + list(range(103, 110)))
+
+
+def test_blend_none_switches_at_once_by_time():
+    p = ChunkPlayer(1, DT, crossfade_s=0.5, observation_timeout_s=10.0, blend="none")
+    p.set_chunk(np.zeros((50, 1)), 0.0, 0.0)
+    p.tick(0.0)
+    p.set_chunk(ramp(50, 1, start=10.0), 0.0, 0.1)
+    s = p.tick(0.1)
+    assert s.index == 5 and np.allclose(s.values, 15.0) and not s.fading
+
+
+def test_blend_is_checked():
+    with pytest.raises(ValueError, match="blend"):
+        ChunkPlayer(1, DT, blend="smooth")
+    p = ChunkPlayer(1, DT)
+    with pytest.raises(ValueError, match="blend"):
+        p.configure(blend="rtc2")
+    p.configure(blend="rtc")
+    assert p.blend == "rtc"
+
+
+def test_rtc_leftover_is_none_while_holding():
+    p = ChunkPlayer(1, DT, observation_timeout_s=0.1, blend="rtc")
+    p.set_chunk(ramp(10, 1), 0.0, 0.0)
+    p.tick(0.0)
+    assert p.leftover(0.0) is not None
+    assert p.tick(1.0).stale  # the chunk went stale: no plan to continue
+    assert p.leftover(1.0) is None

@@ -129,6 +129,11 @@ class NormStats:
     def normalize_state(self, state) -> np.ndarray:
         return self.state.forward(state)
 
+    def normalize_actions(self, actions) -> np.ndarray:
+        """Robot-unit actions [..., dims] -> model units (the inverse of unnormalize_actions on
+        the statistics' dims; real-time chunking hands executed steps back to the model)."""
+        return self.action.forward(actions)
+
     def unnormalize_actions(self, actions) -> np.ndarray:
         """[..., padded dims] model actions -> robot units, cut to the statistics' dims."""
         a = self.action.inverse(actions)

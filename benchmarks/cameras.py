@@ -1,0 +1,329 @@
+"""Cameras: does the node keep its inference rate with real camera sizes? (Not a CI test.)
+
+Part 1, in this process: the cost of one camera callback (node/inputs.py: the cheap checks, no
+decode) per image, the decode of one image (raw / jpeg, robot/images.py) and the engine's image
+preparation per frame (ModelRunner.prepare_images, resize-with-pad) at the tiny model's 32x32
+and at pi0.5's 224x224.
+Part 2: the `oxygen_node` process (tiny model shape with 3 cameras: a checkpoint written to a
+temporary folder, since the tiny preset takes 2; cameras without a topic are masked) fed 30 Hz
+camera images + joint states, for 1, 2 and 3 cameras x raw / jpeg topics x 64x48, 640x480 and
+1280x720: inference frames/s (~/frame_stats messages), mean frame_ms, the node's CPU use. One
+node process; each camera set is a lifecycle cleanup / configure (camera_topics,
+camera_transports), each size a few seconds of streaming after a warm-up.
+
+    source scripts/env.sh && python benchmarks/cameras.py --out benchmarks/results/cameras-<date>.md
+
+About 3 minutes. Ratios within one run are what it claims (the machine may be shared).
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+JOINTS = [f"joint_{i}" for i in range(1, 7)]
+SIZES = ((48, 64), (480, 640), (720, 1280))  # (height, width)
+RNG = np.random.default_rng(0)
+
+
+def _median_us(fn, repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1e6
+
+
+def part1(lines: list[str]) -> None:
+    import rclpy
+    from sensor_msgs.msg import JointState  # noqa: F401 - ROS message types loaded first
+
+    from oxygen_ros.engine.images import prepare
+    from oxygen_ros.node import conversions as conv
+    from oxygen_ros.node.inputs import Inputs
+    from oxygen_ros.robot.images import decode_image
+    import torch
+
+    torch.set_num_threads(1)  # as the node runs here (model.num_threads 1): on a loaded 2-core
+    # machine two OpenMP threads wait on each other and small ops take 10-50x longer
+    rclpy.init()
+    node = rclpy.create_node("oxygen_cameras_bench")
+    lines += ["## Per image and per frame (this process, one torch thread, median of repeats)", "",
+              "| image | transport | callback us/image | decode ms/image | prepare ms/camera to 32x32 "
+              "| prepare ms/camera to 224x224 |", "|---|---|---|---|---|---|"]
+    for h, w in SIZES:
+        img = RNG.integers(0, 256, (h, w, 3), dtype=np.uint8)
+        for transport in ("raw", "compressed"):
+            topic = f"/bench/{transport}_{w}x{h}"
+            inputs = Inputs(node, [topic], "/bench/joints", JOINTS, 0.05, 1e9, lambda k, t: None,
+                            transports=(transport,))
+            inputs.open()
+            cb = inputs._image_cb(0, topic, transport)
+            msg = conv.encode_image(img, "rgb8") if transport == "raw" else conv.encode_compressed(img, "jpeg")
+
+            def call():
+                msg.header.stamp = conv.sec_to_stamp(node.get_clock().now().nanoseconds * 1e-9)
+                cb(msg)
+            cb_us = _median_us(call, 200)
+            dec_ms = _median_us(lambda: decode_image(msg, transport), 20) / 1e3
+            x = torch.from_numpy(img)
+            p32 = _median_us(lambda: prepare(x, 32), 20) / 1e3
+            p224 = _median_us(lambda: prepare(x, 224), 20) / 1e3
+            lines.append(f"| {w}x{h} | {'raw rgb8' if transport == 'raw' else 'jpeg'} | {cb_us:.0f} | "
+                         f"{dec_ms:.2f} | {p32:.2f} | {p224:.2f} |")
+            inputs.destroy()
+            print(lines[-1], flush=True)
+    node.destroy_node()
+    rclpy.try_shutdown()
+    lines.append("")
+
+
+def checkpoint(folder: Path) -> Path:
+    from oxygen_ros.engine.config import load_model_config
+    from oxygen_ros.engine.model import NormStats, init_model, save_lerobot_checkpoint
+    from oxygen_ros.engine.tokenizer import build_tiny_tokenizer
+
+    mc = load_model_config("tiny").replace(num_cameras=3)
+    stats = NormStats.quantiles(np.full(6, -2.0, np.float32), np.full(6, 2.0, np.float32),
+                                np.full(6, -3.0, np.float32), np.full(6, 3.0, np.float32))
+    return save_lerobot_checkpoint(init_model(mc, seed=0), mc, folder / "tiny3", norm_stats=stats,
+                                   tokenizer=build_tiny_tokenizer(mc.vocab_size))
+
+
+def cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def part2(lines: list[str], seconds: float, warm: float, log_path: str,
+          camera_counts=(1, 2, 3), transports=("raw", "compressed"), rounds: int = 3,
+          settle: float = 0.5) -> None:
+    os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    os.environ.setdefault("ROS_DOMAIN_ID", str(101 + os.getpid() % 100))
+    import rclpy
+    from diagnostic_msgs.msg import DiagnosticArray
+    from lifecycle_msgs.msg import Transition
+    from lifecycle_msgs.srv import ChangeState
+    from rcl_interfaces.srv import SetParameters
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.parameter import Parameter
+    from rclpy.qos import qos_profile_sensor_data
+    from sensor_msgs.msg import CompressedImage, Image, JointState
+
+    from oxygen_ros.msg import FrameStats
+    from oxygen_ros.node import conversions as conv
+
+    tmp = Path(tempfile.mkdtemp(prefix="oxygen_cameras_"))
+    ck = checkpoint(tmp)
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    cmd = [sys.executable, "-m", "oxygen_ros.node.main", "--ros-args", "--params-file",
+           str(ROOT / "config" / "oxygen.yaml"), "-p", "model.num_threads:=1",
+           "-p", f"model.checkpoint:={ck}"]
+    log = open(log_path, "wb")
+    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    rclpy.init()
+    node = rclpy.create_node("oxygen_cameras_bench")
+    lock = threading.Lock()
+    stats: list[tuple[float, FrameStats]] = []
+
+    def on_stats(msg):
+        with lock:
+            stats.append((time.monotonic(), msg))
+    node.create_subscription(FrameStats, "/oxygen/frame_stats", on_stats, 100)
+    received: dict[str, float] = {}  # "<topic> rate_hz" of the node's inputs diagnostic
+
+    def on_diag(msg):
+        for st in msg.status:
+            if st.name.endswith(": inputs"):
+                for kv in st.values:
+                    if kv.key.endswith(" rate_hz"):
+                        with lock:
+                            received[kv.key[: -len(" rate_hz")]] = float(kv.value)
+    node.create_subscription(DiagnosticArray, "/diagnostics", on_diag, 10)
+    js_pub = node.create_publisher(JointState, "/joint_states", 10)
+    change = node.create_client(ChangeState, "/oxygen/change_state")
+    setp = node.create_client(SetParameters, "/oxygen/set_parameters")
+    ex = SingleThreadedExecutor()
+    ex.add_node(node)
+    threading.Thread(target=ex.spin, daemon=True).start()
+
+    def call(client, req, timeout=180.0):
+        assert client.wait_for_service(timeout_sec=timeout), f"{client.srv_name} not up"
+        fut = client.call_async(req)
+        t0 = time.monotonic()
+        while not fut.done():
+            if time.monotonic() - t0 > timeout or proc.poll() is not None:
+                raise RuntimeError(f"{client.srv_name} failed; node log: {log_path}")
+            time.sleep(0.01)
+        return fut.result()
+
+    def transition(tid):
+        req = ChangeState.Request()
+        req.transition = Transition(id=tid)
+        if not call(change, req).success:
+            raise RuntimeError(f"transition {tid} failed; node log: {log_path}")
+
+    lines += ["## Node inference rate (oxygen_node, tiny model shape with 3 cameras, 30 Hz cameras "
+              "+ joint states)", "",
+              "| cameras | transport | image | frames/s | x 64x48 | frame_ms | vision_prefill_ms | "
+              "published Hz/camera | received Hz (camera 0, node) | node CPU s/s | bench CPU s/s |",
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
+    configured = False
+    try:
+        for cams in camera_counts:
+            for transport in transports:
+                topics = [f"/cam{c}/image_raw" + ("/compressed" if transport == "compressed" else "")
+                          for c in range(cams)]
+                if configured:
+                    transition(Transition.TRANSITION_DEACTIVATE)
+                    transition(Transition.TRANSITION_CLEANUP)
+                req = SetParameters.Request()
+                req.parameters = [Parameter("camera_topics", value=topics).to_parameter_msg(),
+                                  Parameter("camera_transports", value=[transport] * cams).to_parameter_msg()]
+                res = call(setp, req).results
+                assert all(r.successful for r in res), [r.reason for r in res]
+                transition(Transition.TRANSITION_CONFIGURE)
+                transition(Transition.TRANSITION_ACTIVATE)
+                configured = True
+                mtype = CompressedImage if transport == "compressed" else Image
+                pubs = [node.create_publisher(mtype, t, qos_profile_sensor_data) for t in topics]
+                # a few pre-encoded frames per camera and size (the publisher must keep 30 Hz)
+                frames = {}
+                for h, w in SIZES:
+                    frames[(h, w)] = []
+                    for c in range(cams):
+                        img = RNG.integers(0, 256, (h, w, 3), dtype=np.uint8)
+                        frames[(h, w)].append([
+                            conv.encode_image(np.roll(img, 5 * k, axis=1), "rgb8") if transport == "raw"
+                            else conv.encode_compressed(np.roll(img, 5 * k, axis=1), "jpeg")
+                            for k in range(3)])
+                current = {"size": SIZES[0]}
+                stop = threading.Event()
+                sent = [0]
+
+                def feed():
+                    i, nxt = 0, time.monotonic()
+                    while not stop.is_set():
+                        now = node.get_clock().now().to_msg()
+                        for c, pub in enumerate(pubs):
+                            msg = frames[current["size"]][c][i % 3]
+                            msg.header.stamp = now
+                            pub.publish(msg)
+                        js = JointState(name=list(JOINTS),
+                                        position=[0.3 * math.sin(0.1 * i + j) for j in range(6)])
+                        js.header.stamp = now
+                        js_pub.publish(js)
+                        i += 1
+                        sent[0] = i
+                        nxt += 1 / 30
+                        time.sleep(max(0.0, nxt - time.monotonic()))
+                th = threading.Thread(target=feed, daemon=True)
+                th.start()
+                time.sleep(warm)
+                # sizes interleaved over rounds: a load change on the shared machine hits all alike
+                acc = {sz: {"t": 0.0, "cpu": 0.0, "sent": 0, "bench": 0.0, "win": [], "got": []}
+                       for sz in SIZES}
+                for _ in range(rounds):
+                    for sz in SIZES:
+                        current["size"] = sz
+                        time.sleep(settle)  # frames of the previous size drain
+                        t0, c0, s0, b0 = time.monotonic(), cpu_s(proc.pid), sent[0], time.process_time()
+                        time.sleep(seconds / rounds)
+                        t1, c1, s1, b1 = time.monotonic(), cpu_s(proc.pid), sent[0], time.process_time()
+                        a = acc[sz]
+                        with lock:
+                            a["win"] += [m for t, m in stats if t0 <= t < t1]
+                            stats.clear()
+                            a["got"].append(received.get(topics[0], float("nan")))
+                        a["t"] += t1 - t0
+                        a["cpu"] += c1 - c0
+                        a["sent"] += s1 - s0
+                        a["bench"] += b1 - b0
+                stop.set()
+                th.join()
+                base_rate = None
+                for (h, w) in SIZES:
+                    a = acc[(h, w)]
+                    win, dt = a["win"], a["t"]
+                    rate = len(win) / dt
+                    base_rate = rate if base_rate is None else base_rate
+                    fm = statistics.mean(m.frame_ms for m in win) if win else float("nan")
+                    vp = statistics.mean(m.vision_prefill_ms for m in win) if win else float("nan")
+                    lines.append(f"| {cams} | {'raw rgb8' if transport == 'raw' else 'jpeg'} | {w}x{h} | "
+                                 f"{rate:.1f} | {rate / base_rate:.2f} | {fm:.1f} | {vp:.1f} | "
+                                 f"{a['sent'] / dt:.1f} | {statistics.median(a['got']):.1f} | "
+                                 f"{a['cpu'] / dt:.2f} | {a['bench'] / dt:.2f} |")
+                    print(lines[-1], flush=True)
+                for pub in pubs:
+                    node.destroy_publisher(pub)
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+        ex.shutdown(timeout_sec=1.0)
+        rclpy.try_shutdown()
+    lines.append("")
+
+
+def _rel(path: str | None) -> str:
+    if not path:
+        return ""
+    p = Path(path).resolve()
+    return str(p.relative_to(ROOT)) if p.is_relative_to(ROOT) else str(p)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seconds", type=float, default=4.5, help="measured seconds per configuration "
+                    "(split over --rounds windows, the sizes interleaved)")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--dds-profile", default=str(ROOT / "config" / "fastdds_big_images.xml"),
+                    help="FASTDDS_DEFAULT_PROFILES_FILE for this process and the node ('' = Fast DDS "
+                    "defaults: images over 0.5 MB then go over UDP loopback and are lost)")
+    ap.add_argument("--warmup", type=float, default=1.5, help="seconds streamed before measuring")
+    ap.add_argument("--out", default=None, help="also write the report (markdown) here")
+    ap.add_argument("--log", default="/tmp/oxygen_cameras_node.log", help="the node's output")
+    ap.add_argument("--skip-node", action="store_true", help="part 1 only")
+    ap.add_argument("--cameras", type=int, nargs="+", default=[1, 2, 3], choices=[1, 2, 3])
+    ap.add_argument("--transports", nargs="+", default=["raw", "compressed"], choices=["raw", "compressed"])
+    args = ap.parse_args()
+    if args.dds_profile:
+        os.environ["FASTDDS_DEFAULT_PROFILES_FILE"] = args.dds_profile
+    else:
+        os.environ.pop("FASTDDS_DEFAULT_PROFILES_FILE", None)
+    load0 = os.getloadavg()[0]
+    lines = ["# Cameras benchmark", "",
+             f"Command: `python benchmarks/cameras.py {' '.join(sys.argv[1:])}`", "",
+             f"DDS profile: {_rel(os.environ.get('FASTDDS_DEFAULT_PROFILES_FILE')) or 'Fast DDS defaults'}",
+             ""]
+    part1(lines)
+    if not args.skip_node:
+        part2(lines, args.seconds, args.warmup, args.log, args.cameras, args.transports, args.rounds)
+    lines.append(f"Load average {load0:.1f} at start, {os.getloadavg()[0]:.1f} at the end, on "
+                 f"{os.cpu_count()} CPUs (a shared machine distorts absolute numbers; compare ratios "
+                 "within one run).")
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

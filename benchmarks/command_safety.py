@@ -1,0 +1,140 @@
+"""The issue-18 scenario measured: the tiny random model at 50 Hz, joint limits +-3 rad, joints
+standing still far from the model's output, once without limits and once with
+joint_velocity_limits 1.0 rad/s (the node records each run; oxygen-eval compares them).
+
+    source scripts/env.sh && python benchmarks/command_safety.py --out benchmarks/results/command-safety
+
+Per run it prints (and writes to <out>/summary.txt): the first command's distance from the
+measured pose, the largest step between two commands (rad and rad/s), the velocity p99 and the
+largest step of any command from both the previous command and the measured pose (the "done
+when" number: at most 1.0 rad/s x dt with the limit). <out>/eval/ holds oxygen-eval's report and
+plots of both runs. The bags stay under <out>/work/ (not meant to be committed).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+JOINTS = [f"joint_{i}" for i in range(1, 7)]
+POSE = [0.8, -0.6, 0.5, -0.7, 0.9, -0.4]
+RATE_HZ = 50.0
+SETTINGS = ["joint_limits_lower:=[-3.0,-3.0,-3.0,-3.0,-3.0,-3.0]",
+            "joint_limits_upper:=[3.0,3.0,3.0,3.0,3.0,3.0]", "model.num_threads:=1",
+            "memory.every_n_frames:=5", f"control_rate_hz:={RATE_HZ}"]
+TOPICS = ["/joint_states", "/oxygen/joint_command", "/oxygen/action_chunk", "/oxygen/frame_stats",
+          "/diagnostics"]
+
+
+def record(bag: Path, seconds: float, extra: list[str]) -> None:
+    import rclpy
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.qos import qos_profile_sensor_data
+    from sensor_msgs.msg import Image, JointState
+
+    from oxygen_ros.node import conversions as conv
+
+    params = ["autostart:=true", "record.enabled:=true", f"record.path:={bag}",
+              "record.topics:=[" + ",".join(TOPICS) + "]", *SETTINGS, *extra]
+    cmd = [sys.executable, "-m", "oxygen_ros.node.main", "--ros-args", "--params-file",
+           str(ROOT / "config" / "oxygen.yaml")] + [x for p in params for x in ("-p", p)]
+    print("$ " + " ".join(cmd), flush=True)
+    proc = subprocess.Popen(cmd)
+    rclpy.init()
+    node = rclpy.create_node("command_safety_feeder")
+    commands: list = []
+    node.create_subscription(JointState, "/oxygen/joint_command", commands.append, 100)
+    img_pub = node.create_publisher(Image, "/camera/image_raw", qos_profile_sensor_data)
+    js_pub = node.create_publisher(JointState, "/joint_states", 10)
+    ex = SingleThreadedExecutor()
+    ex.add_node(node)
+    threading.Thread(target=ex.spin, daemon=True).start()
+    base = np.random.default_rng(0).integers(0, 255, (480, 640, 3), dtype=np.uint8)
+    t_start, t_run, i = time.monotonic(), None, 0
+    try:
+        while proc.poll() is None:
+            now = node.get_clock().now().to_msg()
+            img_pub.publish(conv.encode_image(np.roll(base, i, axis=1), "rgb8", stamp=now))
+            js = JointState()
+            js.header.stamp = now
+            js.name, js.position = list(JOINTS), list(POSE)
+            js_pub.publish(js)
+            if commands and t_run is None:
+                t_run = time.monotonic()
+                print(f"commanding after {t_run - t_start:.1f} s; recording {seconds} s", flush=True)
+            if t_run is not None and time.monotonic() - t_run > seconds:
+                break
+            if time.monotonic() - t_start > 180 + seconds:
+                raise RuntimeError("the node did not start within 180 s")
+            i += 1
+            time.sleep(1 / 30)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+        ex.shutdown()
+        node.destroy_node()
+        rclpy.try_shutdown()
+
+
+def numbers(bag: Path) -> dict:
+    from oxygen_ros.bags.messages import stamp_ns
+    from oxygen_ros.bags.reader import read_bag
+
+    b = read_bag(bag)
+    cmds = b.get("/oxygen/joint_command")
+    states = b.get("/joint_states")
+    pos = np.array([m.position for _, m in cmds])
+    first_ns = stamp_ns(cmds[0][1].header.stamp)
+    pose = np.array(POSE)
+    before = [m for _, m in states if stamp_ns(m.header.stamp) <= first_ns]
+    measured = np.array(before[-1].position) if before else pose
+    steps = np.abs(np.diff(pos, axis=0)).max(axis=1)
+    from_pose = np.abs(pos[1:] - pose).max(axis=1)
+    dt = 1.0 / RATE_HZ
+    worst = np.concatenate([[np.abs(pos[0] - measured).max()], np.minimum(steps, from_pose)])
+    return {"commands": len(pos), "first_from_pose_rad": float(np.abs(pos[0] - measured).max()),
+            "max_step_rad": float(steps.max()), "max_step_rad_s": float(steps.max() / dt),
+            "p99_step_rad_s": float(np.percentile(steps, 99) / dt),
+            "done_when_worst_rad": float(worst.max()), "allowed_rad": 1.0 * dt,
+            "distance_travelled_max_rad": float(np.abs(pos - pose).max())}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default="benchmarks/results/command-safety")
+    ap.add_argument("--seconds", type=float, default=10.0)
+    args = ap.parse_args()
+    out = Path(args.out).resolve()
+    work = out / "work"
+    if work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
+    os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    runs = {"no-limits": [], "limit-1rad-s": ["joint_velocity_limits:=[1.0]"]}
+    lines = [f"# {' '.join(sys.argv)}  (shared 2-core machine; tiny random model, {RATE_HZ:g} Hz, "
+             f"joints still at {POSE})"]
+    for name, extra in runs.items():
+        record(work / name, args.seconds, extra)
+        n = numbers(work / name)
+        line = f"{name}: " + ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
+                                       for k, v in n.items())
+        print(line, flush=True)
+        lines.append(line)
+    (out / "summary.txt").write_text("\n".join(lines) + "\n")
+    cmd = [sys.executable, "-m", "oxygen_ros.bags.eval", *runs, "--out", str(out / "eval")]
+    print("$ " + " ".join(cmd), flush=True)
+    subprocess.run(cmd, cwd=work, check=False)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
