@@ -31,6 +31,13 @@ def inspect(folder: str | Path, tokenizer: str | None = None, asset_id: str | No
 
     folder = Path(folder)
     report: dict = {"checkpoint": str(folder), "problems": []}
+    from .engine.model.qwen3vl_checkpoint import inspect_qwen3vl, is_qwen3vl_folder
+
+    if is_qwen3vl_folder(folder):  # a transformers Qwen3-VL save_pretrained folder
+        report.update(inspect_qwen3vl(folder))
+        if "config" in report:
+            report["model"] = _shape(report.pop("config"))
+        return report
     try:
         ck = describe_checkpoint(folder, tokenizer, asset_id)
     except (ValueError, OSError) as err:
@@ -71,7 +78,10 @@ def inspect(folder: str | Path, tokenizer: str | None = None, asset_id: str | No
 
 def _print(r: dict) -> None:
     rows = [("checkpoint", f"{r['checkpoint']} ({r.get('format', '?')})")]
-    if "model" in r:
+    if r.get("format") == "qwen3vl" and "model" in r:
+        rows += [("model", r["model"]), ("action expert", r["action_expert"]),
+                 ("weights", r["weights"])]
+    elif "model" in r:
         cams = ", ".join(r["camera_keys"])
         rows += [("model", r["model"]), ("cameras", cams),
                  ("state / action", f"{r['state_dim']} / {r['action_dim']} values, "

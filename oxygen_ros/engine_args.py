@@ -10,7 +10,7 @@ from .engine.config import (IMAGE_RESIZE, LINEAR_LAYOUTS, MODES, RTC_JACOBIANS, 
 
 
 def add_engine_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--preset", default="tiny", help="model preset: tiny, small, balanced, pi05")
+    p.add_argument("--preset", default="tiny", help="model preset: tiny, small, balanced, pi05, xr0-tiny, xr0")
     p.add_argument("--model-config", default=None, help="JSON/YAML overriding preset fields")
     p.add_argument("--checkpoint", default=None, help="LeRobot or openpi pi0.5 checkpoint folder to load")
     p.add_argument("--tokenizer", default=None, help="the checkpoint's tokenizer: tokenizer.model / "

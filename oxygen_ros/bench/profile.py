@@ -79,10 +79,10 @@ def action_path_ms(engine: Engine, denoise_steps: Sequence[int], repeats: int = 
     kv, runner = engine.kv, engine.runner
     seq = 10_000_000
     kv.create(seq)
-    blocks = kv.append(seq, list(range(n_prefix)), reserve=mc.action_horizon, cacheable=False)
+    blocks = kv.append(seq, list(range(n_prefix)), reserve=mc.action_tokens, cacheable=False)
     if blocks is None:
         raise ValueError("KV pool too small for the prefill micro-benchmark")
-    view = SeqView(blocks.block_ids, n_prefix)
+    view = SeqView(blocks.block_ids, n_prefix, mc.rope_offset(len(images)))
     try:
         prefill = _median_ms(lambda: runner.prefill_observation(images, prompt, view), repeats)
         noise = torch.randn(mc.action_horizon, mc.action_dim)

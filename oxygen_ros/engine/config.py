@@ -20,6 +20,9 @@ LINEAR_LAYOUTS = ("standard", "transposed")
 IMAGE_RESIZE = ("pad", "stretch")
 MAX_TARGET_ACTION_HZ = 10_000.0
 ATTENTION_BACKENDS = ("auto", "cpp", "triton", "reference")
+# pi05: PaliGemma/Gemma backbone + layerwise adaRMS experts; qwen3vl: Qwen3-VL backbone + a DiT
+# action expert on the last layers' prefix K/V (docs/qwen3-vl.md)
+FAMILIES = ("pi05", "qwen3vl")
 RTC_METHODS = ("guided", "inpaint")  # engine/rtc.py
 RTC_JACOBIANS = ("identity", "vjp")
 MAX_GUIDANCE = 1000.0
@@ -36,10 +39,17 @@ class ExpertConfig:
 
     width: int
     mlp_dim: int
+    # 0: one layer per backbone layer (pi0.5). L > 0: L layers, layer i reading the prefix K/V
+    # of backbone layer depth - L + i (the Xiaomi-Robotics-0 DiT).
+    num_layers: int = 0
+    num_heads: int = 0  # query heads; 0: the backbone's
 
     def __post_init__(self) -> None:
         _positive("expert width", self.width)
         _positive("expert mlp_dim", self.mlp_dim)
+        if self.num_layers < 0 or self.num_heads < 0:
+            raise ValueError(f"expert num_layers/num_heads must be >= 0 (0: the backbone's), "
+                             f"got {self.num_layers}/{self.num_heads}")
 
 
 @dataclass(frozen=True)
@@ -69,6 +79,38 @@ class VisionConfig:
 
 
 @dataclass(frozen=True)
+class QwenVLConfig:
+    """What the Qwen3-VL family adds: vision tower details, rotary sections, chat-template ids,
+    the DiT expert's state tokens. The tower's width/depth/heads/mlp/patch live in `vision`."""
+
+    temporal_patch_size: int = 2
+    spatial_merge_size: int = 2
+    num_position_embeddings: int = 2304
+    deepstack_visual_indexes: tuple[int, ...] = (5, 11, 17)
+    mrope_section: tuple[int, int, int] = (24, 20, 20)
+    image_token_id: int = 151655
+    vision_start_token_id: int = 151652
+    vision_end_token_id: int = 151653
+    # "<|im_start|>user\n" before the images, "<|im_end|>\n<|im_start|>assistant\n" after the text
+    head_ids: tuple[int, ...] = (151644, 872, 198)
+    tail_ids: tuple[int, ...] = (151645, 198, 151644, 77091, 198)
+    tie_word_embeddings: bool = True
+    state_tokens: int = 1  # DiT tokens carrying the proprioceptive state
+
+    def __post_init__(self) -> None:
+        _positive("qwen.temporal_patch_size", self.temporal_patch_size)
+        _positive("qwen.spatial_merge_size", self.spatial_merge_size)
+        _positive("qwen.num_position_embeddings", self.num_position_embeddings)
+        if math.isqrt(self.num_position_embeddings) ** 2 != self.num_position_embeddings:
+            raise ValueError(f"qwen.num_position_embeddings must be a square, got "
+                             f"{self.num_position_embeddings}")
+        if len(self.mrope_section) != 3 or min(self.mrope_section) < 0:
+            raise ValueError(f"qwen.mrope_section must be 3 non-negative ints, got {self.mrope_section}")
+        if self.state_tokens < 0:
+            raise ValueError(f"qwen.state_tokens must be >= 0, got {self.state_tokens}")
+
+
+@dataclass(frozen=True)
 class ModelConfig:
     """A pi0.5-class Mixture-of-Transformers VLA.
 
@@ -95,6 +137,8 @@ class ModelConfig:
     eos_token_id: int = 1
     pad_token_id: int = 0
     bos_token_id: int = 2
+    family: str = "pi05"
+    qwen: QwenVLConfig | None = None  # family qwen3vl only
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "depth", "num_heads", "num_kv_heads", "head_dim", "num_cameras",
@@ -111,14 +155,85 @@ class ModelConfig:
         for tok in ("eos_token_id", "pad_token_id", "bos_token_id"):
             if not 0 <= getattr(self, tok) < self.vocab_size:
                 raise ValueError(f"{tok} {getattr(self, tok)} outside vocab of {self.vocab_size}")
+        if self.family not in FAMILIES:
+            raise ValueError(f"family must be one of {FAMILIES}, got {self.family!r}")
+        if (self.family == "qwen3vl") != (self.qwen is not None):
+            raise ValueError("family qwen3vl needs the qwen fields, and only it takes them")
+        for e in self.action_experts:
+            if e.num_layers > self.depth:
+                raise ValueError(f"an action expert of {e.num_layers} layers cannot read the last "
+                                 f"layers of a {self.depth}-layer backbone")
+            heads = e.num_heads or self.num_heads
+            if heads % self.num_kv_heads:
+                raise ValueError(f"expert heads {heads} not a multiple of num_kv_heads "
+                                 f"{self.num_kv_heads}")
+        if self.qwen is not None:
+            q, v = self.qwen, self.vision
+            cell = v.patch_size * q.spatial_merge_size
+            if v.image_size % cell:
+                raise ValueError(f"vision.image_size {v.image_size} must be a multiple of "
+                                 f"patch_size x spatial_merge_size = {cell}")
+            if sum(q.mrope_section) != self.head_dim // 2:
+                raise ValueError(f"qwen.mrope_section {q.mrope_section} must sum to head_dim/2 "
+                                 f"= {self.head_dim // 2}")
+            if any(not 0 <= i < v.depth for i in q.deepstack_visual_indexes):
+                raise ValueError(f"qwen.deepstack_visual_indexes {q.deepstack_visual_indexes} "
+                                 f"outside the vision tower's {v.depth} layers")
+            if len(q.deepstack_visual_indexes) > self.depth:
+                raise ValueError("more DeepStack features than decoder layers")
+            for tok in (q.image_token_id, q.vision_start_token_id, q.vision_end_token_id,
+                        *q.head_ids, *q.tail_ids):
+                if not 0 <= tok < self.vocab_size:
+                    raise ValueError(f"qwen token id {tok} outside vocab of {self.vocab_size}")
 
     @property
     def num_experts(self) -> int:
         return 1 + len(self.action_experts)
 
     @property
+    def image_tokens(self) -> int:
+        """Prefix tokens per camera image: SigLIP patches (pi05); merged patches between
+        <|vision_start|> and <|vision_end|> (qwen3vl)."""
+        if self.qwen is None:
+            return self.vision.tokens_per_image
+        return self.image_grid_tokens + 2
+
+    @property
+    def image_grid(self) -> tuple[int, int]:
+        """(rows, cols) of one image's LM tokens after the patch merger (qwen3vl)."""
+        merge = self.qwen.spatial_merge_size if self.qwen is not None else 1
+        side = self.vision.image_size // self.vision.patch_size // merge
+        return side, side
+
+    @property
+    def image_grid_tokens(self) -> int:
+        rows, cols = self.image_grid
+        return rows * cols
+
+    def prefix_tokens(self, num_images: int, num_prompt: int) -> int:
+        """Tokens of an observation prefix: (the chat template's head,) each image, the prompt."""
+        head = len(self.qwen.head_ids) if self.qwen is not None else 0
+        return head + num_images * self.image_tokens + num_prompt
+
+    def rope_offset(self, num_images: int) -> int:
+        """Rotary position minus sequence index for every token after the images (Qwen3-VL's
+        rope delta: an image of r x c tokens advances positions by max(r, c), not r * c)."""
+        if self.qwen is None:
+            return 0
+        rows, cols = self.image_grid
+        return num_images * (max(rows, cols) - rows * cols)
+
+    @property
+    def action_tokens(self) -> int:
+        """Tokens one action-expert pass queries (its scratch slots after the prefix): the
+        chunk (pi05); state tokens + a time token + the chunk (the DiT)."""
+        if self.qwen is None:
+            return self.action_horizon
+        return self.qwen.state_tokens + 1 + self.action_horizon
+
+    @property
     def max_prefix_tokens(self) -> int:
-        return self.num_cameras * self.vision.tokens_per_image + self.max_prompt_tokens
+        return self.prefix_tokens(self.num_cameras, self.max_prompt_tokens)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -142,6 +257,9 @@ def model_config_from_dict(d: dict[str, Any]) -> ModelConfig:
         )
     if isinstance(d.get("vision"), dict):
         d["vision"] = VisionConfig(**d["vision"])
+    if isinstance(d.get("qwen"), dict):
+        d["qwen"] = QwenVLConfig(**{k: tuple(v) if isinstance(v, list) else v
+                                    for k, v in d["qwen"].items()})
     return ModelConfig(**d)
 
 
@@ -175,6 +293,33 @@ PRESETS: dict[str, ModelConfig] = {
     ),
     # Real pi0.5 shapes (PaliGemma 2B + Gemma 300m action expert, SigLIP So400m/14): for GPUs.
     "pi05": ModelConfig(name="pi05"),
+    # Xiaomi-Robotics-0 shaped for a CPU (docs/qwen3-vl.md): a Qwen3-VL backbone with q/k norms,
+    # GQA (2 query heads per KV head), head dim 128, 3-axis rotary, DeepStack; a DiT expert on
+    # the last 2 of 4 layers; chunks of 30 x 32. Ids 2048.. are the chat template's specials.
+    "xr0-tiny": ModelConfig(
+        name="xr0-tiny", family="qwen3vl", vocab_size=2056, depth=4, num_heads=4, num_kv_heads=2,
+        head_dim=128, vlm=ExpertConfig(256, 768),
+        action_experts=(ExpertConfig(128, 256, num_layers=2, num_heads=2),),
+        vision=VisionConfig(image_size=64, patch_size=16, width=64, depth=2, num_heads=2, mlp_dim=128),
+        num_cameras=2, max_prompt_tokens=128, action_horizon=30, action_dim=32,
+        rope_theta=5_000_000.0, eos_token_id=2049, pad_token_id=0, bos_token_id=2048,
+        qwen=QwenVLConfig(num_position_embeddings=16, deepstack_visual_indexes=(0,),
+                          image_token_id=2055, vision_start_token_id=2053, vision_end_token_id=2054,
+                          head_ids=(2048, 2050, 2052), tail_ids=(2049, 2052, 2048, 2051, 2052)),
+    ),
+    # Xiaomi-Robotics-0 sizes: Qwen3-VL-4B (36 layers, 2560 wide, 32 heads / 8 KV heads of 128,
+    # ViT 24 x 1024 with DeepStack at 5/11/17) + a 16-layer DiT (1024 wide, 8 KV heads of 128)
+    # on the last 16 layers; 2 cameras at 224 (7 x 7 tokens each); chunks of 30 x 32. For GPUs.
+    "xr0": ModelConfig(
+        name="xr0", family="qwen3vl", vocab_size=151936, depth=36, num_heads=32, num_kv_heads=8,
+        head_dim=128, vlm=ExpertConfig(2560, 9728),
+        action_experts=(ExpertConfig(1024, 4096, num_layers=16, num_heads=8),),
+        vision=VisionConfig(image_size=224, patch_size=16, width=1024, depth=24, num_heads=16,
+                            mlp_dim=4096),
+        num_cameras=2, max_prompt_tokens=128, action_horizon=30, action_dim=32,
+        rope_theta=5_000_000.0, eos_token_id=151645, pad_token_id=151643, bos_token_id=151643,
+        qwen=QwenVLConfig(),
+    ),
 }
 
 

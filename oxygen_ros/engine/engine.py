@@ -23,6 +23,7 @@ from .config import EngineConfig, ModelConfig
 from .kv import KVManager, KVUsage
 from .device import check_device
 from .model import format_prompt, init_model
+from .model.qwen3vl import pad_state
 from .modes import MODES
 from .observation import Observation
 from .rate_control import FrameCosts, RateController, RateDecision
@@ -98,6 +99,7 @@ class Frame:
     source: Source
     noise: torch.Tensor
     guide: Guide | None = None  # real-time chunking toward the previous chunk (engine/rtc.py)
+    state: np.ndarray | None = None  # normalised joints (an action expert with state tokens)
     batch_size: int = 0
     decode_steps: int = 0
     admitted: int = 0
@@ -164,7 +166,7 @@ class Engine:
     @staticmethod
     def frame_blocks(mc: ModelConfig, ec: EngineConfig) -> int:
         """Blocks one frame's action path needs: the prefix plus the action scratch (+ CoW)."""
-        return blocks_for(mc.max_prefix_tokens + mc.action_horizon, ec.block_size) + 2
+        return blocks_for(mc.max_prefix_tokens + mc.action_tokens, ec.block_size) + 2
 
     @staticmethod
     def auto_num_blocks(mc: ModelConfig, ec: EngineConfig) -> int:
@@ -173,9 +175,9 @@ class Engine:
         return (ec.max_active_requests + 2) * per_request + 2 * Engine.frame_blocks(mc, ec)
 
     def prefix_tokens(self, images: Any, prompt_ids: list[int]) -> int:
-        """Tokens of an observation prefix: each valid camera's patches, then the prompt
+        """Tokens of an observation prefix: each valid camera's tokens, then the prompt
         (`images`: one entry per valid camera: a list, an array or the prepared tensor)."""
-        return len(images) * self.model_config.vision.tokens_per_image + len(prompt_ids)
+        return self.model_config.prefix_tokens(len(images), len(prompt_ids))
 
     # -- requests and live settings -------------------------------------------------------------
     def ask(self, prompt: str, priority: int = 1, kind: RequestKind = RequestKind.QUESTION,
@@ -323,7 +325,7 @@ class Engine:
         self.timer.reset()
         self._rate = None  # a frame that raised left its choice of k behind
         frame = Frame(self.frame, obs.stamp, self._source(obs, prompt_ids), self._noise(self.frame),
-                      guide)
+                      guide, state=np.asarray(obs.state, dtype=np.float32))
         self.frame += 1
         mode = MODES[cfg.mode]
         action = self.secure_action_path(frame)
@@ -382,7 +384,10 @@ class Engine:
         return ids
 
     def _prompt_ids(self, instruction: str, state: np.ndarray) -> list[int]:
-        text = format_prompt(instruction, state, bins=self.model_config.state_bins)
+        mc = self.model_config
+        text = format_prompt(instruction, state, bins=mc.state_bins)
+        if mc.qwen is not None:  # the user turn's text, then the chat template's tail
+            return self.tokenizer.encode(text, add_bos=False) + list(mc.qwen.tail_ids)
         return self.tokenizer.encode(text, add_bos=True)
 
     def _guide(self, prior: ActionPrior | None) -> Guide | None:
@@ -393,6 +398,9 @@ class Engine:
         if not isinstance(prior, ActionPrior):
             raise ValueError(f"observation prior must be an ActionPrior, got {type(prior).__name__}")
         mc, cfg = self.model_config, self.config
+        if mc.family != "pi05":
+            raise ValueError(f"real-time chunking (an action prior) covers the pi05 family only, "
+                             f"not {mc.family}: use chunk_blend crossfade or none")
         prior.validate(mc.action_horizon, mc.action_dim)
         return build_guide(prior, mc.action_horizon, mc.action_dim, cfg.rtc_method,
                            cfg.rtc_jacobian, cfg.rtc_max_guidance, cfg.rtc_execution_horizon,
@@ -433,7 +441,7 @@ class Engine:
     def secure_action_path(self, frame: Frame) -> ActionPath:
         """Relieve KV pressure, then allocate this frame's prefix and action scratch: the action
         stream never waits for language, whatever is in flight."""
-        source, horizon = frame.source, self.model_config.action_horizon
+        source, horizon = frame.source, self.model_config.action_tokens
         prefix_seq, scratch_seq = next(self._seq_ids), next(self._seq_ids)
         with self.timer.stage("sched"), self._lock:
             self.scheduler.relieve()
@@ -462,9 +470,13 @@ class Engine:
         plen = frame.source.num_tokens
         with self.timer.stage("kv"):
             self.runner.copy_blocks(action.copies)  # the prefix's partial tail, now written
+        mc = self.model_config
+        offset = mc.rope_offset(len(frame.source.images))
+        state = None if frame.state is None else pad_state(frame.state, mc.action_dim)
         with self.timer.stage("denoise"):
-            return self.runner.denoise(SeqView(action.scratch_table, plen), plen, frame.noise,
-                                       self.config.denoise_steps, guide=frame.guide)
+            return self.runner.denoise(SeqView(action.scratch_table, plen, offset), plen,
+                                       frame.noise, self.config.denoise_steps, guide=frame.guide,
+                                       state=state)
 
     def release(self, action: ActionPath) -> None:
         if action.released:
@@ -492,6 +504,7 @@ class Engine:
                     req.birth_frame, req.stamp = frame.index, frame.stamp
                     req.seq_id, req.prefix_seq_id = next(self._seq_ids), prefix_seq
                     req.source, req.prefix_len = frame.source, frame.source.num_tokens
+                    req.rope_offset = self.model_config.rope_offset(len(frame.source.images))
                     refused += self.scheduler.add(req)
         self._report(refused)
 
@@ -529,12 +542,13 @@ class Engine:
                 n_prompt = len(r.prompt_ids)
                 if r.suffix_pending:  # its suffix (less any prefix-cache hit) first
                     skip = min(r.num_cached_tokens, n_prompt - 1)
-                    seqs.append(SeqView(r.block_table, r.prefix_len + skip))
+                    seqs.append(SeqView(r.block_table, r.prefix_len + skip, r.rope_offset))
                     inputs.append(r.prompt_ids[skip:])
                     read_only.append(r.num_cached_tokens >= n_prompt)
                 else:
                     n_out = len(r.output_ids)
-                    seqs.append(SeqView(r.block_table, r.prefix_len + n_prompt + n_out - 1))
+                    seqs.append(SeqView(r.block_table, r.prefix_len + n_prompt + n_out - 1,
+                                        r.rope_offset))
                     inputs.append(r.output_ids[-1:])
                     read_only.append(False)
                 steps.append(min(k, r.remaining))

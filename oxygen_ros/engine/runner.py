@@ -42,13 +42,18 @@ class _PoolWriter:
 
 
 class PrefillContext(_PoolWriter):
-    """Observation prefix: bidirectional among the prefix tokens; K/V go to the pool."""
+    """Observation prefix: bidirectional among the prefix tokens (pi0.5), or causal (a causal
+    LM backbone: Qwen3-VL); K/V go to the pool."""
+
+    def __init__(self, runner: "ModelRunner", slots: torch.Tensor, causal: bool = False) -> None:
+        super().__init__(runner, slots)
+        self.causal = causal
 
     def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         self._write(layer, k, v)
         out = F.scaled_dot_product_attention(
             q.transpose(0, 1)[None], k.transpose(0, 1)[None], v.transpose(0, 1)[None],
-            scale=self.runner.scale, enable_gqa=True,
+            scale=self.runner.scale, enable_gqa=True, is_causal=self.causal,
         )
         return out[0].transpose(0, 1)
 
@@ -90,6 +95,9 @@ class SeqView:
 
     block_table: Sequence[int]
     length: int  # tokens already in the pool (the next token goes to position `length`)
+    # rotary position minus sequence index after the prefix's images (ModelConfig.rope_offset;
+    # 0 for pi0.5): the K/V slot follows the index, the rotary position index + offset
+    rope_offset: int = 0
 
 
 class ModelRunner:
@@ -104,6 +112,8 @@ class ModelRunner:
         self.num_blocks = num_blocks
         self.backend = select_backend(backend, self.device)
         self.scale = config.head_dim ** -0.5
+        if cuda_graphs and config.family != "pi05":
+            raise ValueError(f"cuda_graphs covers the pi05 family only, not {config.family}")
         # The action expert runs S times per frame on a fixed-shape input: the one place where
         # torch.compile pays on a CPU (fewer, fused small ops); compiled once per prefix shape.
         self._velocity = _compiled_velocity if compile_denoise else _velocity
@@ -182,23 +192,28 @@ class ModelRunner:
         `images`: prepare_images' output, or uint8 images (prepared here, resize pad)."""
         m = self.model
         pix = images if isinstance(images, torch.Tensor) else self.prepare_images(images)
-        img = m.embed_images(pix).reshape(-1, self.config.vlm.width)
-        txt = m.embed_tokens(self._long(prompt_ids))
-        hidden = torch.cat([img, txt.to(img.dtype)], dim=0)
-        n = hidden.shape[0]
+        n = self.config.prefix_tokens(pix.shape[0], len(prompt_ids))
         if n != seq.length:
             raise ValueError(f"prefix has {n} tokens but {seq.length} slots were allocated")
-        ctx = PrefillContext(self, self._long(self._slots(seq.block_table, 0, n)))
-        m.forward_tokens(0, hidden, torch.arange(n, device=self.device), ctx, None)
+        ctx = PrefillContext(self, self._long(self._slots(seq.block_table, 0, n)),
+                             causal=self.config.family != "pi05")
+        m.prefill_prefix(pix, prompt_ids, ctx)
         return n
 
     def denoise(self, seq: SeqView, prefix_len: int, noise: torch.Tensor, num_steps: int,
-                expert: int = 1, guide: Guide | None = None) -> torch.Tensor:
+                expert: int = 1, guide: Guide | None = None,
+                state: torch.Tensor | None = None) -> torch.Tensor:
         """Flow-matching Euler from t=1 (noise) to t=0. The action tokens' K/V go to the
         sequence's own scratch slots after the prefix; the shared prefix blocks are only read.
         `guide`: real-time chunking toward the previous chunk (engine/rtc.py); it runs eagerly,
         never through the captured denoise graph (its target changes every frame and the vjp
-        needs autograd)."""
+        needs autograd). `state`: the normalised joint state [action_dim] (the DiT expert's
+        state tokens)."""
+        if self.model.expert_kind(expert) == "dit":
+            if guide is not None:  # the engine refuses an action prior for this family first
+                raise ValueError("real-time chunking covers the pi05 family's experts only")
+            with torch.inference_mode():
+                return self._denoise_dit(seq, prefix_len, noise, num_steps, expert, state)
         if guide is not None and guide.method == "guided" and guide.jacobian == "vjp":
             return self._denoise_vjp(seq, prefix_len, noise, num_steps, expert, guide)
         with torch.inference_mode():
@@ -267,6 +282,24 @@ class ModelRunner:
             x0 = noise.to(device=self.device, dtype=torch.float32)
             return guided_euler_sample(velocity, x0, num_steps, guide, grad_velocity=velocity)
 
+    def _denoise_dit(self, seq: SeqView, prefix_len: int, noise: torch.Tensor, num_steps: int,
+                     expert: int, state: torch.Tensor | None) -> torch.Tensor:
+        """The DiT expert: [state ; time ; chunk] tokens in the scratch slots, causal among
+        themselves (query j sees the prefix and DiT tokens 0..j), rotary positions continuing
+        after the prefix's largest one."""
+        m, n = self.model, self.config.action_tokens
+        if state is None:
+            state = torch.zeros(self.config.action_dim)
+        slots = self._long(self._slots(seq.block_table, prefix_len, n))
+        ctx = PagedContext(self, slots, self._tables([seq.block_table]), self._int([0] * n),
+                           self._int([prefix_len + j + 1 for j in range(n)]))
+        positions = torch.arange(n, device=self.device) + prefix_len + seq.rope_offset
+
+        def velocity(x: torch.Tensor, t: float) -> torch.Tensor:
+            return m.dit_velocity(expert, x.to(self.dtype), t, state, positions, ctx)
+
+        return euler_sample(velocity, noise.to(device=self.device, dtype=torch.float32), num_steps)
+
     def _adarms_schedule(self, expert: int, num_steps: int) -> dict[float, AdaRMSModulations]:
         """The adaRMS modulations at every time of the fixed S-step Euler schedule (t_k = 1 + k dt,
         as euler_sample computes them), made once per (expert, S) instead of every step: each
@@ -314,7 +347,7 @@ class ModelRunner:
                 raise ValueError(f"request row {i}: empty input segment or no step to run")
             for j, token in enumerate(seg):
                 ids.append(token)
-                pos.append(s.length + j)
+                pos.append(s.length + j + s.rope_offset)
                 rows.append(i)
                 lens.append(s.length + j + 1)
             if read_only is not None and read_only[i]:
@@ -327,7 +360,7 @@ class ModelRunner:
         hidden = m.forward_tokens(0, m.embed_tokens(self._long(ids)), self._long(pos), ctx, None)
         tokens, margin = self._greedy(m.lm_logits(hidden[self._long(last)]))
         out_tok, out_mar, active_idx = [tokens], [margin], [list(range(b))]
-        nxt_pos = [s.length + len(seg) for s, seg in zip(seqs, inputs)]
+        nxt_pos = [s.length + len(seg) for s, seg in zip(seqs, inputs)]  # sequence indices
         if graphs is not None and max(steps) > 1:  # step 0 carried new suffixes: ran eagerly
             rest_t, rest_m = graphs.run([s.block_table for s in seqs], tokens, nxt_pos,
                                         [n - 1 for n in steps])
@@ -341,7 +374,8 @@ class ModelRunner:
                                                  for i, q in zip(idx, p)]),
                                tables, self._int(idx), self._int([q + 1 for q in p]))
             prev = tokens if len(idx) == b else tokens[self._long(idx)]
-            hidden = m.forward_tokens(0, m.embed_tokens(prev), self._long(p), ctx, None)
+            rope = [q + seqs[i].rope_offset for i, q in zip(idx, p)]
+            hidden = m.forward_tokens(0, m.embed_tokens(prev), self._long(rope), ctx, None)
             nxt, margin = self._greedy(m.lm_logits(hidden))
             if len(idx) == b:
                 tokens = nxt

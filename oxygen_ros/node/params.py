@@ -26,7 +26,7 @@ from typing import Any, Callable
 from oxygen_ros.robot.shaper import per_joint  # pure numpy: the shaper's own check
 
 MODES = ("oxygen", "shared", "isolated", "parallel")
-PRESETS = ("tiny", "small", "balanced", "pi05")
+PRESETS = ("tiny", "small", "balanced", "pi05", "xr0-tiny", "xr0")
 IMAGE_RESIZE = ("pad", "stretch")
 CAMERA_TRANSPORTS = ("raw", "compressed")
 DTYPES = ("float32", "bfloat16", "float16")

@@ -24,6 +24,6 @@ def fake_compute(engine, vocab: int = 50, eos: int | None = None) -> None:
         return toks, mars
 
     runner.prefill_observation = lambda images, prompt_ids, seq: seq.length
-    runner.denoise = lambda seq, plen, noise, steps, expert=1, guide=None: actions
+    runner.denoise = lambda seq, plen, noise, steps, expert=1, guide=None, state=None: actions
     runner.copy_blocks = lambda copies: None
     runner.generate = generate

@@ -20,7 +20,9 @@ def _case(seed: int, t: int, hq: int, hkv: int, d: int, dtype=torch.float32):
     return q, kc, vc, tables, rows, lens
 
 
-@pytest.mark.parametrize("hq,hkv,d", [(4, 1, 32), (8, 2, 16), (2, 2, 8)])
+# the last three: Qwen3-VL / Xiaomi-Robotics-0 shapes (head dim 128, 8 KV heads, GQA groups 2-4)
+@pytest.mark.parametrize("hq,hkv,d", [(4, 1, 32), (8, 2, 16), (2, 2, 8),
+                                      (16, 8, 128), (24, 8, 128), (32, 8, 128)])
 def test_matches_reference(hq, hkv, d):
     for seed in range(3):
         args = _case(seed, 7, hq, hkv, d)

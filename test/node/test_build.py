@@ -142,3 +142,11 @@ def test_lerobot_checkpoint_with_paligemma_named_tokenizer_from_cache_speaks_its
                 assert up.text == sp.decode(ids) and up.text
                 finals.append(up.text)
     assert finals
+
+
+def test_xr0_tiny_preset_builds():
+    """The node's configure path serves the Qwen3-VL family's CPU preset (random weights;
+    test/engine/model/test_qwen3vl.py steps it in every mode)."""
+    built = build_engine(_params(model__preset="xr0-tiny", max_active_requests=2))
+    assert built.engine.model_config.family == "qwen3vl"
+    assert built.engine.model.family == "qwen3vl"

@@ -109,6 +109,10 @@ def init_model(config: ModelConfig, seed: int = 0, device: str | torch.device = 
     if isinstance(dtype, str):
         dtype = getattr(torch, dtype)
     device = check_device(device)
+    if config.family == "qwen3vl":  # the other backbone family (docs/qwen3-vl.md)
+        from .qwen3vl_checkpoint import init_qwen3vl
+
+        return init_qwen3vl(config, seed, device, dtype)
     with torch.device("meta"):
         model = MoTModel(config)
     gen = torch.Generator().manual_seed(seed)

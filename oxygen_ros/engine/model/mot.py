@@ -149,6 +149,8 @@ def _residual(x: torch.Tensor, y: torch.Tensor, gate: torch.Tensor | None) -> to
 
 
 class MoTModel(nn.Module):
+    family = "pi05"  # the backbone family (engine/model/qwen3vl.py is the other one)
+
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         self.config = config
@@ -172,6 +174,10 @@ class MoTModel(nn.Module):
     def expert_width(self, expert: int) -> int:
         return self.experts[expert].width
 
+    def expert_kind(self, expert: int) -> str:
+        """"lm" (expert 0) or "adarms" (a pi0.5 action expert on every layer)."""
+        return "adarms" if expert else "lm"
+
     # ---- embeddings ---------------------------------------------------------------------------
     def embed_images(self, images: torch.Tensor) -> torch.Tensor:
         """[N, 3, H, W] float in [-1, 1] -> [N, tokens_per_image, W_vlm] (projector output, unscaled)."""
@@ -184,6 +190,15 @@ class MoTModel(nn.Module):
         # (which a CUDA graph capture of the decode step would refuse); same products
         scale = torch.tensor(math.sqrt(self.config.vlm.width), dtype=w.dtype).item()
         return self.token_embedding(ids.to(w.device)) * scale
+
+    def prefill_prefix(self, images: torch.Tensor, prompt_ids, ctx: AttentionContext) -> torch.Tensor:
+        """The observation prefix: every image's tokens, then the prompt, at positions 0..P-1,
+        bidirectional (the context's business). images [N, 3, H, W] in [-1, 1]."""
+        img = self.embed_images(images).reshape(-1, self.config.vlm.width)
+        txt = self.embed_tokens(torch.as_tensor(list(prompt_ids), dtype=torch.long, device=img.device))
+        hidden = torch.cat([img, txt.to(img.dtype)], dim=0)
+        return self.forward_tokens(0, hidden, torch.arange(hidden.shape[0], device=img.device),
+                                   ctx, None)
 
     def lm_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """[T, W_vlm] (final-normed) -> [T, vocab] with the tied embedding matrix."""

@@ -51,7 +51,9 @@ def _check(q, kc, vc, tables, rows, lens, scale=None, atol=2e-6, **kw):
 
 
 @pytest.mark.parametrize("hq,hkv,d,bs", [(8, 1, 16, 4), (8, 1, 64, 16), (8, 1, 256, 8),
-                                         (4, 2, 64, 32), (4, 2, 16, 8)])
+                                         (4, 2, 64, 32), (4, 2, 16, 8),
+                                         # Qwen3-VL / Xiaomi-Robotics-0: head dim 128, 8 KV heads
+                                         (16, 8, 128, 16), (32, 8, 128, 16)])
 def test_decode_batch_ragged_lengths(hq, hkv, d, bs):
     """One query per request, each on its own row and length (block tables padded with 0)."""
     nb, r = 24, 4

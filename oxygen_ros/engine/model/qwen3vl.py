@@ -1,0 +1,333 @@
+"""Qwen3-VL backbone + a Xiaomi-Robotics-0-style DiT action expert, on packed tokens.
+
+The same contract as MoTModel (docs/architecture.md): ``forward_tokens(expert, hidden, positions,
+ctx)`` with an AttentionContext that owns where K/V go, ``embed_tokens``, ``lm_logits``,
+``prefill_prefix`` (images + prompt into the context). What differs from pi0.5:
+
+- text decoder: Qwen3 layers (RMSNorm ``w * x``, per-head q_norm / k_norm before rotary, GQA,
+  SwiGLU), a causal prefix, an LM head (tied or not);
+- rotary positions have three axes (t, h, w): image tokens get their grid coordinates, text tokens
+  one value on all axes that continues after the largest position so far; the frequency channels
+  take h and w in an interleaved pattern (t h w t h w ...) up to ``mrope_section``. After the
+  images every token's position is its sequence index + ``ModelConfig.rope_offset`` (1-D
+  ``positions`` given to forward_tokens are already rotary positions: the runner adds the offset);
+- vision: transformers' Qwen3VLVisionModel (patch embed over temporal x spatial patches, 2-D
+  rotary, interpolated learned position embeddings, the patch merger, DeepStack mergers), fed by
+  our own patch flattening of the [-1, 1] images (Qwen2VLImageProcessor's layout, mean = std =
+  0.5); DeepStack features are added at the image positions after the first decoder layers;
+- the action expert (DiT): L layers, layer i attending over its own tokens and the prefix K/V of
+  backbone layer depth - L + i; its tokens are [state tokens, a time token, the action chunk],
+  causal among themselves, the whole prefix visible; flow matching with Euler steps.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import Qwen3VLVisionConfig
+from transformers.models.qwen3_vl.modeling_qwen3_vl import Qwen3VLVisionModel
+
+from ..config import ModelConfig
+from .layers import GemmaMLP, apply_rope, rope_cos_sin, sinusoidal_time_embedding
+
+
+class QwenRMSNorm(nn.Module):
+    """x * rsqrt(mean(x^2) + eps) in float32, cast back to x.dtype, then times the weight."""
+
+    def __init__(self, width: int, eps: float) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(width))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        xf = x.float()
+        normed = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * normed.to(x.dtype)
+
+
+class QwenAttention(nn.Module):
+    def __init__(self, width: int, heads: int, kv_heads: int, head_dim: int, eps: float) -> None:
+        super().__init__()
+        self.heads, self.kv_heads, self.head_dim = heads, kv_heads, head_dim
+        self.q_proj = nn.Linear(width, heads * head_dim, bias=False)
+        self.k_proj = nn.Linear(width, kv_heads * head_dim, bias=False)
+        self.v_proj = nn.Linear(width, kv_heads * head_dim, bias=False)
+        self.o_proj = nn.Linear(heads * head_dim, width, bias=False)
+        self.q_norm = QwenRMSNorm(head_dim, eps)  # per head, before rotary
+        self.k_norm = QwenRMSNorm(head_dim, eps)
+
+
+class QwenMLP(GemmaMLP):
+    """The same projections as Gemma's MLP, with SiLU: down(silu(gate(x)) * up(x))."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class QwenLayer(nn.Module):
+    """One pre-norm decoder layer (the backbone's and the DiT's)."""
+
+    def __init__(self, width: int, mlp_dim: int, heads: int, kv_heads: int, head_dim: int,
+                 eps: float) -> None:
+        super().__init__()
+        self.self_attn = QwenAttention(width, heads, kv_heads, head_dim, eps)
+        self.mlp = QwenMLP(width, mlp_dim)
+        self.input_layernorm = QwenRMSNorm(width, eps)
+        self.post_attention_layernorm = QwenRMSNorm(width, eps)
+
+    def forward(self, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, ctx, layer: int
+                ) -> torch.Tensor:
+        a, t = self.self_attn, h.shape[0]
+        x = self.input_layernorm(h)
+        q = a.q_norm(a.q_proj(x).view(t, a.heads, a.head_dim))
+        k = a.k_norm(a.k_proj(x).view(t, a.kv_heads, a.head_dim))
+        v = a.v_proj(x).view(t, a.kv_heads, a.head_dim)
+        att = ctx.attend(layer, apply_rope(q, cos, sin), apply_rope(k, cos, sin), v)
+        h = h + a.o_proj(att.reshape(t, -1).to(h.dtype))
+        return h + self.mlp(self.post_attention_layernorm(h))
+
+
+class TextModel(nn.Module):
+    """Qwen3-VL's language model (names as in transformers' state dict, so a
+    ``model.language_model.*`` tensor loads as ``language_model.*``)."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        c = config
+        self.embed_tokens = nn.Embedding(c.vocab_size, c.vlm.width)
+        self.layers = nn.ModuleList(
+            QwenLayer(c.vlm.width, c.vlm.mlp_dim, c.num_heads, c.num_kv_heads, c.head_dim, c.rms_eps)
+            for _ in range(c.depth))
+        self.norm = QwenRMSNorm(c.vlm.width, c.rms_eps)
+
+
+class DiTExpert(nn.Module):
+    """The flow-matching action expert on the backbone's last ``num_layers`` layers."""
+
+    def __init__(self, config: ModelConfig, index: int) -> None:
+        super().__init__()
+        e = config.action_experts[index]
+        self.width = e.width
+        self.num_layers = e.num_layers or config.depth
+        self.first_layer = config.depth - self.num_layers  # backbone layer DiT layer 0 reads
+        self.state_tokens = config.qwen.state_tokens
+        heads = e.num_heads or config.num_heads
+        self.layers = nn.ModuleList(
+            QwenLayer(e.width, e.mlp_dim, heads, config.num_kv_heads, config.head_dim, config.rms_eps)
+            for _ in range(self.num_layers))
+        self.norm = QwenRMSNorm(e.width, config.rms_eps)
+        self.state_proj = nn.Linear(config.action_dim, max(1, self.state_tokens) * e.width)
+        self.action_in_proj = nn.Linear(config.action_dim, e.width)
+        self.action_out_proj = nn.Linear(e.width, config.action_dim)
+        self.time_mlp_in = nn.Linear(e.width, e.width)
+        self.time_mlp_out = nn.Linear(e.width, e.width)
+
+
+def mrope_cos_sin(positions: torch.Tensor, head_dim: int, theta: float,
+                  section: tuple[int, int, int]) -> tuple[torch.Tensor, torch.Tensor]:
+    """3-axis positions [3, T] -> cos/sin [T, head_dim/2] (float32): frequency channel j takes
+    the h axis where j % 3 == 1 and j < 3 * section[1], the w axis where j % 3 == 2 and
+    j < 3 * section[2], else the t axis (Qwen3-VL's interleaved layout)."""
+    inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, device=positions.device,
+                                             dtype=torch.float32) / head_dim))
+    freqs = positions.to(torch.float32)[..., None] * inv_freq  # [3, T, D/2]
+    j = torch.arange(head_dim // 2, device=positions.device)
+    axis = torch.zeros_like(j)
+    axis[(j % 3 == 1) & (j < 3 * section[1])] = 1
+    axis[(j % 3 == 2) & (j < 3 * section[2])] = 2
+    angles = freqs.gather(0, axis.view(1, 1, -1).expand(1, freqs.shape[1], -1))[0]
+    return angles.cos(), angles.sin()
+
+
+def patchify(images: torch.Tensor, patch: int, temporal: int, merge: int) -> torch.Tensor:
+    """[N, 3, H, W] -> pixel rows [N * gh * gw, 3 * temporal * patch^2] in the order the
+    Qwen2-VL image processor emits them (merge-block major; a still image repeated over the
+    temporal patch)."""
+    n, c, hgt, wid = images.shape
+    gh, gw = hgt // patch, wid // patch
+    x = images[:, None].expand(n, temporal, c, hgt, wid)
+    x = x.reshape(n, temporal, c, gh // merge, merge, patch, gw // merge, merge, patch)
+    x = x.permute(0, 3, 6, 4, 7, 2, 1, 5, 8)
+    return x.reshape(n * gh * gw, c * temporal * patch * patch)
+
+
+def vision_config(config: ModelConfig) -> Qwen3VLVisionConfig:
+    v, q = config.vision, config.qwen
+    vc = Qwen3VLVisionConfig(
+        depth=v.depth, hidden_size=v.width, hidden_act="gelu_pytorch_tanh",
+        intermediate_size=v.mlp_dim, num_heads=v.num_heads, in_channels=3,
+        patch_size=v.patch_size, spatial_merge_size=q.spatial_merge_size,
+        temporal_patch_size=q.temporal_patch_size, out_hidden_size=config.vlm.width,
+        num_position_embeddings=q.num_position_embeddings,
+        deepstack_visual_indexes=list(q.deepstack_visual_indexes))
+    vc._attn_implementation = "sdpa"
+    return vc
+
+
+class Qwen3VLModel(nn.Module):
+    """Expert 0: the Qwen3-VL text decoder; experts 1..: DiT action experts."""
+
+    family = "qwen3vl"
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        if config.qwen is None:
+            raise ValueError("Qwen3VLModel needs a qwen3vl ModelConfig")
+        self.config = config
+        self.attn_scale = config.head_dim ** -0.5
+        self.visual = Qwen3VLVisionModel(vision_config(config))
+        self.language_model = TextModel(config)
+        self.lm_head = None if config.qwen.tie_word_embeddings else \
+            nn.Linear(config.vlm.width, config.vocab_size, bias=False)
+        self.experts = nn.ModuleList(DiTExpert(config, i) for i in range(len(config.action_experts)))
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.language_model.embed_tokens.weight.dtype
+
+    @property
+    def device(self) -> torch.device:
+        return self.language_model.embed_tokens.weight.device
+
+    def expert_width(self, expert: int) -> int:
+        return self.config.vlm.width if expert == 0 else self._dit(expert).width
+
+    def expert_kind(self, expert: int) -> str:
+        return "dit" if expert else "lm"
+
+    def fuse_projections(self, layout: str = "standard") -> "Qwen3VLModel":
+        """Kept for the MoTModel contract; this family runs its projections unfused."""
+        return self
+
+    def _dit(self, expert: int) -> DiTExpert:
+        if not 1 <= expert <= len(self.experts):
+            raise ValueError(f"expert {expert} is not an action expert (1..{len(self.experts)})")
+        return self.experts[expert - 1]
+
+    # ---- embeddings ---------------------------------------------------------------------------
+    def embed_tokens(self, ids: torch.Tensor) -> torch.Tensor:
+        emb = self.language_model.embed_tokens
+        return emb(ids.to(emb.weight.device))
+
+    def lm_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        w = self.language_model.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
+        return hidden.to(w.dtype) @ w.t()
+
+    def embed_images(self, images: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """[N, 3, H, W] in [-1, 1] -> (merged tokens [N * rows * cols, W_vlm], DeepStack
+        features, one [N * rows * cols, W_vlm] per decoder layer they are added after)."""
+        c, q = self.config, self.config.qwen
+        size = c.vision.image_size
+        if images.dim() != 4 or images.shape[1] != 3 or tuple(images.shape[-2:]) != (size, size):
+            raise ValueError(f"images must be [N, 3, {size}, {size}], got {tuple(images.shape)}")
+        w = self.visual.patch_embed.proj.weight
+        pix = patchify(images.to(device=w.device, dtype=w.dtype), c.vision.patch_size,
+                       q.temporal_patch_size, q.spatial_merge_size)
+        side = size // c.vision.patch_size
+        grid = torch.tensor([[1, side, side]] * images.shape[0], device=w.device)
+        out = self.visual(pix, grid_thw=grid, return_dict=True)
+        return out.pooler_output, list(out.deepstack_features)
+
+    # ---- the prefix layout (chat template + image placeholders) -------------------------------
+    def prefix_ids(self, num_images: int, prompt_ids: list[int] | tuple[int, ...]) -> list[int]:
+        """head + num_images x [<|vision_start|>, <|image_pad|> x rows*cols, <|vision_end|>] +
+        prompt: the token ids the Qwen3-VL processor and chat template give a user turn with
+        images first, then its text (the prompt carries the template's tail)."""
+        q = self.config.qwen
+        image = [q.vision_start_token_id] + [q.image_token_id] * self.config.image_grid_tokens \
+            + [q.vision_end_token_id]
+        return list(q.head_ids) + image * num_images + list(prompt_ids)
+
+    def prefix_positions(self, ids: list[int]) -> torch.Tensor:
+        """[3, T] rotary positions of a prefix (transformers' get_rope_index for still images)."""
+        q, (rows, cols) = self.config.qwen, self.config.image_grid
+        out, i, pos = [], 0, 0
+        while i < len(ids):
+            if ids[i] == q.image_token_id:
+                r = torch.arange(rows).repeat_interleave(cols)
+                cc = torch.arange(cols).repeat(rows)
+                out.append(torch.stack([torch.zeros_like(r), r, cc]) + pos)
+                pos += max(rows, cols)
+                i += rows * cols
+            else:
+                out.append(torch.full((3, 1), pos))
+                pos += 1
+                i += 1
+        return torch.cat(out, dim=1)
+
+    def prefill_prefix(self, images: torch.Tensor, prompt_ids: list[int], ctx) -> torch.Tensor:
+        """The observation prefix (images [N, 3, H, W] in [-1, 1] + prompt ids) through the
+        backbone, causal, K/V into ``ctx``. Returns the final-normed hidden [P, W_vlm]."""
+        ids = self.prefix_ids(images.shape[0], prompt_ids)
+        ids_t = torch.as_tensor(ids, dtype=torch.long, device=self.device)
+        hidden = self.embed_tokens(ids_t)
+        mask = ids_t == self.config.qwen.image_token_id
+        feats, deep = self.embed_images(images)
+        hidden = hidden.masked_scatter(mask[:, None], feats.to(hidden.dtype))
+        positions = self.prefix_positions(ids).to(self.device)
+        return self.forward_tokens(0, hidden, positions, ctx, deepstack=(mask, deep))
+
+    # ---- the transformer ----------------------------------------------------------------------
+    def _rotary(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        c = self.config
+        if positions.dim() == 2:
+            return mrope_cos_sin(positions, c.head_dim, c.rope_theta, c.qwen.mrope_section)
+        return rope_cos_sin(positions, c.head_dim, c.rope_theta)  # one value on all three axes
+
+    def forward_tokens(self, expert: int, hidden: torch.Tensor, positions: torch.Tensor, ctx,
+                       adarms_cond=None, deepstack=None) -> torch.Tensor:
+        """Run ``expert`` on packed tokens; positions [T] (rotary positions, all axes equal) or
+        [3, T]. The DiT's layer i attends through ctx layer ``first_layer + i``. ``deepstack``:
+        (image mask [T], features per layer) for a prefix."""
+        if ctx is None:
+            raise ValueError("forward_tokens needs an AttentionContext")
+        t = hidden.shape[0]
+        if positions.shape[-1] != t or positions.dim() not in (1, 2):
+            raise ValueError(f"positions must be [T] or [3, T] with T={t}, got {tuple(positions.shape)}")
+        if expert == 0:
+            layers, norm, first = self.language_model.layers, self.language_model.norm, 0
+        else:
+            dit = self._dit(expert)
+            layers, norm, first = dit.layers, dit.norm, dit.first_layer
+        width = self.expert_width(expert)
+        if hidden.dim() != 2 or hidden.shape[1] != width:
+            raise ValueError(f"hidden for expert {expert} must be [T, {width}], got {tuple(hidden.shape)}")
+        cos, sin = self._rotary(positions.to(hidden.device))
+        h = hidden.to(layers[0].input_layernorm.weight.dtype)
+        for i, layer in enumerate(layers):
+            h = layer(h, cos, sin, ctx, first + i)
+            if deepstack is not None and i < len(deepstack[1]):
+                mask, feats = deepstack
+                h = h.clone()
+                h[mask] = h[mask] + feats[i].to(h.dtype)
+        return norm(h)
+
+    # ---- the DiT ------------------------------------------------------------------------------
+    def dit_tokens(self, expert: int, x: torch.Tensor, t: float, state: torch.Tensor) -> torch.Tensor:
+        """[state tokens ; time token ; action tokens] of one chunk x [H, action_dim]."""
+        dit = self._dit(expert)
+        w = dit.action_in_proj.weight
+        parts = []
+        if dit.state_tokens:
+            parts.append(dit.state_proj(state.to(device=w.device, dtype=w.dtype)).view(
+                dit.state_tokens, dit.width))
+        emb = sinusoidal_time_embedding(t, dit.width, device=w.device).to(w.dtype)
+        parts.append(dit.time_mlp_out(F.silu(dit.time_mlp_in(emb)))[None])
+        parts.append(dit.action_in_proj(x.to(w.dtype)))
+        return torch.cat(parts)
+
+    def dit_velocity(self, expert: int, x: torch.Tensor, t: float, state: torch.Tensor,
+                     positions: torch.Tensor, ctx) -> torch.Tensor:
+        """v(x, t) [H, action_dim] (float32); ``ctx`` makes the DiT tokens causal among
+        themselves and shows them the whole prefix."""
+        dit = self._dit(expert)
+        out = self.forward_tokens(expert, self.dit_tokens(expert, x, t, state), positions, ctx)
+        return dit.action_out_proj(out[-x.shape[0]:]).float()
+
+
+def pad_state(state, action_dim: int) -> torch.Tensor:
+    """The normalised joint state as the DiT's [action_dim] input (zeros past the robot's joints)."""
+    s = torch.zeros(action_dim, dtype=torch.float32)
+    v = torch.as_tensor(state, dtype=torch.float32).reshape(-1)[:action_dim]
+    s[: v.numel()] = v
+    return s

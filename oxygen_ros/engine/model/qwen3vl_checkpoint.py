@@ -1,0 +1,255 @@
+"""Qwen3-VL folders: transformers' config <-> ModelConfig, a ``save_pretrained`` folder as the
+backbone, and the DiT action expert's own file (``action_expert.safetensors`` + its JSON shape).
+
+No Xiaomi-Robotics-0 checkpoint is reachable here, so the expert's file is written by
+``save_action_expert`` (our layout); a folder without it loads the backbone and a random
+expert, with a warning (what benchmarks need).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from ..config import PRESETS, ExpertConfig, ModelConfig, QwenVLConfig, VisionConfig
+
+log = logging.getLogger(__name__)
+
+EXPERT_FILE = "action_expert.safetensors"
+EXPERT_CONFIG = "action_expert.json"
+# ModelConfig fields a Qwen3-VL config.json does not hold: the action side's shape
+_ACTION_FIELDS = ("action_experts", "num_cameras", "max_prompt_tokens", "action_horizon",
+                  "action_dim", "state_bins")
+
+
+def is_qwen3vl_folder(path: str | Path) -> bool:
+    cfg = Path(path) / "config.json"
+    if not cfg.is_file():
+        return False
+    try:
+        return json.loads(cfg.read_text()).get("model_type") == "qwen3_vl"
+    except (OSError, ValueError):
+        return False
+
+
+def hf_config(mc: ModelConfig):
+    """transformers' Qwen3VLConfig of our backbone (tests build the reference from it)."""
+    from transformers import Qwen3VLConfig
+
+    q, v = mc.qwen, mc.vision
+    return Qwen3VLConfig(
+        text_config=dict(
+            vocab_size=mc.vocab_size, hidden_size=mc.vlm.width, intermediate_size=mc.vlm.mlp_dim,
+            num_hidden_layers=mc.depth, num_attention_heads=mc.num_heads,
+            num_key_value_heads=mc.num_kv_heads, head_dim=mc.head_dim, rms_norm_eps=mc.rms_eps,
+            tie_word_embeddings=q.tie_word_embeddings,
+            rope_parameters=dict(rope_type="default", rope_theta=mc.rope_theta,
+                                 mrope_section=list(q.mrope_section), mrope_interleaved=True)),
+        vision_config=dict(
+            depth=v.depth, hidden_size=v.width, intermediate_size=v.mlp_dim, num_heads=v.num_heads,
+            patch_size=v.patch_size, spatial_merge_size=q.spatial_merge_size,
+            temporal_patch_size=q.temporal_patch_size, out_hidden_size=mc.vlm.width,
+            num_position_embeddings=q.num_position_embeddings,
+            deepstack_visual_indexes=list(q.deepstack_visual_indexes)),
+        image_token_id=q.image_token_id, vision_start_token_id=q.vision_start_token_id,
+        vision_end_token_id=q.vision_end_token_id, tie_word_embeddings=q.tie_word_embeddings)
+
+
+def model_config_from_hf(d: dict[str, Any], base: ModelConfig | None = None,
+                         action: dict[str, Any] | None = None) -> ModelConfig:
+    """A ModelConfig from a Qwen3-VL config.json (dict); the action side from ``action`` (our
+    expert JSON) or ``base`` (default: the xr0 preset)."""
+    if d.get("model_type") != "qwen3_vl":
+        raise ValueError(f"not a Qwen3-VL config (model_type {d.get('model_type')!r})")
+    t, vis = d.get("text_config", {}), d.get("vision_config", {})
+    if base is None:  # Qwen's own chat-template ids, or xr0-tiny's for a small random vocab
+        base = PRESETS["xr0"] if t.get("vocab_size", 0) >= PRESETS["xr0"].vocab_size \
+            else PRESETS["xr0-tiny"]
+    rope = t.get("rope_parameters") or t.get("rope_scaling") or {}
+    heads = t["num_attention_heads"]
+    tie = bool(d.get("tie_word_embeddings", t.get("tie_word_embeddings", False)))
+    image_size = base.vision.image_size
+    cell = vis.get("patch_size", 16) * vis.get("spatial_merge_size", 2)
+    image_size = max(cell, image_size // cell * cell)
+    qwen = dataclasses.replace(
+        base.qwen or QwenVLConfig(),
+        temporal_patch_size=vis.get("temporal_patch_size", 2),
+        spatial_merge_size=vis.get("spatial_merge_size", 2),
+        num_position_embeddings=vis.get("num_position_embeddings", 2304),
+        deepstack_visual_indexes=tuple(vis.get("deepstack_visual_indexes", (8, 16, 24))),
+        mrope_section=tuple(rope.get("mrope_section", (24, 20, 20))),
+        image_token_id=d.get("image_token_id", 151655),
+        vision_start_token_id=d.get("vision_start_token_id", 151652),
+        vision_end_token_id=d.get("vision_end_token_id", 151653),
+        tie_word_embeddings=tie)
+    fields = dict(
+        name="qwen3vl", family="qwen3vl", vocab_size=t["vocab_size"],
+        depth=t["num_hidden_layers"], num_heads=heads,
+        num_kv_heads=t.get("num_key_value_heads", heads),
+        head_dim=t.get("head_dim") or t["hidden_size"] // heads,
+        vlm=ExpertConfig(t["hidden_size"], t["intermediate_size"]),
+        vision=VisionConfig(image_size=image_size, patch_size=vis.get("patch_size", 16),
+                            width=vis["hidden_size"], depth=vis["depth"],
+                            num_heads=vis["num_heads"], mlp_dim=vis["intermediate_size"]),
+        rope_theta=float(rope.get("rope_theta", t.get("rope_theta", 5_000_000.0))),
+        rms_eps=t.get("rms_norm_eps", 1e-6), qwen=qwen)
+    for name in _ACTION_FIELDS:
+        fields[name] = getattr(base, name)
+    depth = t["num_hidden_layers"]  # an expert on the last L layers of a shallower backbone
+    fields["action_experts"] = tuple(dataclasses.replace(e, num_layers=min(e.num_layers, depth))
+                                     for e in base.action_experts)
+    for tok in ("eos_token_id", "pad_token_id", "bos_token_id"):
+        value = getattr(base, tok)
+        fields[tok] = value if value < t["vocab_size"] else 0
+    merged = {**dataclasses.asdict(base), **fields}
+    if action:
+        merged.update(action)
+    from ..config import model_config_from_dict
+
+    merged["vlm"], merged["vision"], merged["qwen"] = fields["vlm"], fields["vision"], qwen
+    return model_config_from_dict(merged)
+
+
+def backbone_key(hf_key: str) -> str | None:
+    """transformers' Qwen3VLForConditionalGeneration key -> ours (None: not a weight we hold)."""
+    for src, dst in (("model.visual.", "visual."), ("model.language_model.", "language_model."),
+                     ("lm_head.", "lm_head.")):
+        if hf_key.startswith(src):
+            return dst + hf_key[len(src):]
+    return None
+
+
+def _read_tensors(folder: Path) -> dict[str, torch.Tensor]:
+    files = sorted(folder.glob("model*.safetensors"))
+    if not files:
+        raise FileNotFoundError(f"{folder}: no model*.safetensors (a Qwen3-VL save_pretrained "
+                                f"folder holds model.safetensors or model-0000N-of-M.safetensors)")
+    out: dict[str, torch.Tensor] = {}
+    for f in files:
+        out.update(load_file(str(f)))
+    return out
+
+
+def save_action_expert(model: torch.nn.Module, folder: str | Path) -> None:
+    """Write the DiT experts' weights and their shape beside a backbone folder."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    tensors = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()
+               if k.startswith("experts.")}
+    save_file(tensors, str(folder / EXPERT_FILE))
+    mc = model.config
+    action = {name: getattr(mc, name) for name in _ACTION_FIELDS}
+    action["action_experts"] = [dataclasses.asdict(e) for e in mc.action_experts]
+    action["state_tokens"] = mc.qwen.state_tokens
+    (folder / EXPERT_CONFIG).write_text(json.dumps(action, indent=1))
+
+
+def load_qwen3vl_folder(folder: str | Path, base: ModelConfig | None = None,
+                        dtype: torch.dtype = torch.float32):
+    """(ModelConfig, Qwen3VLModel) from a save_pretrained folder (+ our expert file)."""
+    from .qwen3vl import Qwen3VLModel
+
+    folder = Path(folder)
+    d = json.loads((folder / "config.json").read_text())
+    action = None
+    if (folder / EXPERT_CONFIG).is_file():
+        action = json.loads((folder / EXPERT_CONFIG).read_text())
+        state_tokens = action.pop("state_tokens", None)
+        if state_tokens is not None:
+            base = (base or PRESETS["xr0"])
+            base = base.replace(qwen=dataclasses.asdict(dataclasses.replace(
+                base.qwen, state_tokens=state_tokens)))
+    mc = model_config_from_hf(d, base, action)
+    model = Qwen3VLModel(mc)
+    ours = {}
+    for key, value in _read_tensors(folder).items():
+        mapped = backbone_key(key)
+        if mapped is not None and not (mapped.startswith("lm_head.") and model.lm_head is None):
+            ours[mapped] = value
+    expert_file = folder / EXPERT_FILE
+    if expert_file.is_file():
+        ours.update(load_file(str(expert_file)))
+    else:
+        log.warning("%s: no %s: the action expert is RANDOM (benchmarks only; write one with "
+                    "save_action_expert)", folder, EXPERT_FILE)
+        ours.update({k: v for k, v in model.state_dict().items() if k.startswith("experts.")})
+    missing, unexpected = model.load_state_dict(ours, strict=False)
+    if missing or unexpected:
+        raise ValueError(f"{folder}: weights do not match the Qwen3-VL backbone: missing "
+                         f"{sorted(missing)[:5]}, unexpected {sorted(unexpected)[:5]}")
+    return mc, model.to(dtype).eval()
+
+
+def init_qwen3vl(config: ModelConfig, seed: int = 0, device: str | torch.device = "cpu",
+                 dtype: torch.dtype = torch.float32):
+    """Deterministic random Qwen3-VL + DiT (same seed -> same weights on any device), by
+    init_model's rules: linear weights ~ N(0, 1/fan_in), biases 0, embeddings ~ N(0, 1/W),
+    norm gains 1 + N(0, 0.1), the final LM norm's gains ~ N(0, 1) (random signs, so the tied
+    head does not echo its input token), the ViT's position table ~ N(0, 0.5)."""
+    from .qwen3vl import Qwen3VLModel
+
+    with torch.device(device):
+        model = Qwen3VLModel(config)
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            value = torch.empty(p.shape, dtype=torch.float32)
+            if name == "language_model.norm.weight":
+                value.normal_(0.0, 1.0, generator=gen)
+            elif "pos_embed" in name:
+                value.normal_(0.0, 0.5, generator=gen)
+            elif "embed_tokens" in name or name == "lm_head.weight":
+                value.normal_(0.0, p.shape[1] ** -0.5, generator=gen)
+            elif p.dim() == 1 and "norm" in name and name.endswith("weight"):
+                value.normal_(1.0, 0.1, generator=gen)
+            elif p.dim() >= 2:
+                value.normal_(0.0, p[0].numel() ** -0.5, generator=gen)
+            else:
+                value.zero_()
+            p.copy_(value)
+    return model.to(dtype).eval().requires_grad_(False)
+
+
+def inspect_qwen3vl(folder: str | Path) -> dict[str, Any]:
+    """oxygen-inspect's view of a Qwen3-VL folder from the safetensors headers alone: the
+    ModelConfig it maps to, whether every backbone tensor has our key and shape, the expert."""
+    from safetensors import safe_open
+
+    from .qwen3vl import Qwen3VLModel
+
+    folder = Path(folder)
+    out: dict[str, Any] = {"format": "qwen3vl", "problems": []}
+    try:
+        mc = model_config_from_hf(json.loads((folder / "config.json").read_text()))
+    except (ValueError, KeyError) as err:
+        out["problems"].append(f"config.json: {err}")
+        return out
+    out["config"] = mc
+    with torch.device("meta"):
+        shapes = {k: tuple(v.shape) for k, v in Qwen3VLModel(mc).state_dict().items()}
+    files = sorted(folder.glob("model*.safetensors"))
+    if not files:
+        out["problems"].append("no model*.safetensors")
+    seen, bad = set(), []
+    for f in files:
+        with safe_open(str(f), "pt") as sf:
+            for key in sf.keys():
+                ours = backbone_key(key)
+                if ours is None or ours not in shapes:
+                    continue
+                seen.add(ours)
+                got = tuple(sf.get_slice(key).get_shape())
+                if got != shapes[ours]:
+                    bad.append(f"{key}: {got} != {shapes[ours]}")
+    missing = [k for k in shapes if not k.startswith("experts.") and k not in seen]
+    out["weights"] = (f"{len(seen)} backbone tensors match" if not (bad or missing)
+                      else f"{len(bad)} wrong shapes, {len(missing)} missing")
+    out["problems"] += bad[:5] + [f"missing {k}" for k in missing[:5]]
+    out["action_expert"] = (f"{EXPERT_FILE}" if (folder / EXPERT_FILE).is_file()
+                            else f"none ({EXPERT_FILE} absent: a RANDOM expert when loaded)")
+    return out

@@ -1,0 +1,220 @@
+"""The Qwen3-VL backbone equals transformers' Qwen3VLForConditionalGeneration (tiny random
+config, float32): prefix hidden states, K/V, logits, rotary positions, the processor's pixel
+layout, greedy tokens through the engine in every mode; a save_pretrained folder loads."""
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+import torch
+from transformers import Qwen3VLForConditionalGeneration
+
+from oxygen_ros.engine.config import PRESETS, EngineConfig
+from oxygen_ros.engine.engine import Engine
+from oxygen_ros.engine.model.qwen3vl import Qwen3VLModel, patchify
+from oxygen_ros.engine.model.qwen3vl_checkpoint import (backbone_key, hf_config,
+                                                        is_qwen3vl_folder, load_qwen3vl_folder,
+                                                        save_action_expert)
+from oxygen_ros.engine.model.sampler import LocalContext
+from oxygen_ros.engine.runner import ModelRunner, SeqView
+from oxygen_ros.engine.synthetic import SyntheticStream
+from oxygen_ros.engine.tokenizer import build_tiny_tokenizer
+
+MC = PRESETS["xr0-tiny"]
+ATOL = 1e-4
+
+
+@pytest.fixture(scope="module")
+def pair():
+    """transformers' model with every weight random (norm gains too) and ours holding them."""
+    torch.manual_seed(0)
+    hf = Qwen3VLForConditionalGeneration(hf_config(MC)).eval()
+    with torch.no_grad():
+        for p in hf.parameters():
+            if p.dim() == 1:
+                p.add_(0.2 * torch.randn_like(p))
+    ours = Qwen3VLModel(MC).eval()
+    sd = {backbone_key(k): v for k, v in hf.state_dict().items()}
+    sd = {k: v for k, v in sd.items() if k and not (k.startswith("lm_head.") and ours.lm_head is None)}
+    sd.update({k: v for k, v in ours.state_dict().items() if k.startswith("experts.")})
+    ours.load_state_dict(sd, strict=True)
+    return hf, ours.requires_grad_(False)
+
+
+def _hf_inputs(ours: Qwen3VLModel, images: torch.Tensor, ids: list[int]) -> dict:
+    side = MC.vision.image_size // MC.vision.patch_size
+    ids_t = torch.tensor([ids])
+    return dict(input_ids=ids_t, pixel_values=patchify(images, MC.vision.patch_size, 2, 2),
+                image_grid_thw=torch.tensor([[1, side, side]] * images.shape[0]),
+                mm_token_type_ids=(ids_t == MC.qwen.image_token_id).int())
+
+
+def _images(n: int, seed: int = 0) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return torch.rand(n, 3, MC.vision.image_size, MC.vision.image_size, generator=g) * 2 - 1
+
+
+@pytest.mark.parametrize("num_images", [1, 2])
+def test_prefix_hidden_kv_logits_positions_equal_transformers(pair, num_images):
+    hf, ours = pair
+    prompt = [5, 17, 300, 41, 9] + list(MC.qwen.tail_ids)
+    images = _images(num_images)
+    ctx = LocalContext(MC.depth, ours.attn_scale, record=True, causal=True)
+    with torch.no_grad():
+        hidden = ours.prefill_prefix(images, prompt, ctx)
+        ids = ours.prefix_ids(num_images, prompt)
+        inputs = _hf_inputs(ours, images, ids)
+        ref = hf(**inputs, use_cache=True, output_hidden_states=True)
+        ref_hidden = hf.model(**inputs).last_hidden_state[0]
+    assert len(ids) == MC.prefix_tokens(num_images, len(prompt))
+    torch.testing.assert_close(hidden, ref_hidden, atol=ATOL, rtol=0)
+    torch.testing.assert_close(ours.lm_logits(hidden), ref.logits[0], atol=ATOL, rtol=0)
+    for layer in range(MC.depth):
+        cache = ref.past_key_values.layers[layer]
+        torch.testing.assert_close(ctx.k[layer], cache.keys[0].transpose(0, 1), atol=ATOL, rtol=0)
+        torch.testing.assert_close(ctx.v[layer], cache.values[0].transpose(0, 1), atol=ATOL, rtol=0)
+    pos, delta = hf.model.get_rope_index(inputs["input_ids"], inputs["mm_token_type_ids"],
+                                         inputs["image_grid_thw"])
+    assert torch.equal(ours.prefix_positions(ids), pos[:, 0])
+    assert int(delta) == MC.rope_offset(num_images)
+    assert int(pos.max()) + 1 == len(ids) + MC.rope_offset(num_images)
+
+
+def test_deepstack_features_change_the_prefix(pair):
+    """The DeepStack additions are really applied: without them the hidden states differ."""
+    _, ours = pair
+    images, prompt = _images(1), [5, 6, 7]
+    ctx = LocalContext(MC.depth, ours.attn_scale, record=True, causal=True)
+    ids = ours.prefix_ids(1, prompt)
+    with torch.no_grad():
+        full = ours.prefill_prefix(images, prompt, ctx)
+        ids_t = torch.tensor(ids)
+        h = ours.embed_tokens(ids_t)
+        mask = ids_t == MC.qwen.image_token_id
+        feats, _ = ours.embed_images(images)
+        h = h.masked_scatter(mask[:, None], feats)
+        plain = ours.forward_tokens(0, h, ours.prefix_positions(ids),
+                                    LocalContext(MC.depth, ours.attn_scale, record=True, causal=True))
+    assert (full - plain)[mask].abs().max() > 1e-3
+
+
+def test_patch_layout_equals_the_image_processor():
+    from transformers import Qwen2VLImageProcessorPil
+
+    size = MC.vision.image_size
+    proc = Qwen2VLImageProcessorPil(patch_size=16, temporal_patch_size=2, merge_size=2,
+                                    image_mean=[0.5] * 3, image_std=[0.5] * 3,
+                                    min_pixels=size * size, max_pixels=size * size)
+    u8 = np.random.default_rng(0).integers(0, 256, size=(2, size, size, 3), dtype=np.uint8)
+    res = proc(images=list(u8), return_tensors="pt")
+    ours = patchify(torch.from_numpy(u8).permute(0, 3, 1, 2).float() / 255 * 2 - 1, 16, 2, 2)
+    side = size // 16
+    assert res["image_grid_thw"].tolist() == [[1, side, side]] * 2
+    torch.testing.assert_close(ours, res["pixel_values"].float(), atol=1e-5, rtol=0)
+    assert MC.image_grid_tokens == side * side // 4
+
+
+def test_runner_pool_holds_transformers_kv(pair):
+    """The paged runner's prefill writes exactly transformers' K/V into the pool's slots."""
+    hf, ours = pair
+    runner = ModelRunner(ours, MC, num_blocks=32, block_size=4)
+    images = (torch.rand(2, MC.vision.image_size, MC.vision.image_size, 3) * 255).to(torch.uint8)
+    prompt = [11, 12, 13] + list(MC.qwen.tail_ids)
+    n = MC.prefix_tokens(2, len(prompt))
+    table = list(range(31, 31 - (n + 3) // 4, -1))  # non-contiguous, descending blocks
+    runner.prefill_observation(images.numpy(), prompt, SeqView(table, n))
+    pix = images.permute(0, 3, 1, 2).float() / 255 * 2 - 1
+    with torch.no_grad():
+        ref = hf(**_hf_inputs(ours, pix, ours.prefix_ids(2, prompt)), use_cache=True)
+    slots = torch.tensor([table[p // 4] * 4 + p % 4 for p in range(n)])
+    for layer in range(MC.depth):
+        got = runner.k_cache[layer].view(-1, MC.num_kv_heads, MC.head_dim)[slots]
+        want = ref.past_key_values.layers[layer].keys[0].transpose(0, 1)
+        torch.testing.assert_close(got, want, atol=ATOL, rtol=0)
+
+
+def _engine_tokens(model, mode: str, frames: int = 3) -> tuple[dict[int, list[int]], list, Engine]:
+    cfg = EngineConfig(mode=mode, decode_steps_per_frame=2, max_decode_steps=5, denoise_steps=2,
+                       max_active_requests=4)
+    engine = Engine(MC, cfg, model=model, tokenizer=build_tiny_tokenizer(2048))
+    stream = SyntheticStream(MC)
+    tokens: dict[int, list[int]] = {}
+    actions = []
+    for f in range(frames):
+        out = engine.step(stream.frame(f))
+        actions.append(out.actions)
+        for u in out.updates:
+            tokens.setdefault(u.id, []).extend(u.new_tokens)
+    engine.update_config(memory_every_n_frames=0)  # drain: no new requests
+    while engine.has_unfinished():
+        out = engine.step(stream.frame(frames))
+        frames += 1
+        for u in out.updates:
+            tokens.setdefault(u.id, []).extend(u.new_tokens)
+    return tokens, actions, engine
+
+
+@pytest.fixture(scope="module")
+def isolated_run(pair):
+    tokens, actions, _ = _engine_tokens(pair[1], "isolated")
+    return tokens, actions
+
+
+@pytest.mark.parametrize("mode", ["isolated", "parallel", "shared", "oxygen"])
+def test_engine_greedy_tokens_equal_transformers_generate(pair, isolated_run, mode):
+    hf, ours = pair
+    tokens, actions, engine = _engine_tokens(ours, mode)
+    stream = SyntheticStream(MC)
+    obs = stream.frame(0)
+    prompt = engine._action_prompt(obs)
+    memory = engine._memory_ids(engine.config.memory_prompt)
+    ids = ours.prefix_ids(obs.images.shape[0], prompt) + memory
+    pix = torch.from_numpy(obs.images).permute(0, 3, 1, 2).float() / 255 * 2 - 1
+    with torch.no_grad():
+        gen = hf.generate(**_hf_inputs(ours, pix, ids), max_new_tokens=5, do_sample=False,
+                          eos_token_id=None, pad_token_id=0)
+    want = gen[0, len(ids):].tolist()
+    got = tokens[1]  # frame 0's memory request
+    assert got == want[:len(got)] and (len(got) == 5 or got[-1] == MC.eos_token_id)
+    if mode != "isolated":  # every mode: the same actions and the same tokens as isolated
+        ref_tokens, ref_actions = isolated_run
+        assert tokens == ref_tokens
+        for a, b in zip(actions, ref_actions):
+            np.testing.assert_allclose(a, b, atol=1e-5, rtol=0)
+
+
+def test_save_pretrained_folder_loads_as_the_backbone(pair, tmp_path, caplog):
+    hf, ours = pair
+    hf.save_pretrained(tmp_path)
+    assert is_qwen3vl_folder(tmp_path)
+    with caplog.at_level(logging.WARNING):
+        mc, loaded = load_qwen3vl_folder(tmp_path, base=MC)
+    assert "RANDOM" in caplog.text
+    assert (mc.depth, mc.num_heads, mc.num_kv_heads, mc.head_dim) == (4, 4, 2, 128)
+    assert mc.qwen.deepstack_visual_indexes == MC.qwen.deepstack_visual_indexes
+    prompt, images = [3, 4, 5], _images(1, seed=3)
+    outs = []
+    for m in (ours, loaded):
+        ctx = LocalContext(MC.depth, m.attn_scale, record=True, causal=True)
+        with torch.no_grad():
+            outs.append(m.lm_logits(m.prefill_prefix(images, prompt, ctx)))
+    torch.testing.assert_close(outs[0], outs[1], atol=0, rtol=0)
+    # our writer's expert file travels with the folder and loads back exactly
+    save_action_expert(ours, tmp_path)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        _, again = load_qwen3vl_folder(tmp_path, base=MC)
+    assert "RANDOM" not in caplog.text
+    for k, v in ours.state_dict().items():
+        if k.startswith("experts."):
+            assert torch.equal(v, again.state_dict()[k]), k
+
+
+def test_oxygen_inspect_recognises_a_qwen3vl_folder(pair, tmp_path):
+    from oxygen_ros.checkpoint_cli import inspect
+
+    pair[0].save_pretrained(tmp_path)
+    report = inspect(tmp_path)
+    assert report["format"] == "qwen3vl" and not report["problems"], report
+    assert "depth 4" in report["model"] and "RANDOM" in report["action_expert"]
