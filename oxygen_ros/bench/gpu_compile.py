@@ -36,9 +36,6 @@ from ..engine.config import PRESETS
 DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
 _TRITON_TYPE = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32"}
 MAX_SHARED = 99 * 1024
-# The Xiaomi-Robotics-0 family (Qwen3-VL backbone, DiT expert) until its presets are in
-# engine/config.py: (query heads, KV heads, head dim) of the VLM and of the action expert.
-FAMILY_STAND_INS = {"xr0-tiny": [(4, 2, 128), (2, 2, 128)], "xr0": [(32, 8, 128), (8, 8, 128)]}
 DEFAULT_PRESETS = ("tiny", "small", "balanced", "pi05", "xr0-tiny", "xr0")
 
 
@@ -46,8 +43,6 @@ def attention_shapes(preset: str) -> list[tuple[int, int, int]]:
     """(Hq, Hkv, D) of every attention call over the pool: the VLM's heads, and an action
     expert's own heads where it has them (they attend to the same K/V)."""
     if preset not in PRESETS:
-        if preset in FAMILY_STAND_INS:
-            return FAMILY_STAND_INS[preset]
         raise ValueError(f"unknown preset {preset!r}; choose from {sorted(PRESETS)}")
     c = PRESETS[preset]
     shapes = [(c.num_heads, c.num_kv_heads, c.head_dim)]
