@@ -28,7 +28,7 @@ from .modes import MODES
 from .observation import Observation
 from .rate_control import FrameCosts, RateController, RateDecision
 from .request import Request, RequestKind, RequestStatus, Source
-from .rtc import ActionPrior, Guide, build_guide
+from .rtc import ActionPrior, Guide, build_guide, unsupported_reason
 from .runner import ModelRunner, SeqView
 from .scheduler import Admission, Scheduler, blocks_for, request_blocks
 from .timer import STAGES, StageTimer, TimedKV
@@ -398,9 +398,9 @@ class Engine:
         if not isinstance(prior, ActionPrior):
             raise ValueError(f"observation prior must be an ActionPrior, got {type(prior).__name__}")
         mc, cfg = self.model_config, self.config
-        if mc.family != "pi05":
-            raise ValueError(f"real-time chunking (an action prior) covers the pi05 family only, "
-                             f"not {mc.family}: use chunk_blend crossfade or none")
+        reason = unsupported_reason(mc.family)
+        if reason:
+            raise ValueError(reason)
         prior.validate(mc.action_horizon, mc.action_dim)
         return build_guide(prior, mc.action_horizon, mc.action_dim, cfg.rtc_method,
                            cfg.rtc_jacobian, cfg.rtc_max_guidance, cfg.rtc_execution_horizon,

@@ -55,6 +55,15 @@ class ActionPrior:
             raise ValueError(f"action prior delay must be an int >= 0, got {self.delay!r}")
 
 
+def unsupported_reason(family: str) -> str | None:
+    """Why a model family cannot take an action prior (None: it can). The guided and inpainted
+    loops drive the pi0.5 action expert; the qwen3vl DiT has no guided loop yet."""
+    if family != "pi05":
+        return (f"real-time chunking (an action prior) covers the pi05 family only, not {family}: "
+                f"use chunk_blend crossfade or none")
+    return None
+
+
 def prefix_weights(horizon: int, delay: int, execution_horizon: int) -> np.ndarray:
     """W over the chunk's steps i: 1 for i < d, a linear ramp from 1 to 0 exclusive at both ends
     for d <= i < H, 0 for i >= H (d clamped to H, H to the horizon)."""

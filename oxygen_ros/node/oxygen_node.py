@@ -33,11 +33,13 @@ from typing import Any
 import numpy as np
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 
+from oxygen_ros.engine.rtc import unsupported_reason
+from oxygen_ros.robot.chunk_player import ChunkPlayer
+from oxygen_ros.robot.shaper import CommandShaper
+
 from . import conversions as conv
 from . import params as P
 from .build import Built, build_engine
-from oxygen_ros.robot.chunk_player import ChunkPlayer
-from oxygen_ros.robot.shaper import CommandShaper
 from .control_loop import ControlLoop
 from .diagnostics import Diagnostics
 from .inference_worker import InferenceWorker
@@ -167,6 +169,8 @@ class OxygenNode(LifecycleNode):
     # -- configure ------------------------------------------------------------------------------
     def _build(self, p: dict[str, Any]) -> Runtime:
         built = build_engine(p)
+        if p["chunk_blend"] == "rtc" and unsupported_reason(built.model_config.family):
+            raise ValueError(f"chunk_blend rtc: {unsupported_reason(built.model_config.family)}")
         names = list(p["joint_names"])
         mapping = self._mapping(p, len(names), built.norm)
         player = ChunkPlayer(len(names), dt=1.0 / float(p["control_rate_hz"]),
@@ -246,6 +250,10 @@ class OxygenNode(LifecycleNode):
                 reason = text_bound_reason(key, changes[key], max_tokens)
                 if reason:
                     return reason
+        if rt is not None and changes.get("chunk_blend") == "rtc":
+            reason = unsupported_reason(rt.built.model_config.family)
+            if reason:
+                return reason
         if rt is not None and any(k in P.ENGINE_KEYS for k in changes):
             try:
                 rt.built.engine.validate_changes(

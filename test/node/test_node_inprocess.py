@@ -319,3 +319,22 @@ def test_rtc_blend_gives_the_engine_the_executed_steps_and_the_counted_delay(ctx
     finally:
         node.stop()
         node.destroy_node()
+
+
+def test_rtc_blend_refused_where_the_family_has_no_guided_loop(ctx):
+    """chunk_blend rtc on a qwen3vl preset: refused at configure and at the parameter, with the
+    reason, instead of every frame failing later when its action prior reaches the engine."""
+    node = OxygenNode(context=ctx, parameter_overrides=[
+        Parameter("model.preset", value="xr0-tiny"), Parameter("chunk_blend", value="rtc"),
+        Parameter("max_active_requests", value=2)])
+    try:
+        assert node.trigger_configure() == TransitionCallbackReturn.FAILURE
+        assert node.rt is None
+        node.set_parameters([Parameter("chunk_blend", value="crossfade")])
+        assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
+        res = node.set_parameters([Parameter("chunk_blend", value="rtc")])[0]
+        assert not res.successful and "pi05 family only" in res.reason, res.reason
+        assert node.get_parameter("chunk_blend").value == "crossfade"
+    finally:
+        node.stop()
+        node.destroy_node()
