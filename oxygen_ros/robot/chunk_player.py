@@ -35,6 +35,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .values import command_stream
+
 
 @dataclass(frozen=True)
 class Sample:
@@ -55,12 +57,7 @@ class ChunkPlayer:
                  observation_timeout_s: float = 0.5, lower: np.ndarray | None = None,
                  upper: np.ndarray | None = None, future_tolerance_s: float = 1.0,
                  blend: str = "crossfade") -> None:
-        if num_joints < 1:
-            raise ValueError(f"num_joints must be >= 1, got {num_joints}")
-        if not dt > 0:
-            raise ValueError(f"dt must be > 0, got {dt}")
-        self.num_joints = num_joints
-        self.dt = float(dt)
+        self.num_joints, self.dt = command_stream(num_joints, dt)
         self._lock = threading.Lock()
         self.configure(crossfade_s=crossfade_s, observation_timeout_s=observation_timeout_s,
                        lower=lower, upper=upper, future_tolerance_s=future_tolerance_s,

@@ -34,6 +34,8 @@ from typing import Sequence
 
 import numpy as np
 
+from .values import command_stream
+
 LIMIT_TOL = 1e-9  # a step this close to the target's counts as not limited (float noise)
 
 
@@ -75,12 +77,7 @@ class CommandShaper:
     def __init__(self, num_joints: int, dt: float, velocity_limits: Sequence[float] = (),
                  acceleration_limits: Sequence[float] = (), max_start_deviation: Sequence[float] = ()
                  ) -> None:
-        if num_joints < 1:
-            raise ValueError(f"num_joints must be >= 1, got {num_joints}")
-        if not dt > 0:
-            raise ValueError(f"dt must be > 0, got {dt}")
-        self.num_joints = num_joints
-        self.dt = float(dt)
+        self.num_joints, self.dt = command_stream(num_joints, dt)
         self._lock = threading.Lock()
         self.velocity = self.acceleration = self.deviation = None
         self.configure(velocity_limits, acceleration_limits, max_start_deviation)

@@ -96,6 +96,15 @@ class StateMapping:
         return np.ascontiguousarray(out, dtype=np.float32)
 
 
+def command_stream(num_joints: int, dt: float) -> tuple[int, float]:
+    """(num_joints, dt) of a fixed-rate command stream, checked (the player and the shaper)."""
+    if num_joints < 1:
+        raise ValueError(f"num_joints must be >= 1, got {num_joints}")
+    if not dt > 0:
+        raise ValueError(f"dt must be > 0, got {dt}")
+    return int(num_joints), float(dt)
+
+
 def actions_to_model(mapping: StateMapping, actions: np.ndarray) -> np.ndarray:
     """[steps, num_joints] robot-unit actions -> model units (the inverse of
     StateMapping.to_robot on the joints' dims; the padded dims are not executed)."""
