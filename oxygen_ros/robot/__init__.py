@@ -2,8 +2,11 @@
 (oxygen_ros.bags), so that a replay shows exactly what the robot would have received.
 
 - pairing: camera / joint-state mailboxes and the Pairer (one observation per inferred frame)
-- values: image decode, joint vectors, StateMapping (message fields as plain values)
-- chunk_player: action chunks -> a fixed-rate command stream
+- images: camera messages (raw, jpeg / png) checked cheaply on arrival, decoded once per frame
+- values: joint vectors, StateMapping, camera placement (message fields as plain values)
+- chunk_player: action chunks -> a fixed-rate command stream (chunk blending)
+- shaper: command shaping (velocity / acceleration limits, start from the measured pose, gate)
+- rtc_prior, seam: real-time chunking's executed steps, and the seam error between chunks
 - rates: rates over the last seconds (diagnostics)
 
 Nothing here imports rclpy or message packages.
