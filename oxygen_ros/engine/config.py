@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -398,7 +398,6 @@ class EngineConfig:
     rtc_jacobian: str = "identity"
     rtc_max_guidance: float = 10.0
     rtc_execution_horizon: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.validate()

@@ -13,7 +13,7 @@ import hashlib
 import itertools
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Iterable
 
 import numpy as np
@@ -87,7 +87,6 @@ class FrameOutput:
     target_action_hz: float = 0.0
     k_chosen: int = 0
     target_feasible: bool = True
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -142,7 +141,6 @@ class Engine:
                                   config.device, config.dtype, config.attention_backend,
                                   config.compile_denoise, config.cuda_graphs)
         self.timer = StageTimer(STAGES)
-        self.prepare_ms = 0.0  # the last frame's image preparation (within vision_prefill)
         # The engine and the scheduler reach the manager through one TimedKV (stage kv): the
         # seam where a measuring proxy can be put in front of it (bench/kv_recorder.py).
         self.kv = TimedKV(KVManager(num_blocks, config.block_size, self.runner.bytes_per_block),
@@ -345,7 +343,6 @@ class Engine:
             num_waiting=len(self.scheduler.waiting), num_running=len(self.scheduler.running),
             kv=self.kv.usage(), decode_steps=frame.decode_steps, admitted=frame.admitted,
             target_action_hz=cfg.target_action_hz, k_chosen=rate.k, target_feasible=rate.feasible,
-            extra={"prepare_images_ms": self.prepare_ms},
         )
 
     # -- action-rate target ---------------------------------------------------------------------
@@ -422,9 +419,7 @@ class Engine:
         # requests keep it while they may need a re-prefill, and a caller reusing its image
         # buffers cannot change what a waiting request saw.
         with self.timer.stage("vision_prefill"):
-            t0 = time.perf_counter()
             pixels = self.runner.prepare_images(obs.valid_images(), self.config.image_resize)
-            self.prepare_ms = (time.perf_counter() - t0) * 1e3
         with self.timer.stage("kv"):  # the prefix cache's identity: the pixels the model sees
             h = hashlib.blake2b(_tensor_bytes(pixels), digest_size=8)
             h.update(np.asarray(prompt_ids, dtype=np.int64).tobytes())

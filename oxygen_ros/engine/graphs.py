@@ -58,10 +58,6 @@ class StepGraph:
             with torch.cuda.graph(self.graph, pool=pool):  # graphs of one runner share memory
                 fn()
 
-    @property
-    def captured(self) -> bool:
-        return self.graph is not None
-
     def replay(self) -> None:
         if self.graph is not None:
             self.graph.replay()

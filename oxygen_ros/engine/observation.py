@@ -1,7 +1,7 @@
 """Observation: what one control frame sees (camera images, proprioception, the task)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Sequence, Union
 
 import numpy as np
@@ -29,7 +29,6 @@ class Observation:
     instruction: str | None = None  # None: the engine's configured instruction
     stamp: float = 0.0
     camera_valid: tuple[bool, ...] | None = None
-    meta: dict = field(default_factory=dict, compare=False)
     # real-time chunking: the previous chunk's steps still executed from this observation on
     # (engine/rtc.py ActionPrior; None: an unguided chunk)
     prior: Any = None

@@ -9,9 +9,9 @@ subscription (deadman.topic, std_msgs/Bool) lives here.
 A dedicated thread with absolute monotonic deadlines (optionally SCHED_FIFO, parameter
 control_priority; the inference thread then runs one level below it so that it is never
 preempted while holding the GIL the control thread needs). With use_sim_time it is a ROS timer
-on the node's (simulated) clock instead: sim time cannot be slept on. Measured here (2 shared
-cores, tiny model at ~25-30 Hz, quiet machine): executor timer p99 |period - 20 ms| 13-17 ms,
-thread 4-17 ms, thread + FIFO priorities ~1-3 ms.
+on the node's (simulated) clock instead: sim time cannot be slept on. An executor timer jitters
+more than the thread, and the thread more than the thread with FIFO priorities (oxygen-eval
+reports the command period's p50 / p99 from a recorded bag).
 
 Every start() takes the stop Event of its run: a thread only ever reads the event it was started
 with, so a thread that outlives its join is still signalled.

@@ -25,14 +25,11 @@ def main(args: list[str] | None = None) -> int:
     node = None
     # Single-threaded on purpose: rclpy's MultiThreadedExecutor rebuilds the wait set in Python
     # and hands every callback to a pool thread (futures, guard-condition wake-ups), several
-    # GIL-holding loop passes per message. At 30 Hz camera + joint states that kept the spin
-    # thread at 10-70 % of a core (100 % when given SCHED_FIFO): the inference and control
-    # threads queued behind it for the GIL (tiny-model frames 15 -> 50-270 ms, joint_command
-    # period p99 10-80 ms, stale-observation holds, services unanswered). Measured here (2
-    # cores): spin thread ~8 %, frames ~25 ms at the camera rate, period p99 1-2.5 ms. Nothing
-    # needs concurrent callbacks: input callbacks only convert + store, the model and the control
-    # loop run on their own threads, and a lifecycle transition blocking the executor for its
-    # duration is what the service semantics imply anyway.
+    # GIL-holding loop passes per message, and the inference and control threads then queue
+    # behind the spin thread for the GIL. Nothing needs concurrent callbacks: input callbacks
+    # only check + store, the model and the control loop run on their own threads, and a
+    # lifecycle transition blocking the executor for its duration is what the service
+    # semantics imply anyway.
     executor = SingleThreadedExecutor()
     rc = 0
     try:

@@ -1,8 +1,8 @@
 """The node's parameters: one table (name, default, type, range, when it may change) + validation.
 
 Kinds (documented in README.md, section Parameters):
-- ``live``: accepted in any state. Engine knobs (k, N, S, max_active_requests, mode, memory.*,
-  instruction) reach the engine through Engine.update_config before the NEXT frame; player /
+- ``live``: accepted in any state. Engine knobs (k, N, S, max_active_requests, mode,
+  target_action_hz, target_strict, k_min, memory.*, instruction, image_resize, rtc.*) reach the engine through Engine.update_config before the NEXT frame; player /
   pairing knobs (observation_timeout_s, crossfade_s, chunk_blend, stamp_tolerance_s,
   max_stamp_offset_s, joint limits, markers.frame_id, ask.max_open, the command shaper's limits,
   deadman.timeout_s) apply on the next control tick / message.

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import collections
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 # finish reasons of refusals (a final ~/answer with empty text)
@@ -30,7 +30,6 @@ class Question:
     sink: Callable[[Any], None] | None = None
     request_id: int = 0  # the engine's id once asked
     done: bool = False
-    extra: dict = field(default_factory=dict)
 
 
 class Questions:

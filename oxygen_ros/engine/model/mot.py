@@ -226,7 +226,6 @@ class MoTModel(nn.Module):
         act = nn.functional.silu
         return act(head.time_mlp_out(act(head.time_mlp_in(emb))))
 
-    time_embedding = time_cond  # name used in docs/architecture.md
 
     def adarms_modulations(self, expert: int, cond: torch.Tensor) -> AdaRMSModulations:
         """Precompute the expert's adaRMS modulations for a conditioning vector (one time step)."""
