@@ -66,7 +66,7 @@ class ReplayConfig:
     observation_timeout_s: float = 0.5
     rate: float = 0.0  # 0 = as fast as possible, else x recorded speed
     drain: bool = True  # after the last input, finish every language request (see Replayer.drain)
-    camera_slots: tuple[int, ...] = ()  # model camera of each topic (node/build.camera_slots)
+    camera_slots: tuple[int, ...] = ()  # model camera of each topic (robot/values.camera_slots)
     n_action_steps: int = 0  # the checkpoint's executed steps per chunk (0 = all), as the node
     # the node's command shaping parameters (one value or one per joint; [] = off)
     joint_velocity_limits: list[float] = field(default_factory=list)

@@ -199,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
         engine, norm, model_keys, steps = build(args)
         mc = engine.model_config
         cfg = config_from(args, bag, mc.num_cameras, mc.action_dim)
-        from oxygen_ros.node.build import camera_slots
+        from oxygen_ros.robot.values import camera_slots
 
         cfg.camera_slots = camera_slots(cfg.camera_topics, list(args.camera_keys or []), model_keys)
         cfg.n_action_steps = steps

@@ -40,7 +40,7 @@ class InferenceWorker:
         self._decode = decode  # Inputs.decode_pair: the pair's camera images, None if refused
         # (chunk, stamp, now) -> (refusal, publish): the control loop's start gate / deadman
         self._admit = admit
-        self._camera_slots = camera_slots  # model camera of each topic (node/build.camera_slots)
+        self._camera_slots = camera_slots  # model camera of each topic (robot/values.camera_slots)
         self._n_action_steps = n_action_steps  # the checkpoint's executed steps per chunk (0 = all)
         self._mapping = mapping  # () -> the current StateMapping (joint limits are live)
         self.player = player

@@ -112,6 +112,33 @@ def actions_to_model(mapping: StateMapping, actions: np.ndarray) -> np.ndarray:
                               else mapping.norm.normalize_actions)
 
 
+def _short(key: str) -> str:
+    return key[len("observation.images."):] if key.startswith("observation.images.") else key
+
+
+def camera_slots(topics: list[str], keys: list[str], model_keys: tuple[str, ...]) -> tuple[int, ...]:
+    """The model camera each topic feeds: camera_keys names them (full LeRobot key or the part
+    after observation.images.), else topics follow the model's camera order."""
+    if not keys:
+        if len(topics) > len(model_keys):
+            raise ValueError(f"{len(topics)} camera_topics but the model takes at most "
+                             f"{len(model_keys)} cameras {list(model_keys)}")
+        return tuple(range(len(topics)))
+    if len(keys) != len(topics):
+        raise ValueError(f"camera_keys has {len(keys)} entries for {len(topics)} camera_topics: "
+                         "give one checkpoint camera key per topic")
+    index = {}
+    for i, k in enumerate(model_keys):
+        index[k] = index[_short(k)] = i
+    unknown = [k for k in keys if k not in index]
+    if unknown:
+        raise ValueError(f"camera_keys {unknown} are not cameras of the model; it has {list(model_keys)}")
+    slots = tuple(index[k] for k in keys)
+    if len(set(slots)) != len(slots):
+        raise ValueError(f"camera_keys {keys} name the same model camera twice")
+    return slots
+
+
 def place_cameras(images: Sequence[np.ndarray], slots: Sequence[int]
                   ) -> tuple[list[np.ndarray], tuple[bool, ...] | None]:
     """Camera images in topic order (each at its camera's own size) -> one image per model

@@ -6,7 +6,8 @@ from oxygen_ros.engine.config import PRESETS
 from oxygen_ros.engine.model import NormStats, init_model, save_lerobot_checkpoint, save_openpi_checkpoint
 from oxygen_ros.engine.tokenizer import build_tiny_tokenizer
 from oxygen_ros.node import params as P
-from oxygen_ros.node.build import build_engine, camera_slots, check_joints
+from oxygen_ros.node.build import build_engine, check_joints
+from oxygen_ros.robot.values import camera_slots
 from oxygen_ros.robot.values import place_cameras
 
 CKPT_KEYS = ("observation.images.base_0_rgb", "observation.images.left_wrist_0_rgb")
