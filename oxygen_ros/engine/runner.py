@@ -258,13 +258,12 @@ class ModelRunner:
         tokens attend to [prefix ; actions] with differentiable attention (LocalContext, the
         reference path); the paged kernels have no backward. Outside inference mode (autograd),
         under no_grad except each step's velocity."""
-        m, bs = self.model, self.block_size
+        m = self.model
         with torch.no_grad():
-            blocks = self._long(list(seq.block_table[: -(-prefix_len // bs)]))
-            ks = [self.k_cache[i][blocks].reshape(-1, *self.k_cache[i].shape[2:])[:prefix_len]
-                  for i in range(self.config.depth)]
-            vs = [self.v_cache[i][blocks].reshape(-1, *self.v_cache[i].shape[2:])[:prefix_len]
-                  for i in range(self.config.depth)]
+            # the prefix's slots, as every other path addresses the pool (a [slots, Hkv, D] copy)
+            slots = self._long(self._slots(seq.block_table, 0, prefix_len))
+            ks = [k.flatten(0, 1)[slots] for k in self.k_cache]
+            vs = [v.flatten(0, 1)[slots] for v in self.v_cache]
             ctx = LocalContext(self.config.depth, self.scale, k=ks, v=vs)
             h = noise.shape[0]
             positions = torch.arange(prefix_len, prefix_len + h, device=self.device)
