@@ -152,8 +152,7 @@ def _chunk_values(chunks: list) -> tuple[list[tuple[float, np.ndarray]], float]:
         values.append((stamp_ns(m.header.stamp) * 1e-9,
                        np.array([list(p.positions) for p in pts], dtype=np.float64)))
         if not dt and len(pts) > 1:
-            d = pts[1].time_from_start
-            dt = (int(d.sec) * 1_000_000_000 + int(d.nanosec)) * 1e-9
+            dt = stamp_ns(pts[1].time_from_start) * 1e-9  # a Duration: the same sec / nanosec
     return values, dt or 1.0
 
 
