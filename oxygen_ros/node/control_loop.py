@@ -70,6 +70,8 @@ class ControlLoop:
         self.holding = ""  # the shaper's hold reason on the last tick
         self._thread: threading.Thread | None = None
         self._timer = None
+        # what the control thread runs under (diagnostics): the timing to expect differs
+        self.scheduling = "not started"
         self.ticks: collections.deque[float] = collections.deque(maxlen=256)
         self.commands = 0
         self.stale_ticks = 0
@@ -94,6 +96,7 @@ class ControlLoop:
         if use_sim_time:
             # the timer runs on the node's clock (sim time); the default callback group
             self._timer = self._node.create_timer(period, self.tick)
+            self.scheduling = "executor timer (use_sim_time)"
         else:
             self._thread = threading.Thread(target=self._loop, args=(stop, period, priority),
                                             name="oxygen-control", daemon=True)
@@ -114,10 +117,13 @@ class ControlLoop:
         """Absolute deadlines on the monotonic clock (no drift; a late tick does not shift the
         following ones). A dedicated thread instead of an executor timer: the executor's dispatch
         adds GIL hand-overs and its own Python work between the wake-up and the callback."""
+        self.scheduling = "normal (control_priority 0)"
         if priority > 0:
             try:
                 os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
+                self.scheduling = f"SCHED_FIFO {priority}"
             except (AttributeError, OSError) as exc:
+                self.scheduling = f"normal (SCHED_FIFO {priority} not permitted: {exc})"
                 self._node.get_logger().warning(
                     f"control_priority {priority}: SCHED_FIFO not permitted ({exc}); running at "
                     "normal priority (set rtprio in /etc/security/limits.conf)")
@@ -255,6 +261,7 @@ class ControlLoop:
             "limited_ticks_last_2s": sum(1 for x in list(self.limited_times) if now - x < LIMITED_WINDOW_S),
             "limited_joints": ", ".join(limited),
             "gated_chunks": self.shaper.gated, "last_gate_refusal": self.gate_message,
+            "control_scheduling": self.scheduling,
             "deadman": ("off" if not self.deadman.enabled else
                         f"holding: {self.deadman_why}" if self.deadman_why else "go"),
         }

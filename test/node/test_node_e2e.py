@@ -328,20 +328,54 @@ def _command_window(client, seconds):
     return cmds, stats, rate, p99
 
 
+def _fifo_permitted() -> bool:
+    """Whether this process (and so the node it started) may use SCHED_FIFO: tried on a
+    throwaway thread, since the policy is per thread on Linux."""
+    ok = []
+
+    def probe():
+        try:
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
+            ok.append(True)
+        except (AttributeError, OSError):
+            pass
+    t = threading.Thread(target=probe)
+    t.start()
+    t.join()
+    return bool(ok)
+
+
 def test_commands_at_control_rate_while_active(client, node_proc):
-    """50 Hz with period p99 within 25 % while the model runs. This machine is shared (other
-    jobs load its 2 cores): up to 4 windows of 3 s are measured; the bounds must hold in one.
-    If they hold in none while the 1-minute load average exceeded the CPU count (i.e. other
-    processes competed for the CPUs), the timing part is SKIPPED with the numbers, not passed."""
+    """50 Hz with period p99 within 50 % while the model runs, and the control thread's
+    scheduling as the node reports it in `oxygen: control` (`control_scheduling`: SCHED_FIFO 20
+    where this machine permits it, else normal with the reason). The bound catches a control
+    loop that waits on inference (~20-27 ms frames here) or on the executor, not this VM's
+    host noise: on the 2-core VM windows of the same run range from 1.5 to 8 ms with SCHED_FIFO
+    and from 4 to 15 ms without (GIL holders preempted by other processes). Up to 5 windows of
+    3 s are measured; the bounds must hold in one. If they hold in none while the 1-minute load
+    average exceeded the CPU count (other processes competed for the CPUs), the timing part is
+    SKIPPED with the numbers, not passed."""
     client.mode = "good"
     client.ensure("active")
     client.wait_for(lambda: client.snapshot(client.commands, 0), 20, "first joint_command")
     nominal = 1.0 / RATE_HZ
+    def reported():  # the newest control status of this run (earlier ones say "not started")
+        diags = client.snapshot(client.diags, 0)
+        st = _status(diags[-1], "control") if diags else None
+        value = {kv.key: kv.value for kv in st.values}.get("control_scheduling") if st else None
+        return value if value not in (None, "not started") else None
+    scheduling = client.wait_for(reported, 10, "control_scheduling in the control diagnostics")
+    fifo = _fifo_permitted()
+    if fifo:
+        assert scheduling == "SCHED_FIFO 20"
+    else:
+        assert scheduling.startswith("normal (SCHED_FIFO 20 not permitted: "), scheduling
+    bound = 0.5 * nominal
     # settle: activation matches new publishers with the client (DDS discovery runs in the
     # node's executor threads), so the first seconds after activate are not steady state
     _command_window(client, 3.0)
     results, loads = [], []
-    for _ in range(4):
+    for _ in range(5):
         cmds, stats, rate, p99 = _command_window(client, 3.0)
         loads.append(os.getloadavg()[0])
         _alive(node_proc)
@@ -349,13 +383,15 @@ def test_commands_at_control_rate_while_active(client, node_proc):
         assert all(np.all(np.isfinite(m.position)) for m in cmds)
         assert len(stats) >= 3, "inference frames should keep coming"
         results.append((round(rate, 1), round(p99 * 1e3, 2)))
-        if 0.9 * RATE_HZ <= rate <= 1.1 * RATE_HZ and p99 <= 0.25 * nominal:
+        if 0.9 * RATE_HZ <= rate <= 1.1 * RATE_HZ and p99 <= bound:
             break
     else:
-        msg = f"(rate Hz, period p99 deviation ms) per window: {results}; load avg {loads}"
+        msg = (f"{scheduling}: (rate Hz, period p99 deviation ms) per window: {results} (bound "
+               f"{bound * 1e3:.0f} ms); load avg {loads}")
         if min(loads) > (os.cpu_count() or 1):
             pytest.skip(f"CPU overloaded by other processes, timing not verified: {msg}")
         raise AssertionError(f"control timing out of bounds: {msg}")
+    print(f"control thread {scheduling}: windows {results}")
     chunks = client.snapshot(client.chunks, 0)
     assert chunks and chunks[-1].joint_names == JOINTS
 
