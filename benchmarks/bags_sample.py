@@ -19,7 +19,6 @@ import argparse
 import math
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import threading
@@ -27,6 +26,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from node_process import close_client, start_node, stop_node  # beside this script (run as a script)
 
 ROOT = Path(__file__).resolve().parents[1]
 JOINTS = [f"joint_{i}" for i in range(1, 7)]
@@ -59,10 +60,7 @@ def record(bag: Path, seconds: float) -> None:
 
     params = ["autostart:=true", "record.enabled:=true", f"record.path:={bag}",
               "record.topics:=[" + ",".join(TOPICS) + "]", *NODE_SETTINGS]
-    cmd = [sys.executable, "-m", "oxygen_ros.node.main", "--ros-args", "--params-file",
-           str(ROOT / "config" / "oxygen.yaml")] + [x for p in params for x in ("-p", p)]
-    print("$ " + " ".join(cmd), flush=True)
-    node_proc = subprocess.Popen(cmd)
+    node_proc = start_node(params)
     rclpy.init()
     node = rclpy.create_node("bags_sample_feeder")
     chunks: list = []
@@ -99,11 +97,8 @@ def record(bag: Path, seconds: float) -> None:
             i += 1
             time.sleep(1 / 30)
     finally:
-        node_proc.send_signal(signal.SIGINT)
-        node_proc.wait(timeout=60)
-        ex.shutdown()
-        node.destroy_node()
-        rclpy.try_shutdown()
+        stop_node(node_proc, wait_s=60)  # the bag is closed on the way out
+        close_client(ex, node)
 
 
 def main() -> int:

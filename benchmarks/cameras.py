@@ -20,9 +20,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -30,6 +28,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from node_process import close_client, start_node, stop_node  # beside this script (run as a script)
 
 ROOT = Path(__file__).resolve().parents[1]
 JOINTS = [f"joint_{i}" for i in range(1, 7)]
@@ -127,13 +127,8 @@ def part2(lines: list[str], seconds: float, warm: float, log_path: str,
 
     tmp = Path(tempfile.mkdtemp(prefix="oxygen_cameras_"))
     ck = checkpoint(tmp)
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
-    cmd = [sys.executable, "-m", "oxygen_ros.node.main", "--ros-args", "--params-file",
-           str(ROOT / "config" / "oxygen.yaml"), "-p", "model.num_threads:=1",
-           "-p", f"model.checkpoint:={ck}"]
     log = open(log_path, "wb")
-    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    proc = start_node(["model.num_threads:=1", f"model.checkpoint:={ck}"], log)
     rclpy.init()
     node = rclpy.create_node("oxygen_cameras_bench")
     lock = threading.Lock()
@@ -270,13 +265,8 @@ def part2(lines: list[str], seconds: float, warm: float, log_path: str,
                 for pub in pubs:
                     node.destroy_publisher(pub)
     finally:
-        os.killpg(proc.pid, signal.SIGINT)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-        ex.shutdown(timeout_sec=1.0)
-        rclpy.try_shutdown()
+        stop_node(proc)
+        close_client(ex)
     lines.append("")
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import threading
@@ -23,6 +22,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from node_process import close_client, start_node, stop_node  # beside this script (run as a script)
 
 ROOT = Path(__file__).resolve().parents[1]
 JOINTS = [f"joint_{i}" for i in range(1, 7)]
@@ -45,10 +46,7 @@ def record(bag: Path, seconds: float, extra: list[str]) -> None:
 
     params = ["autostart:=true", "record.enabled:=true", f"record.path:={bag}",
               "record.topics:=[" + ",".join(TOPICS) + "]", *SETTINGS, *extra]
-    cmd = [sys.executable, "-m", "oxygen_ros.node.main", "--ros-args", "--params-file",
-           str(ROOT / "config" / "oxygen.yaml")] + [x for p in params for x in ("-p", p)]
-    print("$ " + " ".join(cmd), flush=True)
-    proc = subprocess.Popen(cmd)
+    proc = start_node(params)
     rclpy.init()
     node = rclpy.create_node("command_safety_feeder")
     commands: list = []
@@ -78,11 +76,8 @@ def record(bag: Path, seconds: float, extra: list[str]) -> None:
             i += 1
             time.sleep(1 / 30)
     finally:
-        proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=60)
-        ex.shutdown()
-        node.destroy_node()
-        rclpy.try_shutdown()
+        stop_node(proc, wait_s=60)  # the bag is closed on the way out
+        close_client(ex, node)
 
 
 def numbers(bag: Path) -> dict:

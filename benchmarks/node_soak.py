@@ -14,14 +14,14 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import signal
-import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 
 import numpy as np
+
+from node_process import close_client, start_node, stop_node  # beside this script (run as a script)
 
 ROOT = Path(__file__).resolve().parents[1]
 JOINTS = [f"joint_{i}" for i in range(1, 7)]
@@ -60,13 +60,8 @@ def main() -> int:
     from oxygen_ros.msg import TextMemory
     from oxygen_ros.node import conversions as conv
 
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
-    cmd = [sys.executable, "-m", "oxygen_ros.node.main", "--ros-args", "--params-file",
-           str(ROOT / "config" / "oxygen.yaml"), "-p", "autostart:=true", "-p", "model.num_threads:=1"]
     log = open(args.log, "wb")
-    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    proc = start_node(["autostart:=true", "model.num_threads:=1"], log)
     rclpy.init()
     node = rclpy.create_node("oxygen_soak")
     counts = {"answers": 0, "commands": 0, "chunks": 0}
@@ -123,13 +118,8 @@ def main() -> int:
                   f"chunks {c['chunks']:6d}  commands {c['commands']:7d}", flush=True)
     finally:
         stop.set()
-        os.killpg(proc.pid, signal.SIGINT)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-        ex.shutdown(timeout_sec=1.0)
-        rclpy.try_shutdown()
+        stop_node(proc)
+        close_client(ex)
     warm = [s for s in samples if s[0] >= args.warmup * 60]
     if len(warm) < 3:
         print("too few samples after the warm-up for a slope")

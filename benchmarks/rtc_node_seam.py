@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -26,6 +25,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from node_process import close_client, start_node, stop_node  # beside this script (run as a script)
 
 ROOT = Path(__file__).resolve().parents[1]
 JOINTS = [f"joint_{i}" for i in range(1, 7)]
@@ -52,12 +53,7 @@ def main() -> int:
     from oxygen_ros.robot.seam import seam_errors
 
     params = ["autostart:=true", "model.num_threads:=1", *args.set]
-    cmd = [sys.executable, "-m", "oxygen_ros.node.main", "--ros-args", "--params-file",
-           str(ROOT / "config" / "oxygen.yaml")] + [x for p in params for x in ("-p", p)]
-    print("$ " + " ".join(cmd), flush=True)
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    node_proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
-                                 start_new_session=True)
+    node_proc = start_node(params, subprocess.DEVNULL)
     rclpy.init()
     node = rclpy.create_node("rtc_seam_client")
     lock = threading.Lock()
@@ -131,15 +127,8 @@ def main() -> int:
                 windows.append((blend, start, time.monotonic()))
     finally:
         stop.set()
-        if node_proc.poll() is None:
-            os.killpg(node_proc.pid, signal.SIGINT)
-            try:
-                node_proc.wait(20)
-            except subprocess.TimeoutExpired:
-                os.killpg(node_proc.pid, signal.SIGKILL)
-        ex.shutdown()
-        node.destroy_node()
-        rclpy.try_shutdown()
+        stop_node(node_proc)
+        close_client(ex, node)
 
     dt = 1.0 / 50.0  # config/oxygen.yaml control_rate_hz
     with lock:
