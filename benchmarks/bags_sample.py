@@ -17,17 +17,15 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import shutil
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import numpy as np
 
-from node_process import close_client, start_node, stop_node  # beside this script (run as a script)
+from node_process import close_client, feed, fresh_work_dir, start_node, stop_node  # beside this script (run as a script)
 
 ROOT = Path(__file__).resolve().parents[1]
 JOINTS = [f"joint_{i}" for i in range(1, 7)]
@@ -73,29 +71,22 @@ def record(bag: Path, seconds: float) -> None:
     ex.add_node(node)
     threading.Thread(target=ex.spin, daemon=True).start()
     base = np.random.default_rng(0).integers(0, 255, (48, 64, 3), dtype=np.uint8)
-    t_start, t_run, asked, i = time.monotonic(), None, False, 0
+    asked = []
+
+    def tick(i: int, running_s: float | None) -> None:
+        now = node.get_clock().now()
+        t = now.nanoseconds * 1e-9
+        img_pub.publish(conv.encode_image(np.roll(base, i, axis=1), "rgb8", stamp=now.to_msg()))
+        for pub, values in ((js_pub, positions(t)), (ref_pub, positions(t + 0.1))):
+            js = JointState()
+            js.header.stamp = now.to_msg()
+            js.name, js.position = list(JOINTS), values
+            pub.publish(js)
+        if running_s is not None and not asked and running_s > seconds / 2:
+            ask_pub.publish(String(data="What is on the table?"))
+            asked.append(True)
     try:
-        while node_proc.poll() is None:
-            now = node.get_clock().now()
-            t = now.nanoseconds * 1e-9
-            img_pub.publish(conv.encode_image(np.roll(base, i, axis=1), "rgb8", stamp=now.to_msg()))
-            for pub, values in ((js_pub, positions(t)), (ref_pub, positions(t + 0.1))):
-                js = JointState()
-                js.header.stamp = now.to_msg()
-                js.name, js.position = list(JOINTS), values
-                pub.publish(js)
-            if chunks and t_run is None:
-                t_run = time.monotonic()
-                print(f"node running after {t_run - t_start:.1f} s; recording {seconds} s", flush=True)
-            if t_run is not None and not asked and time.monotonic() - t_run > seconds / 2:
-                ask_pub.publish(String(data="What is on the table?"))
-                asked = True
-            if t_run is not None and time.monotonic() - t_run > seconds:
-                break
-            if time.monotonic() - t_start > 120 + seconds:
-                raise RuntimeError("the node did not start within 120 s")
-            i += 1
-            time.sleep(1 / 30)
+        feed(node_proc, seconds, tick, lambda: bool(chunks))
     finally:
         stop_node(node_proc, wait_s=60)  # the bag is closed on the way out
         close_client(ex, node)
@@ -107,11 +98,7 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=8.0)
     args = ap.parse_args()
     out = Path(args.out).resolve()
-    work = out / "work"
-    if work.exists():
-        shutil.rmtree(work)
-    work.mkdir(parents=True)
-    os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    work = fresh_work_dir(out)
     record(work / "run", args.seconds)
     py = sys.executable
     # relative paths: the reports name the bags as the commands did

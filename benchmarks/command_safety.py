@@ -13,17 +13,14 @@ plots of both runs. The bags stay under <out>/work/ (not meant to be committed).
 from __future__ import annotations
 
 import argparse
-import os
-import shutil
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import numpy as np
 
-from node_process import close_client, start_node, stop_node  # beside this script (run as a script)
+from node_process import close_client, feed, fresh_work_dir, start_node, stop_node  # beside this script (run as a script)
 
 ROOT = Path(__file__).resolve().parents[1]
 JOINTS = [f"joint_{i}" for i in range(1, 7)]
@@ -57,24 +54,16 @@ def record(bag: Path, seconds: float, extra: list[str]) -> None:
     ex.add_node(node)
     threading.Thread(target=ex.spin, daemon=True).start()
     base = np.random.default_rng(0).integers(0, 255, (480, 640, 3), dtype=np.uint8)
-    t_start, t_run, i = time.monotonic(), None, 0
+
+    def tick(i: int, running_s: float | None) -> None:
+        now = node.get_clock().now().to_msg()
+        img_pub.publish(conv.encode_image(np.roll(base, i, axis=1), "rgb8", stamp=now))
+        js = JointState()
+        js.header.stamp = now
+        js.name, js.position = list(JOINTS), list(POSE)
+        js_pub.publish(js)
     try:
-        while proc.poll() is None:
-            now = node.get_clock().now().to_msg()
-            img_pub.publish(conv.encode_image(np.roll(base, i, axis=1), "rgb8", stamp=now))
-            js = JointState()
-            js.header.stamp = now
-            js.name, js.position = list(JOINTS), list(POSE)
-            js_pub.publish(js)
-            if commands and t_run is None:
-                t_run = time.monotonic()
-                print(f"commanding after {t_run - t_start:.1f} s; recording {seconds} s", flush=True)
-            if t_run is not None and time.monotonic() - t_run > seconds:
-                break
-            if time.monotonic() - t_start > 180 + seconds:
-                raise RuntimeError("the node did not start within 180 s")
-            i += 1
-            time.sleep(1 / 30)
+        feed(proc, seconds, tick, lambda: bool(commands), start_timeout_s=180.0)
     finally:
         stop_node(proc, wait_s=60)  # the bag is closed on the way out
         close_client(ex, node)
@@ -109,11 +98,7 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=10.0)
     args = ap.parse_args()
     out = Path(args.out).resolve()
-    work = out / "work"
-    if work.exists():
-        shutil.rmtree(work)
-    work.mkdir(parents=True)
-    os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    work = fresh_work_dir(out)
     runs = {"no-limits": [], "limit-1rad-s": ["joint_velocity_limits:=[1.0]"]}
     lines = [f"# {' '.join(sys.argv)}  (shared 2-core machine; tiny random model, {RATE_HZ:g} Hz, "
              f"joints still at {POSE})"]

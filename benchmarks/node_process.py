@@ -4,11 +4,13 @@ that SIGINT reaches the whole process group, and stopped with SIGINT, then SIGKI
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
-from typing import IO
+from typing import IO, Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -45,3 +47,32 @@ def close_client(executor, node=None) -> None:
     if node is not None:
         node.destroy_node()
     rclpy.try_shutdown()
+
+
+def feed(proc: subprocess.Popen, seconds: float, tick: Callable[[int, float | None], None],
+         started: Callable[[], bool], start_timeout_s: float = 120.0, hz: float = 30.0) -> None:
+    """Call `tick(i, running_s)` at `hz` (running_s: seconds since `started()` first held, None
+    before) until `seconds` after the start; RuntimeError when the node does not start within
+    `start_timeout_s`. Returns early when the node exits."""
+    t_start, t_run, i = time.monotonic(), None, 0
+    while proc.poll() is None:
+        tick(i, None if t_run is None else time.monotonic() - t_run)
+        if t_run is None and started():
+            t_run = time.monotonic()
+            print(f"node running after {t_run - t_start:.1f} s; feeding {seconds:g} s", flush=True)
+        if t_run is not None and time.monotonic() - t_run > seconds:
+            return
+        if time.monotonic() - t_start > start_timeout_s + seconds:
+            raise RuntimeError(f"the node did not start within {start_timeout_s:g} s")
+        i += 1
+        time.sleep(1 / hz)
+
+
+def fresh_work_dir(out: Path) -> Path:
+    """`out`/work, emptied: the bags of this run only (discovery kept on this host)."""
+    work = out / "work"
+    if work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
+    os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    return work
