@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-_INSTALL = ("install a CUDA build of torch (on Jetson AGX Thor: the JetPack 7 wheel, see the "
+_INSTALL = ("install a CUDA build of torch (on Jetson AGX Thor: the JetPack 7 wheel, see "
             "docs/gpu.md, 'Install on Jetson AGX Thor'), or run with device cpu")
 
 
