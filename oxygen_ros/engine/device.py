@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-_INSTALL = ("install a CUDA build of torch (on Jetson AGX Thor: the JetPack 7 wheel, see the "
-            "README 'Install on Jetson AGX Thor'), or run with device cpu")
+_INSTALL = ("install a CUDA build of torch (on Jetson AGX Thor: the JetPack 7 wheel, see "
+            "docs/gpu.md, 'Install on Jetson AGX Thor'), or run with device cpu")
 
 
 def check_device(device: str | torch.device) -> torch.device:

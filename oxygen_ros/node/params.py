@@ -1,6 +1,6 @@
 """The node's parameters: one table (name, default, type, range, when it may change) + validation.
 
-Kinds (documented in README.md, section Parameters):
+Kinds (documented in docs/node.md, section Parameters):
 - ``live``: accepted in any state. Engine knobs (k, N, S, max_active_requests, mode,
   target_action_hz, target_strict, k_min, memory.*, instruction, image_resize, rtc.*) reach the engine through Engine.update_config before the NEXT frame; player /
   pairing knobs (observation_timeout_s, crossfade_s, chunk_blend, stamp_tolerance_s,
