@@ -342,3 +342,10 @@ def kept_hidden_bytes(config: ModelConfig, prefix_tokens: int, element_bytes: in
     rows = len(kept_layers(config)) * prefix_tokens
     rows += sum(e.head.horizon for e in config.action_experts if e.kind == "regress")
     return rows * config.vlm.width * element_bytes
+
+
+def crossattn_memory_bytes(expert: ExpertConfig, prefix_tokens: int, element_bytes: int) -> int:
+    """Bytes per frame of a DiT head's CrossAttnMemory (its cross blocks' K/V over the prefix)."""
+    c = expert.head
+    cross = expert.num_layers - (expert.num_layers // 2 if c.interleave_self_attention else 0)
+    return 2 * cross * prefix_tokens * expert.width * element_bytes

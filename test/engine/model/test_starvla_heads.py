@@ -8,13 +8,15 @@ import pytest
 import torch
 
 from oxygen_ros.bench.cli import parse_args
+from oxygen_ros.bench.floor import main as floor_main
 from oxygen_ros.engine.config import (PRESETS, RUNNABLE_PRESETS, STARVLA_GR00T, STARVLA_OFT,
                                       STARVLA_PI_V3, EngineConfig, ExpertConfig,
                                       frame_unsupported_reason)
 from oxygen_ros.engine.head_config import CrossAttnHeadConfig, RegressHeadConfig
 from oxygen_ros.engine.model import init_model
 from oxygen_ros.engine.model.starvla_heads import (CrossAttnHead, build_head, crossattn_memory,
-                                                   crossattn_sample, crossattn_velocity, init_head,
+                                                   crossattn_memory_bytes, crossattn_sample,
+                                                   crossattn_velocity, init_head,
                                                    kept_hidden_bytes, kept_layers,
                                                    query_positions, regress_chunk)
 
@@ -283,6 +285,8 @@ def test_presets_construct_and_the_engine_refuses_them():
             Engine(mc, EngineConfig())
         with pytest.raises(SystemExit):
             parse_args(["--preset", name])
+        with pytest.raises(SystemExit):
+            floor_main(["--preset", name])
     assert frame_unsupported_reason(PRESETS["xr0-tiny"]) is None
     # E = 2, 3, 4 share one backbone (and so one prefill)
     backbone = {k: v for k, v in PRESETS["starvla-tiny"].to_dict().items()
@@ -299,8 +303,13 @@ def test_bench_refuses_a_starvla_preset_with_the_reason(capsys):
     assert "does not run them yet" in err and "runnable" in err
 
 
-def test_kept_hidden_states():
-    """PI_v3 keeps all 4 tiny layers (GR00T's last one among them), OFT only its query rows."""
+def test_kept_hidden_states(heads, prefill):
+    """PI_v3 keeps all 4 tiny layers (GR00T's last one among them), OFT only its query rows;
+    the K/V a DiT head computes once per frame is what crossattn_memory_bytes says."""
+    hidden, valid = prefill
+    for e, head in zip((PI_V3, GR00T), heads):
+        mem = crossattn_memory(head, head_input(e, hidden), valid)
+        assert mem.nbytes == len(LENGTHS) * crossattn_memory_bytes(e, max(LENGTHS), 4)
     assert kept_layers(PRESETS["starvla-tiny"]) == kept_layers(MC) == (0, 1, 2, 3)
     assert kept_hidden_bytes(MC, 100, 4) == (4 * 100 + 9) * 256 * 4
     full = PRESETS["starvla"]
