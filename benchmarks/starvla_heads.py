@@ -7,18 +7,17 @@ no prefill, no language, no scheduling; E = 2, 3, 4 add the heads' costs to one 
     source scripts/env.sh && python benchmarks/starvla_heads.py --preset starvla-tiny-e4 \
         --out benchmarks/results/starvla-heads-<date>.md
 
-Medians over --repeats frames after --warmup; the machine may be shared (say so beside numbers).
+Medians over --repeats frames after --warmup (bench/profile's _median_ms); the machine may be shared (say so beside numbers).
 """
 from __future__ import annotations
 
 import argparse
 import platform
-import statistics
-import time
 from pathlib import Path
 
 import torch
 
+from oxygen_ros.bench.profile import _median_ms
 from oxygen_ros.engine.config import PRESETS, STARVLA_GR00T, STARVLA_OFT, STARVLA_PI_V3
 from oxygen_ros.engine.model.starvla_heads import (build_head, crossattn_memory, crossattn_sample,
                                                    init_head, kept_layers, query_positions,
@@ -32,17 +31,6 @@ def config(name: str):
         return PRESETS["starvla"].replace(name=name, action_experts=(STARVLA_PI_V3, STARVLA_GR00T,
                                                                      STARVLA_OFT))
     return PRESETS[name]
-
-
-def median_ms(fn, warmup: int, repeats: int) -> float:
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times)
 
 
 def run(a: argparse.Namespace) -> str:
@@ -73,7 +61,9 @@ def run(a: argparse.Namespace) -> str:
                 def frame():
                     crossattn_sample(head, crossattn_memory(head, src), noise, a.S, state)
             params = sum(t.numel() for t in head.parameters()) / 1e6
-            ms = median_ms(frame, a.warmup, a.repeats)
+            for _ in range(a.warmup - 1):  # _median_ms runs one more first
+                frame()
+            ms = _median_ms(frame, a.repeats)
             rows.append(f"| {name} | {e.kind} | {params:.2f} | {ms:.2f} |")
             del head
     lines = [f"# StarVLA heads alone: {mc.name}, {a.dtype} on {a.device}", "",
@@ -95,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--prompt-tokens", type=int, default=116, help="the paper's StarVLA prompt")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"))
-    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--warmup", type=int, default=3, help="frames run before timing (>= 1)")
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--out", default=None, help="markdown file to write (default: print)")
     a = ap.parse_args(argv)
