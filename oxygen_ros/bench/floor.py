@@ -28,7 +28,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ..engine.config import DTYPES, PRESETS, ModelConfig, load_model_config
+from ..engine.config import (DTYPES, PRESETS, ModelConfig, frame_unsupported_reason,
+                             load_model_config)
 
 # GB/s (1e9 bytes/s) of memory bandwidth by a lower-case substring of the device name
 KNOWN_BANDWIDTH_GBS = {"thor": 273.0, "h200": 4800.0, "rtx 4090": 1008.0, "4090": 1008.0}
@@ -56,6 +57,9 @@ class ParamCounts:
 def count_params(config: ModelConfig, expert: int = 1) -> ParamCounts:
     from ..engine.model.mot import MoTModel
 
+    reason = frame_unsupported_reason(config)  # its heads are not MoT experts: no floor yet
+    if reason:
+        raise ValueError(reason)
     with torch.device("meta"):
         model = MoTModel(config)
     groups = dict(vision=0, vlm_layers=0, lm_head=0, action_step=0, adarms_once=0)
@@ -202,7 +206,10 @@ def main(argv: list[str] | None = None) -> int:
     bw = a.bandwidth_gbs or known_bandwidth(a.device)
     if bw is None:
         p.error(f"unknown device {a.device!r}: pass --bandwidth-gbs")
-    table = floor_table(load_model_config(a.preset, a.model_config), a.dtype, bw, a.k, a.N, a.S, a.batch)
+    config = load_model_config(a.preset, a.model_config)
+    if frame_unsupported_reason(config):
+        p.error(frame_unsupported_reason(config))
+    table = floor_table(config, a.dtype, bw, a.k, a.N, a.S, a.batch)
     print(json.dumps(table, indent=1) if a.json else markdown(table), end="")
     return 0
 

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .head_config import CrossAttnHeadConfig, RegressHeadConfig, head_from
+
 MODES = ("oxygen", "shared", "isolated", "parallel")
 DTYPES = ("float32", "bfloat16", "float16")
 # standard: nn.Linear weights [out, in] (F.linear); transposed: [in, out] copies (x @ w)
@@ -43,6 +45,10 @@ class ExpertConfig:
     # of backbone layer depth - L + i (the Xiaomi-Robotics-0 DiT).
     num_layers: int = 0
     num_heads: int = 0  # query heads; 0: the backbone's
+    # What it shares with the prefill (engine/head_config.py, docs/starvla.md): kv-layerwise
+    # (the prefix K/V), hidden-crossattn or regress (the prefill's hidden states, with `head`).
+    kind: str = "kv-layerwise"
+    head: CrossAttnHeadConfig | RegressHeadConfig | None = None
 
     def __post_init__(self) -> None:
         _positive("expert width", self.width)
@@ -50,6 +56,15 @@ class ExpertConfig:
         if self.num_layers < 0 or self.num_heads < 0:
             raise ValueError(f"expert num_layers/num_heads must be >= 0 (0: the backbone's), "
                              f"got {self.num_layers}/{self.num_heads}")
+        object.__setattr__(self, "head", head_from(self.kind, self.head))  # dicts from JSON
+        if self.kind == "hidden-crossattn":
+            if self.num_layers < 1 or self.num_heads < 1 or self.width % self.num_heads:
+                raise ValueError(f"a hidden-crossattn expert needs num_layers >= 1 and num_heads "
+                                 f">= 1 dividing its width {self.width}, got "
+                                 f"{self.num_layers}/{self.num_heads}")
+            if (self.width // self.num_heads) % 2:
+                raise ValueError(f"hidden-crossattn head dim {self.width // self.num_heads} "
+                                 f"must be even")
 
 
 @dataclass(frozen=True)
@@ -163,6 +178,9 @@ class ModelConfig:
             if e.num_layers > self.depth:
                 raise ValueError(f"an action expert of {e.num_layers} layers cannot read the last "
                                  f"layers of a {self.depth}-layer backbone")
+            if e.kind != "kv-layerwise":
+                self._check_hidden_head(e)
+                continue
             heads = e.num_heads or self.num_heads
             if heads % self.num_kv_heads:
                 raise ValueError(f"expert heads {heads} not a multiple of num_kv_heads "
@@ -185,6 +203,21 @@ class ModelConfig:
                         *q.head_ids, *q.tail_ids):
                 if not 0 <= tok < self.vocab_size:
                     raise ValueError(f"qwen token id {tok} outside vocab of {self.vocab_size}")
+
+    def _check_hidden_head(self, e: ExpertConfig) -> None:
+        """A head on the prefill's hidden states (engine/head_config.py): the qwen3vl family's
+        prefill keeps them; an OFT head's input is the backbone's width and its placeholder a
+        token of the vocabulary."""
+        if self.family != "qwen3vl":
+            raise ValueError(f"a {e.kind} action head reads the Qwen3-VL prefill's hidden "
+                             f"states: family qwen3vl only, not {self.family}")
+        if e.kind == "regress":
+            if e.width != self.vlm.width:
+                raise ValueError(f"a regress head reads the backbone's hidden states: its width "
+                                 f"must be the VLM's {self.vlm.width}, got {e.width}")
+            if e.head.query_token_id >= self.vocab_size:
+                raise ValueError(f"regress query_token_id {e.head.query_token_id} outside vocab "
+                                 f"of {self.vocab_size}")
 
     @property
     def num_experts(self) -> int:
@@ -321,6 +354,76 @@ PRESETS: dict[str, ModelConfig] = {
         qwen=QwenVLConfig(),
     ),
 }
+
+# StarVLA's action heads on the Qwen3-VL backbone (engine/head_config.py, docs/starvla.md). The
+# engine's frame does not run them yet: frame_unsupported_reason refuses them at construction.
+# Tiny heads for the CPU, on the xr0-tiny backbone (+ id 2056, the OFT placeholder, in every
+# one of them so E = 2, 3, 4 share one backbone and one prompt); StarVLA's shapes otherwise
+# (PI_v3 16 x 7 chunks, 32 future tokens; GR00T 8 x 7 with a state token; OFT 9 x 7).
+STARVLA_TINY_PI_V3 = ExpertConfig(
+    128, 512, num_layers=4, num_heads=2, kind="hidden-crossattn",
+    head=CrossAttnHeadConfig(source="layerwise", horizon=16, action_dim=7, mlp_hidden=128))
+STARVLA_TINY_GR00T = ExpertConfig(
+    96, 384, num_layers=4, num_heads=2, kind="hidden-crossattn",
+    head=CrossAttnHeadConfig(source="last", horizon=8, action_dim=7, state_dim=7,
+                             interleave_self_attention=True, output_dim=128, mlp_hidden=128))
+STARVLA_TINY_OFT = ExpertConfig(256, 512, num_layers=2, kind="regress",
+                                head=RegressHeadConfig(horizon=9, action_dim=7,
+                                                       query_token_id=2056))
+# Full size, from github starVLA/starVLA's framework defaults (Qwen3-VL-4B backbone = xr0's):
+# - QwenPI_v3 (QwenPI_v3DefaultConfig + populate_layerwise_dit_cfg): DiT width 1024
+#   (action_dit_hidden_dim), head dim 64 -> 16 heads, one block per backbone layer (36), FF 4 x
+#   width (diffusers FeedForward), every block cross-attends (interleave_self_attention False),
+#   decoder on the last block (return_pre_output) with hidden 1024, 32 future tokens
+#   (num_target_vision_tokens), 1024 learned positions (max_seq_len), chunks of 16 x 7, state in
+#   the prompt; its parameters (+ the ones StarVLA builds but never runs) match the 538,678,305
+#   + 94,593,024 its docstring lists (test/engine/model/test_starvla_heads.py).
+# - GR00T (QwenGR00TDefaultConfig, DiT-B): width 768, 12 heads of 64, 16 layers, odd ones
+#   self-attending (interleave_self_attention True), cross-attention at the VLM's 2560, output
+#   projection to 1024 (output_dim), state encoder / decoder hidden 1024 (hidden_size), state of
+#   7, chunks of 8 x 7.
+# - OFT (QwenOFTDefaultConfig + MLP_ActionHeader): MLP-ResNet of 2 blocks at 2 x 2560, chunks of
+#   future_action_window_size 8 + 1 = 9 (apply_config_compat) x 7. StarVLA's placeholder is the
+#   first token of the magnifier emoji (U+1F50D); with no Qwen tokenizer here we take id 151669,
+#   assumed to be the first id past Qwen3's vocabulary in use (the table has 151936 rows).
+# - S = 4 Euler steps for both DiTs (num_inference_timesteps): pass --S 4.
+STARVLA_PI_V3 = ExpertConfig(
+    1024, 4096, num_layers=36, num_heads=16, kind="hidden-crossattn",
+    head=CrossAttnHeadConfig(source="layerwise", horizon=16, action_dim=7, mlp_hidden=1024))
+STARVLA_GR00T = ExpertConfig(
+    768, 3072, num_layers=16, num_heads=12, kind="hidden-crossattn",
+    head=CrossAttnHeadConfig(source="last", horizon=8, action_dim=7, state_dim=7,
+                             interleave_self_attention=True, output_dim=1024, mlp_hidden=1024))
+STARVLA_OFT = ExpertConfig(2560, 5120, num_layers=2, kind="regress",
+                           head=RegressHeadConfig(horizon=9, action_dim=7, query_token_id=151669))
+_STARVLA_TINY = dict(vocab_size=2057, action_horizon=16, action_dim=7)
+PRESETS.update({
+    "starvla-tiny": PRESETS["xr0-tiny"].replace(
+        name="starvla-tiny", action_experts=(STARVLA_TINY_PI_V3,), **_STARVLA_TINY),
+    "starvla-tiny-e3": PRESETS["xr0-tiny"].replace(
+        name="starvla-tiny-e3", action_experts=(STARVLA_TINY_PI_V3, STARVLA_TINY_GR00T),
+        **_STARVLA_TINY),
+    "starvla-tiny-e4": PRESETS["xr0-tiny"].replace(
+        name="starvla-tiny-e4",
+        action_experts=(STARVLA_TINY_PI_V3, STARVLA_TINY_GR00T, STARVLA_TINY_OFT), **_STARVLA_TINY),
+    "starvla": PRESETS["xr0"].replace(name="starvla", action_experts=(STARVLA_PI_V3,),
+                                      action_horizon=16, action_dim=7),
+})
+
+
+def frame_unsupported_reason(config: ModelConfig) -> str | None:
+    """Why the engine cannot run ``config`` yet (None: it can): action heads on the prefill's
+    hidden states are built as modules but not scheduled in the engine's frame."""
+    kinds = sorted({e.kind for e in config.action_experts} - {"kv-layerwise"})
+    if not kinds:
+        return None
+    return (f"model {config.name!r}: action heads of kind {', '.join(kinds)} (StarVLA) are built "
+            f"as modules (engine/model/starvla_heads.py) but the engine's frame does not run "
+            f"them yet (docs/starvla.md); use a preset with kv-layerwise experts")
+
+
+# the presets an Engine (oxygen-bench, oxygen-demo, the node) can run
+RUNNABLE_PRESETS = tuple(n for n, c in PRESETS.items() if frame_unsupported_reason(c) is None)
 
 
 def load_model_config(preset: str, overrides_file: str | Path | None = None) -> ModelConfig:

@@ -30,10 +30,10 @@ def test_required_parameters_declared():
 
 
 def test_choices_match_the_engine():
-    from oxygen_ros.engine.config import DTYPES, MODES, PRESETS
+    from oxygen_ros.engine.config import DTYPES, MODES, RUNNABLE_PRESETS
 
     assert set(P.MODES) == set(MODES)
-    assert set(P.PRESETS) == set(PRESETS)
+    assert set(P.PRESETS) == set(RUNNABLE_PRESETS)  # the StarVLA presets are refused
     assert set(P.DTYPES) == set(DTYPES)
 
 

@@ -27,7 +27,7 @@ from torch import nn
 from transformers import Qwen3VLVisionConfig
 from transformers.models.qwen3_vl.modeling_qwen3_vl import Qwen3VLVisionModel
 
-from ..config import ModelConfig
+from ..config import ModelConfig, frame_unsupported_reason
 from .layers import GemmaMLP, apply_rope, rope_cos_sin, sinusoidal_time_embedding
 
 
@@ -173,6 +173,9 @@ class Qwen3VLModel(nn.Module):
         super().__init__()
         if config.qwen is None:
             raise ValueError("Qwen3VLModel needs a qwen3vl ModelConfig")
+        reason = frame_unsupported_reason(config)  # StarVLA heads: modules, not in the frame yet
+        if reason:
+            raise ValueError(reason)
         self.config = config
         self.attn_scale = config.head_dim ** -0.5
         self.visual = Qwen3VLVisionModel(vision_config(config))
