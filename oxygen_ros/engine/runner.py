@@ -1,7 +1,8 @@
 """ModelRunner: the only owner of torch state (model weights and the unified KV pool).
 
 Every sequence's keys/values live in one pool allocated once with static shapes; the runner
-writes new K/V into slots given by the KV manager and reads them back with paged attention.
+writes new K/V into slots given by the KV manager and reads them back with paged attention
+(engine/paging.py: the addressing and the contexts it shares with the captured graphs).
 """
 from __future__ import annotations
 
