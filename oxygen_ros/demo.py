@@ -11,14 +11,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-import torch
-
-from .engine.config import MODES, load_model_config
-from .engine.device import check_device
+from .engine.config import MODES
 from .engine.engine import Engine, FrameOutput
 from .bench.metrics import ratio_check, summarize, warmup_frames
 from .engine.synthetic import SyntheticStream
-from .engine_args import add_engine_args, check_engine_args, engine_config
+from .engine_args import add_engine_args, check_engine_args, engine_config, model_source
+from .robot.build import build_engine
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -38,17 +36,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.frames < 1:
         p.error("--frames must be >= 1")
     return args
-
-
-def build_engine(args: argparse.Namespace, mode: str, model: torch.nn.Module | None = None,
-                 tokenizer: Any = None) -> Engine:
-    mc = load_model_config(args.preset, args.model_config)
-    if args.checkpoint and model is None:
-        from .engine.model import load_checkpoint
-
-        model, mc, tokenizer, _ = load_checkpoint(args.checkpoint, args.device, args.dtype,
-                                                     tokenizer=args.tokenizer, asset_id=args.asset_id)
-    return Engine(mc, engine_config(args, mode), model=model, tokenizer=tokenizer)
 
 
 def run_mode(engine: Engine, args: argparse.Namespace, log: bool, drain: bool) -> tuple[list[FrameOutput], list[FrameOutput]]:
@@ -108,12 +95,10 @@ def dump(path: str, engine: Engine, outputs: list[FrameOutput], args: argparse.N
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    torch.set_num_threads(args.threads)
     log = not args.quiet
-    try:
-        check_device(args.device)
-        engine = build_engine(args, args.mode)
-    except ValueError as exc:
+    try:  # the same construction as the node's and oxygen-replay's (robot/build.py)
+        engine = build_engine(model_source(args), engine_config(args)).engine
+    except (ValueError, FileNotFoundError) as exc:
         print(f"oxygen-demo: {exc}", file=sys.stderr)
         return 2
     if log:
@@ -135,7 +120,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.dump:
         dump(args.dump, engine, outputs, args)
     if args.compare:
-        other = build_engine(args, args.compare, model=engine.model, tokenizer=engine.tokenizer)
+        # the same weights and tokenizer under the other mode
+        other = Engine(engine.model_config, engine_config(args, args.compare), model=engine.model,
+                       tokenizer=engine.tokenizer)
         _, measured_o = run_mode(other, args, log=False, drain=False)
         base = summarize(measured_o, [o.decode_steps for o in measured_o],
                          [o.admitted for o in measured_o])

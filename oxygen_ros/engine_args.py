@@ -7,6 +7,7 @@ import argparse
 
 from .engine.config import (IMAGE_RESIZE, LINEAR_LAYOUTS, MODES, RTC_JACOBIANS, RTC_METHODS,
                             EngineConfig)
+from .robot.build import ModelSource
 
 
 def add_engine_args(p: argparse.ArgumentParser) -> None:
@@ -59,3 +60,10 @@ def engine_config(args: argparse.Namespace, mode: str | None = None) -> EngineCo
                         rtc_method=args.rtc_method, rtc_jacobian=args.rtc_jacobian,
                         rtc_max_guidance=args.rtc_max_guidance,
                         rtc_execution_horizon=args.rtc_execution_horizon)
+
+
+def model_source(args: argparse.Namespace) -> ModelSource:
+    """The model flags as robot/build.build_engine takes them (as the node's model.* parameters)."""
+    return ModelSource(preset=args.preset, checkpoint=args.checkpoint or "",
+                       tokenizer=args.tokenizer or "", asset_id=args.asset_id or "",
+                       model_config=args.model_config or "", threads=args.threads)

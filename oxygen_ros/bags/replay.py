@@ -42,10 +42,10 @@ import numpy as np
 
 from oxygen_ros.robot.chunk_player import BLENDS, ChunkPlayer
 from oxygen_ros.robot.images import CameraError, CameraFrame, decode_frames, parse_transports
+from oxygen_ros.robot.inference import PairInference
 from oxygen_ros.robot.pairing import Mailbox, Pair, Pairer
-from oxygen_ros.robot.rtc_prior import rtc_prior
 from oxygen_ros.robot.shaper import CommandShaper, MeasuredPose, per_joint
-from oxygen_ros.robot.values import StateMapping, joint_state_to_vector, place_cameras
+from oxygen_ros.robot.values import StateMapping, joint_state_to_vector
 
 from .messages import stamp_ns
 
@@ -143,6 +143,9 @@ class Replayer:
         self._asks: list[str] = []
         self._instruction = cfg.instruction or engine.config.instruction
         self._last_log = 0
+        # the node's inference worker's own step (robot/inference.py): cameras in model order,
+        # the rtc prior, the checkpoint's n_action_steps of the chunk in robot units
+        self._inference = PairInference(tuple(cfg.camera_slots), cfg.n_action_steps)
         self.player = ChunkPlayer(len(cfg.joint_names), dt=1.0 / cfg.control_rate_hz,
                                   crossfade_s=cfg.crossfade_s,
                                   observation_timeout_s=cfg.observation_timeout_s,
@@ -203,7 +206,6 @@ class Replayer:
             return None
 
     def _infer(self, pair: Pair) -> tuple[np.ndarray, Any]:
-        from oxygen_ros.engine.observation import Observation
         from oxygen_ros.engine.request import RequestKind
 
         asks, self._asks = self._asks, []
@@ -212,15 +214,10 @@ class Replayer:
                 self.engine.ask(prompt, priority=1, kind=RequestKind.QUESTION)
             except ValueError as exc:
                 self.result.errors.append(f"question rejected: {exc}")
-        images, valid = place_cameras(pair.images, self.cfg.camera_slots or tuple(range(len(pair.images))))
-        prior = rtc_prior(self.player, self.mapping, pair.stamp,
-                          self.engine.model_config.action_horizon)
-        obs = Observation(images=images, state=self.mapping.to_model(pair.state), camera_valid=valid,
-                          instruction=self._instruction, stamp=pair.stamp, prior=prior)
-        out = self.engine.step(obs)
+        out, chunk = self._inference.step(self.engine, pair, pair.images, self.mapping, self.player,
+                                          self._instruction)
         self.result.source_ns[out.frame] = int(pair.header_stamp)
-        # only the steps the checkpoint executes per chunk, like the node's inference worker
-        return self.mapping.to_robot(out.actions[: self.cfg.n_action_steps or None]), out
+        return chunk, out
 
     def input_topics(self) -> list[str]:
         cfg = self.cfg

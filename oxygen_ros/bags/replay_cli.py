@@ -12,6 +12,9 @@ from typing import Any
 
 import numpy as np
 
+from oxygen_ros.engine_args import engine_config, model_source
+from oxygen_ros.robot.build import build_engine
+
 from . import messages as M
 from .reader import BagData, bag_topics, messages, read_bag
 from .replay import ReplayConfig, Replayer, ReplayResult
@@ -71,29 +74,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = p.parse_args(argv)
     check_engine_args(p, args)
     return args
-
-
-def build(args: argparse.Namespace) -> tuple[Any, Any, tuple[str, ...], int]:
-    """(Engine, normalisation stats or None, model camera keys, n_action_steps) from the
-    oxygen-demo style flags; a checkpoint is opened like the node does (node/build.py)."""
-    import torch
-
-    from oxygen_ros.engine.config import load_model_config
-    from oxygen_ros.engine_args import engine_config
-    from oxygen_ros.engine.engine import Engine
-
-    torch.set_num_threads(args.threads)
-    model, tokenizer, norm, steps = None, None, None, 0
-    mc = load_model_config(args.preset, args.model_config)
-    keys = tuple(f"camera{i}" for i in range(mc.num_cameras))
-    if args.checkpoint:
-        from oxygen_ros.engine.model import open_checkpoint
-
-        ck = open_checkpoint(args.checkpoint, args.device, args.dtype, tokenizer=args.tokenizer,
-                             asset_id=args.asset_id)
-        model, mc, tokenizer, norm = ck.model, ck.config, ck.tokenizer, ck.norm_stats
-        keys, steps = ck.info.camera_keys, ck.info.n_action_steps
-    return Engine(mc, engine_config(args), model=model, tokenizer=tokenizer), norm, tuple(keys), int(steps or 0)
 
 
 def _suffix_topic(bag: BagData, msgtype: str, suffix: str) -> str | None:
@@ -196,13 +176,15 @@ def main(argv: list[str] | None = None) -> int:
     bag = BagData(str(args.bag))  # topics now; errors while streaming
     bag.topics.update(bag_topics(args.bag))
     try:
-        engine, norm, model_keys, steps = build(args)
+        # the same construction as the node's (robot/build.py)
+        built = build_engine(model_source(args), engine_config(args))
+        engine, norm = built.engine, built.norm
         mc = engine.model_config
         cfg = config_from(args, bag, mc.num_cameras, mc.action_dim)
         from oxygen_ros.robot.values import camera_slots
 
-        cfg.camera_slots = camera_slots(cfg.camera_topics, list(args.camera_keys or []), model_keys)
-        cfg.n_action_steps = steps
+        cfg.camera_slots = camera_slots(cfg.camera_topics, list(args.camera_keys or []), built.camera_keys)
+        cfg.n_action_steps = built.n_action_steps
         from oxygen_ros.robot.values import StateMapping
 
         lo = np.asarray(args.joint_limits_lower, np.float32) if args.joint_limits_lower else None

@@ -22,11 +22,12 @@ bookkeeping logic is exactly what a CUDA replay runs, so it is tested on the CPU
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 import torch
 
-from .attention import paged_attention
+from .model.sampler import euler_sample
+from .paging import LRU, PagedContext, device_slots, graph_width, padded_tables
 
 
 def padded_batch(b: int) -> int:
@@ -88,32 +89,14 @@ class DecodeBuffers:
                    margins=torch.zeros(b, dtype=torch.float32, device=device))
 
 
-class _StaticContext:
-    """AttentionContext over device-computed slots: writes to the pool, reads it in place."""
-
-    def __init__(self, runner, slots: torch.Tensor, tables: torch.Tensor, rows: torch.Tensor,
-                 lens: torch.Tensor, seq_start: torch.Tensor | None = None) -> None:
-        self.runner, self.slots, self.tables, self.rows, self.lens = runner, slots, tables, rows, lens
-        self.seq_start = seq_start  # one same-row segment per entry: the query-tiled kernel
-
-    def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        r = self.runner
-        r.k_cache[layer].view(-1, k.shape[1], k.shape[2]).index_copy_(0, self.slots, k)
-        r.v_cache[layer].view(-1, v.shape[1], v.shape[2]).index_copy_(0, self.slots, v)
-        return paged_attention(r.backend, q, r.k_cache[layer], r.v_cache[layer], self.tables,
-                               self.rows, self.lens, r.scale, self.seq_start)
-
-
 def decode_step(runner, buf: DecodeBuffers) -> None:
     """One greedy decode step of every row, entirely on the device and in place (capturable: no
     .item(), no host branching on tensor values)."""
     model = runner.model
-    bs = runner.block_size
     active = buf.left > 0
-    col = torch.clamp(buf.pos // bs, max=buf.tables.shape[1] - 1)
-    block = buf.tables.gather(1, col[:, None])[:, 0].long()
-    slots = torch.where(active, block * bs + buf.pos % bs, torch.full_like(buf.pos, runner.sink_slot))
-    ctx = _StaticContext(runner, slots, buf.tables, buf.rows, (buf.pos + 1).to(torch.int32))
+    slots = torch.where(active, device_slots(buf.tables, buf.pos, runner.block_size),
+                        torch.full_like(buf.pos, runner.sink_slot))
+    ctx = PagedContext(runner, slots, buf.tables, buf.rows, (buf.pos + 1).to(torch.int32))
     hidden = model.forward_tokens(0, model.embed_tokens(buf.ids), buf.pos, ctx, None)
     top = torch.topk(model.lm_logits(hidden).float(), 2, dim=-1)
     buf.tokens.copy_(top.indices[:, 0])
@@ -128,25 +111,23 @@ class DecodeGraphs:
     """Greedy decode of single-token steps through captured (or stand-in) graphs, one per
     (padded batch, table width)."""
 
+    MAX_GRAPHS = 64  # (batch, width) pairs kept; the least recently used is dropped beyond this
+
     def __init__(self, runner) -> None:
         self.runner = runner
         self._pool = torch.cuda.graph_pool_handle() if runner.device.type == "cuda" else None
-        self._graphs: dict[tuple[int, int], tuple[DecodeBuffers, StepGraph]] = {}
-
-    MAX_GRAPHS = 64  # (batch, width) pairs kept; the least recently used is dropped beyond this
+        self._graphs: LRU[tuple[int, int], tuple[DecodeBuffers, StepGraph]] = LRU(self.MAX_GRAPHS)
 
     def _get(self, b: int, width: int) -> tuple[DecodeBuffers, StepGraph]:
-        key = (padded_batch(b), max(1, 1 << (width - 1).bit_length()))
-        entry = self._graphs.pop(key, None)
-        if entry is None:
+        key = (padded_batch(b), graph_width(width))
+
+        def make() -> tuple[DecodeBuffers, StepGraph]:
             buf = DecodeBuffers.allocate(key[0], key[1], self.runner.device)
-            entry = (buf, StepGraph(lambda: decode_step(self.runner, buf), self.runner.device,
-                                    pool=self._pool))
+            graph = StepGraph(lambda: decode_step(self.runner, buf), self.runner.device, pool=self._pool)
             buf.left.zero_()  # warm-up runs on a CUDA capture wrote only to the sink
-        self._graphs[key] = entry  # most recently used last
-        while len(self._graphs) > self.MAX_GRAPHS:
-            self._graphs.pop(next(iter(self._graphs)))
-        return entry
+            return buf, graph
+
+        return self._graphs.get(key, make)
 
     @property
     def sizes(self) -> list[tuple[int, int]]:
@@ -164,12 +145,9 @@ class DecodeGraphs:
         width = max(1, max(len(t) for t in tables))
         buf, graph = self._get(b, width)
         n = buf.ids.shape[0]
-        host_tables = torch.zeros(n, buf.tables.shape[1], dtype=torch.int32)
-        for i, t in enumerate(tables):
-            host_tables[i, : len(t)] = torch.as_tensor(list(t), dtype=torch.int32)
         pad = n - b
         dev = buf.ids.device
-        buf.tables.copy_(host_tables.to(dev))
+        buf.tables.copy_(padded_tables(tables, n, buf.tables.shape[1]).to(dev))
         if isinstance(first_ids, torch.Tensor):
             buf.ids.zero_()
             buf.ids[:b].copy_(first_ids)
@@ -213,28 +191,31 @@ class DenoiseBuffers:
                    seq_start=torch.tensor([0, h], dtype=torch.int32, device=device))
 
 
-def denoise_loop(runner, buf: DenoiseBuffers, expert: int, conds: Sequence, velocity) -> None:
-    """The whole S-step Euler loop on static buffers (euler_sample's arithmetic: x <- x + dt v);
-    the prefix length enters only through the buffers' values."""
-    ctx = _StaticContext(runner, buf.slots, buf.tables, buf.rows, buf.lens,
-                         buf.seq_start if buf.rows.numel() > 1 else None)
-    dt = -1.0 / len(conds)
-    x = buf.x
-    for cond in conds:
-        x = x + dt * velocity(runner.model, expert, x.to(runner.dtype), buf.positions, ctx, cond)
-    buf.x.copy_(x)
+def denoise_loop(runner, buf: DenoiseBuffers, expert: int, conds: Mapping[float, object],
+                 velocity) -> None:
+    """The whole S-step Euler loop on static buffers: the sampler's euler_sample (S = len(conds),
+    the adaRMS modulations at each of its times); the prefix length enters only through the
+    buffers' values."""
+    ctx = PagedContext(runner, buf.slots, buf.tables, buf.rows, buf.lens,
+                       buf.seq_start if buf.rows.numel() > 1 else None)
+
+    def v(x: torch.Tensor, t: float) -> torch.Tensor:
+        return velocity(runner.model, expert, x.to(runner.dtype), buf.positions, ctx, conds[t])
+
+    buf.x.copy_(euler_sample(v, buf.x, len(conds)))
 
 
 class DenoiseGraphs:
     """One captured (or stand-in) graph per (expert, S, horizon, table width) for the whole
     denoise loop; the adaRMS modulations of the schedule are held by the graph (fixed addresses)."""
 
-    MAX_GRAPHS = 8  # S may change live: the oldest graph is dropped beyond this
+    MAX_GRAPHS = 8  # S may change live: the least recently used graph is dropped beyond this
 
     def __init__(self, runner) -> None:
         self.runner = runner
         self._pool = torch.cuda.graph_pool_handle() if runner.device.type == "cuda" else None
-        self._graphs: dict[tuple[int, int, int, int], tuple[DenoiseBuffers, StepGraph, list]] = {}
+        self._graphs: LRU[tuple[int, int, int, int], tuple[DenoiseBuffers, StepGraph, dict]] = \
+            LRU(self.MAX_GRAPHS)
 
     @property
     def keys(self) -> list[tuple[int, int, int, int]]:
@@ -245,25 +226,22 @@ class DenoiseGraphs:
 
     @torch.inference_mode()
     def run(self, expert: int, table: Sequence[int], prefix_len: int, slots: Sequence[int],
-            noise: torch.Tensor, conds: list, velocity) -> torch.Tensor:
+            noise: torch.Tensor, conds: Mapping[float, object], velocity) -> torch.Tensor:
+        """`conds`: the adaRMS modulations at each time of the S-step schedule (S = len(conds))."""
         r = self.runner
         h = noise.shape[0]
-        width = max(1, 1 << (len(table) - 1).bit_length())
+        width = graph_width(len(table))
         key = (expert, len(conds), h, width)
-        entry = self._graphs.pop(key, None)
-        if entry is None:
+
+        def make() -> tuple[DenoiseBuffers, StepGraph, dict]:
             buf = DenoiseBuffers.allocate(h, noise.shape[1], width, r.sink_slot, r.device)
-            held = list(conds)
+            held = dict(conds)
             graph = StepGraph(lambda: denoise_loop(r, buf, expert, held, velocity), r.device,
                               pool=self._pool)
-            entry = (buf, graph, held)
-        self._graphs[key] = entry  # most recently used last
-        while len(self._graphs) > self.MAX_GRAPHS:
-            self._graphs.pop(next(iter(self._graphs)))
-        buf, graph, _ = entry
-        host_table = torch.zeros(1, width, dtype=torch.int32)
-        host_table[0, : len(table)] = torch.as_tensor(list(table), dtype=torch.int32)
-        buf.tables.copy_(host_table.to(r.device))
+            return buf, graph, held
+
+        buf, graph, _ = self._graphs.get(key, make)
+        buf.tables.copy_(padded_tables([table], 1, width).to(r.device))
         buf.positions.copy_(torch.arange(prefix_len, prefix_len + h).to(r.device))
         buf.slots.copy_(torch.as_tensor(list(slots), dtype=torch.long).to(r.device))
         buf.lens.fill_(prefix_len + h)

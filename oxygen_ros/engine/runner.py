@@ -1,7 +1,8 @@
 """ModelRunner: the only owner of torch state (model weights and the unified KV pool).
 
 Every sequence's keys/values live in one pool allocated once with static shapes; the runner
-writes new K/V into slots given by the KV manager and reads them back with paged attention.
+writes new K/V into slots given by the KV manager and reads them back with paged attention
+(engine/paging.py: the addressing and the contexts it shares with the captured graphs).
 """
 from __future__ import annotations
 
@@ -10,14 +11,14 @@ from typing import Sequence
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
-from .attention import paged_attention, select_backend
+from .attention import select_backend
 from .config import ModelConfig
 from .graphs import DecodeGraphs, DenoiseGraphs
 from .images import prepare
 from .model.mot import AdaRMSModulations
-from .model.sampler import LocalContext, euler_sample
+from .model.sampler import LocalContext, Velocity, euler_sample
+from .paging import LRU, PagedContext, PrefillContext, padded_tables, slots
 from .rtc import Guide, guided_euler_sample
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -25,55 +26,6 @@ _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torc
 
 def torch_dtype(name: str) -> torch.dtype:
     return _DTYPES[name]
-
-
-class _PoolWriter:
-    """Shared part of the attention contexts: write the new tokens' K/V into their slots."""
-
-    def __init__(self, runner: "ModelRunner", slots: torch.Tensor) -> None:
-        self.runner = runner
-        self.slots = slots
-
-    def _write(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> None:
-        flat_k = self.runner.k_cache[layer].view(-1, k.shape[1], k.shape[2])
-        flat_v = self.runner.v_cache[layer].view(-1, v.shape[1], v.shape[2])
-        flat_k.index_copy_(0, self.slots, k)
-        flat_v.index_copy_(0, self.slots, v)
-
-
-class PrefillContext(_PoolWriter):
-    """Observation prefix: bidirectional among the prefix tokens (pi0.5), or causal (a causal
-    LM backbone: Qwen3-VL); K/V go to the pool."""
-
-    def __init__(self, runner: "ModelRunner", slots: torch.Tensor, causal: bool = False) -> None:
-        super().__init__(runner, slots)
-        self.causal = causal
-
-    def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        self._write(layer, k, v)
-        out = F.scaled_dot_product_attention(
-            q.transpose(0, 1)[None], k.transpose(0, 1)[None], v.transpose(0, 1)[None],
-            scale=self.runner.scale, enable_gqa=True, is_causal=self.causal,
-        )
-        return out[0].transpose(0, 1)
-
-
-class PagedContext(_PoolWriter):
-    """Queries of many sequences at once, each reading its own blocks of the pool in place."""
-
-    def __init__(self, runner: "ModelRunner", slots: torch.Tensor, tables: torch.Tensor,
-                 q_row: torch.Tensor, q_len: torch.Tensor,
-                 seq_start: torch.Tensor | None = None) -> None:
-        super().__init__(runner, slots)
-        self.tables, self.q_row, self.q_len = tables, q_row, q_len
-        # queries [seq_start[s], seq_start[s+1]) share a row: the Triton backend tiles them
-        self.seq_start = seq_start
-
-    def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        self._write(layer, k, v)
-        r = self.runner
-        return paged_attention(r.backend, q, r.k_cache[layer], r.v_cache[layer], self.tables,
-                               self.q_row, self.q_len, r.scale, self.seq_start)
 
 
 def _velocity(model: torch.nn.Module, expert: int, x: torch.Tensor, positions: torch.Tensor,
@@ -132,7 +84,7 @@ class ModelRunner:
         self.denoise_graphs = DenoiseGraphs(self) if cuda_graphs else None
         # adaRMS modulations per (expert, S) for the fixed Euler schedule (weights are fixed
         # while the runner serves; a runner is built after the weights are loaded)
-        self._adarms: dict[tuple[int, int], dict[float, AdaRMSModulations]] = {}
+        self._adarms: LRU[tuple[int, int], dict[float, AdaRMSModulations]] = LRU(4)
 
     @property
     def bytes_per_block(self) -> int:
@@ -142,15 +94,10 @@ class ModelRunner:
 
     # -- helpers --------------------------------------------------------------------------------
     def _slots(self, table: Sequence[int], start: int, count: int) -> list[int]:
-        bs = self.block_size
-        return [table[p // bs] * bs + p % bs for p in range(start, start + count)]
+        return slots(table, start, count, self.block_size)
 
     def _tables(self, tables: Sequence[Sequence[int]]) -> torch.Tensor:
-        width = max(1, max(len(t) for t in tables))
-        out = np.zeros((len(tables), width), dtype=np.int32)
-        for i, t in enumerate(tables):
-            out[i, : len(t)] = t
-        return torch.from_numpy(out).to(self.device)
+        return padded_tables(tables).to(self.device)
 
     def _long(self, values: Sequence[int]) -> torch.Tensor:
         return torch.as_tensor(values, dtype=torch.long, device=self.device)
@@ -221,34 +168,23 @@ class ModelRunner:
 
     def _denoise(self, seq: SeqView, prefix_len: int, noise: torch.Tensor, num_steps: int,
                  expert: int, guide: Guide | None) -> torch.Tensor:
-        m = self.model
         h = noise.shape[0]
+        conds = self._adarms_schedule(expert, num_steps)
+        x0 = noise.to(device=self.device, dtype=torch.float32)
         if self.denoise_graphs is not None and guide is None:  # the whole S-step loop as one graph
-            conds = self._adarms_schedule(expert, num_steps)
-            dt = -1.0 / num_steps
-            return self.denoise_graphs.run(
-                expert, seq.block_table, prefix_len, self._slots(seq.block_table, prefix_len, h),
-                noise.to(device=self.device, dtype=torch.float32),
-                [conds[1.0 + k * dt] for k in range(num_steps)], self._velocity)
+            return self.denoise_graphs.run(expert, seq.block_table, prefix_len,
+                                           self._slots(seq.block_table, prefix_len, h), x0, conds,
+                                           self._velocity)
         slots = self._long(self._slots(seq.block_table, prefix_len, h))
         tables = self._tables([seq.block_table])
         ctx = PagedContext(self, slots, tables, self._int([0] * h), self._int([prefix_len + h] * h),
                            self._seq_start([h]))
         positions = torch.arange(prefix_len, prefix_len + h, device=self.device)
-
-        conds = self._adarms_schedule(expert, num_steps)
-
-        def velocity(x: torch.Tensor, t: float) -> torch.Tensor:
-            cond = conds.get(t)
-            if cond is None:  # not on the fixed schedule (never, with euler_sample)
-                cond = m.adarms_modulations(expert, m.time_cond(expert, t))
-            return self._velocity(m, expert, x.to(self.dtype), positions, ctx, cond)
-
-        x0 = noise.to(device=self.device, dtype=torch.float32)
+        velocity = self._on_schedule(self._velocity, expert, positions, ctx, conds)
         if guide is not None:
             return guided_euler_sample(velocity, x0, num_steps, guide)
         # The model's own Euler schedule (one copy of the pi0.5 sampler, shared with the
-        # unpaged reference path).
+        # unpaged reference path and the captured denoise graph).
         return euler_sample(velocity, x0, num_steps)
 
     def _denoise_vjp(self, seq: SeqView, prefix_len: int, noise: torch.Tensor, num_steps: int,
@@ -258,7 +194,6 @@ class ModelRunner:
         tokens attend to [prefix ; actions] with differentiable attention (LocalContext, the
         reference path); the paged kernels have no backward. Outside inference mode (autograd),
         under no_grad except each step's velocity."""
-        m = self.model
         with torch.no_grad():
             # the prefix's slots, as every other path addresses the pool (a [slots, Hkv, D] copy)
             slots = self._long(self._slots(seq.block_table, 0, prefix_len))
@@ -271,15 +206,24 @@ class ModelRunner:
             conds = {t: AdaRMSModulations(tuple((a.clone(), b.clone()) for a, b in c.layers),
                                           c.final.clone())
                      for t, c in self._adarms_schedule(expert, num_steps).items()}
-
-            def velocity(x: torch.Tensor, t: float) -> torch.Tensor:
-                cond = conds.get(t)
-                if cond is None:
-                    cond = m.adarms_modulations(expert, m.time_cond(expert, t))
-                return _velocity(m, expert, x.to(self.dtype), positions, ctx, cond)
-
+            velocity = self._on_schedule(_velocity, expert, positions, ctx, conds)
             x0 = noise.to(device=self.device, dtype=torch.float32)
             return guided_euler_sample(velocity, x0, num_steps, guide, grad_velocity=velocity)
+
+    def _on_schedule(self, fn, expert: int, positions: torch.Tensor, ctx,
+                     conds: dict[float, AdaRMSModulations]) -> Velocity:
+        """v(x, t) of the action expert (`fn`: _velocity, compiled or not) with the modulations
+        precomputed at the schedule's times; a time off the schedule (never, with euler_sample)
+        computes its own."""
+        m = self.model
+
+        def velocity(x: torch.Tensor, t: float) -> torch.Tensor:
+            cond = conds.get(t)
+            if cond is None:
+                cond = m.adarms_modulations(expert, m.time_cond(expert, t))
+            return fn(m, expert, x.to(self.dtype), positions, ctx, cond)
+
+        return velocity
 
     def _denoise_dit(self, seq: SeqView, prefix_len: int, noise: torch.Tensor, num_steps: int,
                      expert: int, state: torch.Tensor | None) -> torch.Tensor:
@@ -304,16 +248,12 @@ class ModelRunner:
         as euler_sample computes them), made once per (expert, S) instead of every step: each
         step would otherwise re-read the time MLP and 2 x depth + 1 dense layers (~117 M
         parameters for pi0.5). A few schedules are kept (S may change live)."""
-        key = (expert, num_steps)
-        cached = self._adarms.pop(key, None)
-        if cached is None:
+        def make() -> dict[float, AdaRMSModulations]:
             m, dt = self.model, -1.0 / num_steps
             times = [1.0 + k * dt for k in range(num_steps)]
-            cached = {t: m.adarms_modulations(expert, m.time_cond(expert, t)) for t in times}
-        self._adarms[key] = cached  # most recently used last
-        while len(self._adarms) > 4:
-            self._adarms.pop(next(iter(self._adarms)))
-        return cached
+            return {t: m.adarms_modulations(expert, m.time_cond(expert, t)) for t in times}
+
+        return self._adarms.get((expert, num_steps), make)
 
     @torch.inference_mode()
     def generate(self, seqs: Sequence[SeqView], inputs: Sequence[Sequence[int]],

@@ -17,12 +17,9 @@ import time
 from typing import Any, Callable
 
 
-from oxygen_ros.engine.observation import Observation
-
 from oxygen_ros.robot.chunk_player import ChunkPlayer
+from oxygen_ros.robot.inference import PairInference
 from oxygen_ros.robot.pairing import Mailbox, Pair
-from oxygen_ros.robot.rtc_prior import rtc_prior
-from oxygen_ros.robot.values import place_cameras
 
 # frame -> source header stamp, for text updates of requests born earlier (~80 s at 25 Hz; a
 # request older than that is stamped with the current frame's stamp)
@@ -40,8 +37,9 @@ class InferenceWorker:
         self._decode = decode  # Inputs.decode_pair: the pair's camera images, None if refused
         # (chunk, stamp, now) -> (refusal, publish): the control loop's start gate / deadman
         self._admit = admit
-        self._camera_slots = camera_slots  # model camera of each topic (robot/values.camera_slots)
-        self._n_action_steps = n_action_steps  # the checkpoint's executed steps per chunk (0 = all)
+        # pair -> Observation -> step -> robot chunk, as oxygen-replay does (camera_slots: model
+        # camera of each topic; n_action_steps: the checkpoint's executed steps per chunk)
+        self._infer = PairInference(tuple(camera_slots), n_action_steps)
         self._mapping = mapping  # () -> the current StateMapping (joint limits are live)
         self.player = player
         self.mailbox = mailbox
@@ -128,21 +126,13 @@ class InferenceWorker:
                 self._warn("update_config", f"parameter change not applied: {exc}")
         self._text.hand_over(engine)  # cancelled questions out, queued ones in
         mapping = self._mapping()
-        slots = self._camera_slots or tuple(range(len(pair.images)))
-        images, valid = place_cameras(cams, slots)
-        # chunk_blend rtc: the steps executed from this observation on, for the next chunk to
-        # continue (robot/rtc_prior.py); None otherwise
-        prior = rtc_prior(self.player, mapping, pair.stamp, engine.model_config.action_horizon)
-        obs = Observation(images=images, state=mapping.to_model(pair.state), camera_valid=valid,
-                          instruction=self.instruction, stamp=pair.stamp, prior=prior)
-        out = engine.step(obs)
+        # with chunk_blend rtc the step continues what the player executes (robot/rtc_prior.py)
+        out, chunk = self._infer.step(engine, pair, cams, mapping, self.player, self.instruction)
         stamp = pair.header_stamp
         self._stamps[out.frame] = stamp
         while len(self._stamps) > STAMPS_KEPT:
             self._stamps.popitem(last=False)
 
-        # only the steps the checkpoint executes per chunk (LeRobot n_action_steps)
-        chunk = mapping.to_robot(out.actions[: self._n_action_steps or None])
         now = self._node.get_clock().now().nanoseconds * 1e-9
         refusal, publish = self._admit(chunk, pair.stamp, now) if self._admit else (None, True)
         if refusal is None and not self.player.set_chunk(chunk, pair.stamp, now):

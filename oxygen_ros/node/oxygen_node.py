@@ -39,7 +39,7 @@ from oxygen_ros.robot.shaper import CommandShaper
 
 from . import conversions as conv
 from . import params as P
-from .build import Built, build_engine
+from .build import Built, build
 from .control_loop import ControlLoop
 from .diagnostics import Diagnostics
 from .inference_worker import InferenceWorker
@@ -168,7 +168,7 @@ class OxygenNode(LifecycleNode):
 
     # -- configure ------------------------------------------------------------------------------
     def _build(self, p: dict[str, Any]) -> Runtime:
-        built = build_engine(p)
+        built = build(p)
         if p["chunk_blend"] == "rtc" and unsupported_reason(built.model_config.family):
             raise ValueError(f"chunk_blend rtc: {unsupported_reason(built.model_config.family)}")
         names = list(p["joint_names"])

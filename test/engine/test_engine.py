@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-import oxygen_ros.engine.runner as runner_mod
+import oxygen_ros.engine.paging as paging
 from oxygen_ros.demo import collect_requests
 from oxygen_ros.engine.config import PRESETS, EngineConfig
 from oxygen_ros.engine.engine import Engine
@@ -186,7 +186,7 @@ def test_decode_reads_the_pool_in_place(parts, monkeypatch):
     per-frame gather); the only copies are one copy-on-write block per forked sequence."""
     engine = make(parts, decode_steps_per_frame=2, max_decode_steps=8, denoise_steps=1)
     assert engine.runner.backend == "cpp"
-    real = runner_mod.paged_attention
+    real = paging.paged_attention
     pool_ptrs = {c.data_ptr() for c in engine.runner.k_cache + engine.runner.v_cache}
     seen: list[int] = []
 
@@ -203,7 +203,7 @@ def test_decode_reads_the_pool_in_place(parts, monkeypatch):
         copies.append(len(ops))
         return real_copy(ops)
 
-    monkeypatch.setattr(runner_mod, "paged_attention", spy)
+    monkeypatch.setattr(paging, "paged_attention", spy)
     monkeypatch.setattr(engine.runner, "copy_blocks", count_copies)
     import oxygen_ros.engine.attention.paged as paged_mod
     monkeypatch.setattr(paged_mod, "paged_attention_reference",
@@ -295,14 +295,14 @@ def test_fully_cached_suffix_is_recomputed_without_writing_the_shared_block(part
     n_tokens = len(engine.tokenizer.encode(question))
     admitted = spy_admissions(engine, monkeypatch)
     written: list[list[int]] = []
-    real_write = runner_mod._PoolWriter._write
+    real_write = paging.PoolWriter._write
 
     def record(self, layer, k, v):
         if layer == 0:
             written.append(self.slots.tolist())
         return real_write(self, layer, k, v)
 
-    monkeypatch.setattr(runner_mod._PoolWriter, "_write", record)
+    monkeypatch.setattr(paging.PoolWriter, "_write", record)
     a, b = engine.ask(question), engine.ask(question)
     out = engine.step(o)
     assert [b.num_cached_tokens for b in admitted] == [0, n_tokens]

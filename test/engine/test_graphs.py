@@ -161,7 +161,7 @@ def test_denoise_loop_traces_as_one_graph(model):
     buf = DenoiseBuffers.allocate(MC.action_horizon, MC.action_dim, 4, runner.sink_slot, runner.device)
     buf.x.normal_()
     torch._dynamo.reset()
-    compiled = torch.compile(lambda: denoise_loop(runner, buf, 1, list(conds.values()), _velocity),
+    compiled = torch.compile(lambda: denoise_loop(runner, buf, 1, conds, _velocity),
                              fullgraph=True, backend="eager")
     before = buf.x.clone()
     with torch.inference_mode():
@@ -173,7 +173,7 @@ def test_decode_graphs_are_bounded(model, monkeypatch):
     """Batch sizes and table widths vary over hours: the least recently used graph is dropped."""
     runner = _runner(model, True)
     monkeypatch.setattr(DecodeGraphs, "MAX_GRAPHS", 3)
-    graphs = runner.decode_graphs
+    graphs = DecodeGraphs(runner)
     for b, w in [(1, 1), (2, 1), (3, 2), (1, 1), (5, 4)]:
         graphs.buffers(b, w)
     assert graphs.sizes == [(1, 1), (4, 2), (8, 4)]

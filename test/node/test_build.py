@@ -6,7 +6,7 @@ from oxygen_ros.engine.config import PRESETS
 from oxygen_ros.engine.model import NormStats, init_model, save_lerobot_checkpoint, save_openpi_checkpoint
 from oxygen_ros.engine.tokenizer import build_tiny_tokenizer
 from oxygen_ros.node import params as P
-from oxygen_ros.node.build import build_engine, check_joints
+from oxygen_ros.node.build import build, check_joints
 from oxygen_ros.robot.values import camera_slots
 from oxygen_ros.robot.values import place_cameras
 
@@ -69,12 +69,12 @@ def test_joint_counts_must_fit():
 
 
 def test_build_lerobot_checkpoint_by_name(lerobot):
-    built = build_engine(_params(model__checkpoint=str(lerobot), camera_topics=["/wrist"],
+    built = build(_params(model__checkpoint=str(lerobot), camera_topics=["/wrist"],
                                  camera_keys=["left_wrist_0_rgb"]))
     assert built.camera_slots == (1,) and built.n_action_steps == 4 and built.tokenizer_source == str(lerobot)
     assert built.norm.state_dim == 6
     with pytest.raises(ValueError, match="7 joint_names but the checkpoint's state has 6"):
-        build_engine(_params(model__checkpoint=str(lerobot), joint_names=[f"j{i}" for i in range(7)]))
+        build(_params(model__checkpoint=str(lerobot), joint_names=[f"j{i}" for i in range(7)]))
 
 
 def test_openpi_without_tokenizer_refused_then_given_by_repo_id(model, tmp_path, monkeypatch):
@@ -84,18 +84,18 @@ def test_openpi_without_tokenizer_refused_then_given_by_repo_id(model, tmp_path,
              "actions": {"q01": np.full(6, -1.0), "q99": np.ones(6)}}
     folder = save_openpi_checkpoint(model, model.config, tmp_path / "op", stats, asset_id="arm")
     with pytest.raises(ValueError) as err:
-        build_engine(_params(model__checkpoint=str(folder)))
+        build(_params(model__checkpoint=str(folder)))
     assert "no tokenizer found" in str(err.value) and "model.tokenizer" in str(err.value)
     rev = "f" * 40
     snap = tmp_path / "hf" / "hub" / "models--acme--tiny" / "snapshots" / rev
     build_tiny_tokenizer(512).save(snap)
     (tmp_path / "hf" / "hub" / "models--acme--tiny" / "refs").mkdir()
     (tmp_path / "hf" / "hub" / "models--acme--tiny" / "refs" / "main").write_text(rev)
-    built = build_engine(_params(model__checkpoint=str(folder), model__tokenizer="acme/tiny",
+    built = build(_params(model__checkpoint=str(folder), model__tokenizer="acme/tiny",
                                  model__asset_id="arm", camera_keys=["left_wrist_0_rgb"]))
     assert "acme/tiny" in built.tokenizer_source and built.camera_slots == (1,)
     with pytest.raises(ValueError, match="model.tokenizer applies to model.checkpoint"):
-        build_engine(_params(model__tokenizer="acme/tiny"))
+        build(_params(model__tokenizer="acme/tiny"))
 
 
 def test_lerobot_checkpoint_with_paligemma_named_tokenizer_from_cache_speaks_its_words(model, tmp_path,
@@ -126,7 +126,7 @@ def test_lerobot_checkpoint_with_paligemma_named_tokenizer_from_cache_speaks_its
     stats = NormStats.quantiles(np.full(6, -2.0), np.full(6, 2.0), np.full(6, -3.0), np.full(6, 3.0))
     folder = save_lerobot_checkpoint(model, model.config, tmp_path / "lr", norm_stats=stats,
                                      tokenizer_name="google/paligemma-3b-pt-224")
-    built = build_engine(_params(model__checkpoint=str(folder), max_decode_steps=6, decode_steps_per_frame=3))
+    built = build(_params(model__checkpoint=str(folder), max_decode_steps=6, decode_steps_per_frame=3))
     assert "google/paligemma-3b-pt-224" in built.tokenizer_source
     sp = spm.SentencePieceProcessor(model_file=str(sys_path))
     tokens: dict[int, list[int]] = {}
@@ -148,6 +148,6 @@ def test_lerobot_checkpoint_with_paligemma_named_tokenizer_from_cache_speaks_its
 def test_xr0_tiny_preset_builds():
     """The node's configure path serves the Qwen3-VL family's CPU preset (random weights;
     test/engine/model/test_qwen3vl.py steps it in every mode)."""
-    built = build_engine(_params(model__preset="xr0-tiny", max_active_requests=2))
+    built = build(_params(model__preset="xr0-tiny", max_active_requests=2))
     assert built.engine.model_config.family == "qwen3vl"
     assert built.engine.model.family == "qwen3vl"

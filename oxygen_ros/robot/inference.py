@@ -1,0 +1,44 @@
+"""One inference from a paired observation, the same for the node's inference worker and
+oxygen-replay: the pair's decoded camera images placed in model order (values.place_cameras,
+cameras without a topic masked), the joint state normalised for the model, with chunk_blend rtc
+what the chunk player executes from the observation on (rtc_prior), Engine.step, and the
+output's actions in robot units, cut to the steps the checkpoint executes per chunk (LeRobot
+n_action_steps): the chunk the ChunkPlayer takes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from .chunk_player import ChunkPlayer
+from .pairing import Pair
+from .rtc_prior import rtc_prior
+from .values import StateMapping, place_cameras
+
+
+@dataclass(frozen=True)
+class PairInference:
+    camera_slots: tuple[int, ...] = ()  # model camera of each camera topic; () = in topic order
+    n_action_steps: int = 0  # chunk steps the checkpoint executes (0 = all)
+
+    def observation(self, pair: Pair, images: Sequence[np.ndarray], mapping: StateMapping,
+                    instruction: str, prior: Any = None) -> Any:
+        """The engine's Observation of `pair` (`images`: its camera frames, decoded)."""
+        from oxygen_ros.engine.observation import Observation
+
+        placed, valid = place_cameras(list(images), self.camera_slots or tuple(range(len(images))))
+        return Observation(images=placed, state=mapping.to_model(pair.state), camera_valid=valid,
+                           instruction=instruction, stamp=pair.stamp, prior=prior)
+
+    def chunk(self, actions: np.ndarray, mapping: StateMapping) -> np.ndarray:
+        """The engine's actions [horizon, action_dim] -> the robot chunk [steps, joints]."""
+        return mapping.to_robot(actions[: self.n_action_steps or None])
+
+    def step(self, engine: Any, pair: Pair, images: Sequence[np.ndarray], mapping: StateMapping,
+             player: ChunkPlayer, instruction: str) -> tuple[Any, np.ndarray]:
+        """Engine.step on `pair` -> (FrameOutput, robot chunk)."""
+        prior = rtc_prior(player, mapping, pair.stamp, engine.model_config.action_horizon)
+        out = engine.step(self.observation(pair, images, mapping, instruction, prior))
+        return out, self.chunk(out.actions, mapping)

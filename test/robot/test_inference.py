@@ -1,0 +1,105 @@
+"""pair -> Observation -> Engine.step -> robot chunk (robot/inference.py), once for the node's
+inference worker and oxygen-replay."""
+from __future__ import annotations
+
+from types import SimpleNamespace as NS
+
+import numpy as np
+
+from oxygen_ros.robot.chunk_player import ChunkPlayer
+from oxygen_ros.robot.inference import PairInference
+from oxygen_ros.robot.pairing import Pair
+from oxygen_ros.robot.values import StateMapping
+
+HORIZON, ACTION_DIM, JOINTS = 6, 8, ["a", "b"]
+LOWER, UPPER = np.array([-1.0, 0.0], np.float32), np.array([1.0, 2.0], np.float32)
+
+
+class FakeEngine:
+    """Records each observation; its actions are a fixed ramp in model space."""
+
+    def __init__(self) -> None:
+        self.model_config = NS(action_horizon=HORIZON, vision=NS(image_size=8))
+        self.config = NS(instruction="default task")
+        self.seen: list = []
+
+    def step(self, obs):
+        self.seen.append(obs)
+        actions = np.linspace(-0.9, 0.9, HORIZON * ACTION_DIM, dtype=np.float32).reshape(HORIZON, ACTION_DIM)
+        return NS(frame=len(self.seen) - 1, actions=actions, updates=[], tokens_this_frame=0,
+                  frame_ms=1.0, mode="oxygen", k=1, n=1, s=1, batch_size=0,
+                  kv=NS(blocks_used=0, blocks_total=1))
+
+
+def _pair(stamp: float = 5.0) -> Pair:
+    img = np.full((48, 64, 3), 77, np.uint8)
+    return Pair(stamp=stamp, images=(img,), state=np.array([0.5, 1.5], np.float32),
+                header_stamp=int(stamp * 1e9), image_stamps=(stamp,), state_stamp=stamp)
+
+
+def _mapping() -> StateMapping:
+    return StateMapping(2, LOWER, UPPER)
+
+
+def test_cameras_in_model_order_state_normalised_chunk_cut_in_robot_units():
+    engine, pair = FakeEngine(), _pair()
+    player = ChunkPlayer(2, dt=0.02, lower=LOWER, upper=UPPER)
+    out, chunk = PairInference(camera_slots=(1,), n_action_steps=4).step(
+        engine, pair, pair.images, _mapping(), player, "pick it up")
+    [obs] = engine.seen
+    assert obs.camera_valid == (False, True) and obs.images[1] is pair.images[0]
+    assert obs.images[0].shape == (1, 1, 3)  # the camera without a topic: masked
+    np.testing.assert_allclose(obs.state, [0.5, 0.5])  # -1..1 over the joint limits
+    assert obs.instruction == "pick it up" and obs.stamp == 5.0 and obs.prior is None
+    assert chunk.shape == (4, 2)  # the checkpoint's 4 executed steps of 6, the 2 joints
+    np.testing.assert_allclose(chunk, _mapping().to_robot(out.actions[:4]))
+    # topics in model order pass unmasked, every step kept
+    _, whole = PairInference().step(engine, pair, pair.images, _mapping(), player, "x")
+    assert engine.seen[1].camera_valid is None and whole.shape == (HORIZON, 2)
+
+
+def test_rtc_blend_gives_the_step_what_the_player_executes_from_the_observation_on():
+    engine, mapping = FakeEngine(), _mapping()
+    player = ChunkPlayer(2, dt=0.02, lower=LOWER, upper=UPPER, blend="rtc")
+    inference = PairInference()
+    first = _pair(5.0)
+    _, chunk = inference.step(engine, first, first.images, mapping, player, "x")
+    assert engine.seen[0].prior is None  # no chunk playing yet
+    assert player.set_chunk(chunk, first.stamp, first.stamp + 0.04)
+    for i in range(3):
+        player.tick(5.04 + i * 0.02)
+    second = _pair(5.06)
+    inference.step(engine, second, second.images, mapping, player, "x")
+    prior = engine.seen[1].prior
+    assert prior is not None and 0 < prior.actions.shape[0] < HORIZON
+
+
+def test_node_worker_and_replay_send_the_same_observation_and_chunk():
+    """The node's InferenceWorker.frame and oxygen-replay's Replayer, on the same pair and
+    settings, give the engine the same observation and the robot the same chunk."""
+    from oxygen_ros.bags.replay import ReplayConfig, Replayer
+    from oxygen_ros.node.inference_worker import InferenceWorker
+
+    pair = _pair()
+    node_engine, replay_engine = FakeEngine(), FakeEngine()
+    player = ChunkPlayer(2, dt=0.02, lower=LOWER, upper=UPPER)
+    chunks: list[np.ndarray] = []
+    pubs = NS(frame=lambda out, chunk, *a, **k: chunks.append(chunk), markers_text=lambda *a: None)
+    text = NS(hand_over=lambda engine: None, route=lambda up, stamp: None)
+    node = NS(get_clock=lambda: NS(now=lambda: NS(nanoseconds=int(5.05e9))))
+    mapping = _mapping()
+    worker = InferenceWorker(node_engine, lambda: mapping, player, None, pubs, text, JOINTS,
+                             "stack the cups", "base", lambda *a: None, node, camera_slots=(1,),
+                             n_action_steps=3)
+    worker.frame(pair)
+    cfg = ReplayConfig(camera_topics=["/cam"], joint_state_topic="/js", joint_names=JOINTS,
+                       instruction="stack the cups", camera_slots=(1,), n_action_steps=3)
+    replay_chunk, _ = Replayer(replay_engine, mapping, cfg)._infer(pair)
+    [a], [b] = node_engine.seen, replay_engine.seen
+    assert a.camera_valid == b.camera_valid == (False, True)
+    assert all(x.shape == y.shape and np.array_equal(x, y) for x, y in zip(a.images, b.images))
+    np.testing.assert_array_equal(a.state, b.state)
+    assert (a.instruction, a.stamp, a.prior) == (b.instruction, b.stamp, b.prior)
+    [node_chunk] = chunks
+    assert node_chunk.shape == (3, 2)
+    np.testing.assert_array_equal(node_chunk, replay_chunk)
