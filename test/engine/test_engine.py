@@ -116,7 +116,8 @@ def test_instruction_fits_with_the_longest_state_text(parts):
     o = obs()
     for _ in range(50):
         state = rng.uniform(-1, 1, MC.action_dim).astype(np.float32)
-        assert len(engine._action_prompt(Observation(o.images, state))) <= MC.max_prompt_tokens
+        prompt = engine.intake.action_prompt(Observation(o.images, state), engine.config)
+        assert len(prompt) <= MC.max_prompt_tokens
 
 
 def test_check_question(parts):
@@ -158,11 +159,7 @@ def test_batch_follows_k_and_kv_returns_to_baseline(parts):
     engine.update_config(decode_steps_per_frame=2)  # live change: ceil(12/2) = 6
     batches = [engine.step(obs(i)).batch_size for i in range(6, 14)]
     assert batches[-1] == 6
-    engine.update_config(memory_every_n_frames=0)
-    i = 14
-    while engine.has_unfinished():
-        out = engine.step(obs(i))
-        i += 1
+    *_, out = engine.drain(obs)
     assert out.kv.blocks_used == 0 and out.num_running == 0
     assert out.kv.peak_blocks > 0 and out.kv.peak_bytes == out.kv.peak_blocks * engine.runner.bytes_per_block
 
@@ -285,7 +282,7 @@ def test_fully_cached_suffix_is_recomputed_without_writing_the_shared_block(part
                   memory_every_n_frames=0)
     o = obs(0)
     images = o.valid_images()
-    plen = engine.prefix_tokens(images, engine._action_prompt(o))
+    plen = engine.prefix_tokens(images, engine.intake.action_prompt(o, engine.config))
     bs = engine.config.block_size
     words = "the red cube is next to the blue bowl on the table".split()
     question = next(q for q in (" ".join(words[:n]) + " ok" * extra + "?\n"

@@ -34,20 +34,18 @@ def run(parts, first: str, second: str) -> tuple[dict, int]:
     engine = Engine(MC, EngineConfig(mode=first, decode_steps_per_frame=2, max_decode_steps=6,
                                      denoise_steps=1, max_active_requests=2,
                                      memory_every_n_frames=1, seed=3), model=model, tokenizer=tok)
-    outputs, in_flight, f = [], 0, 0
-    while f < FRAMES or engine.has_unfinished():
+    outputs, in_flight = [], 0
+    for f in range(FRAMES):
         if f == SWITCH:
             in_flight = engine.scheduler.num_unfinished
             engine.update_config(mode=second)
-        if f == FRAMES:
-            engine.update_config(memory_every_n_frames=0)
-        if f < FRAMES:
-            for j in range(2 if f == SWITCH - 1 else 1):  # a burst just before the switch
-                engine.ask(QUESTIONS[(f + j) % 3], priority=j)
+        for j in range(2 if f == SWITCH - 1 else 1):  # a burst just before the switch
+            engine.ask(QUESTIONS[(f + j) % 3], priority=j)
         outputs.append(engine.step(stream.frame(f)))
         assert outputs[-1].mode == (first if f < SWITCH else second)
-        f += 1
-        assert f < 40, "requests never finished"
+    outputs += engine.drain(stream.frame, max_frames=40 - FRAMES)
+    assert not engine.has_unfinished(), "requests never finished"
+    assert all(o.mode == second for o in outputs[FRAMES:])
     assert engine.kv.usage().blocks_used == 0
     reqs = collect_requests(outputs)
     return {"requests": reqs, "frames": [{"frame": o.frame, "actions": o.actions.tolist()}
