@@ -9,7 +9,7 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from .engine.config import MODES
 from .engine.engine import Engine, FrameOutput
@@ -45,11 +45,14 @@ def run_mode(engine: Engine, args: argparse.Namespace, log: bool, drain: bool) -
     warm = args.warmup if args.warmup is not None else warmup_frames(args.k, args.N)
     outputs: list[FrameOutput] = []
     memory: dict[int, str] = {}
-    i = 0
-    while i < warm + args.frames or (drain and engine.has_unfinished()):
-        if i == warm + args.frames:
-            engine.update_config(memory_every_n_frames=0)
-        out = engine.step(stream.frame(i))
+
+    def frames() -> Iterator[FrameOutput]:
+        for i in range(warm + args.frames):
+            yield engine.step(stream.frame(i))
+        if drain:  # on the stream's next frames, no new periodic requests
+            yield from engine.drain(stream.frame)
+
+    for i, out in enumerate(frames()):
         outputs.append(out)
         for u in out.updates:
             if u.kind == "memory":
@@ -62,7 +65,6 @@ def run_mode(engine: Engine, args: argparse.Namespace, log: bool, drain: bool) -
                   f"{out.tokens_this_frame / out.frame_ms * 1e3:7.1f} tok/s  batch {out.batch_size:2d}  "
                   f"kv {out.kv.blocks_used:4d}/{out.kv.blocks_total}  memory[{latest}]: {text!r}",
                   flush=True)
-        i += 1
     measured = outputs[warm: warm + args.frames]
     return outputs, measured
 

@@ -263,18 +263,18 @@ class Replayer:
         return self.result
 
     def _drain(self, limit: int = 10_000) -> None:
-        """Finish every language request still running when the inputs end, by stepping on the
-        last observation with no new periodic requests (their action chunks are not output).
-        Modes finish requests in different frames; draining makes every request end with its
-        final message, so two settings' texts compare one for one."""
+        """Finish every language request still running when the inputs end: Engine.drain steps
+        on the last observation with no new periodic requests (their action chunks are not
+        output). Modes finish requests in different frames; draining makes every request end
+        with its final message, so two settings' texts compare one for one."""
         frames = self.result.frames
         if not frames or not self.engine.has_unfinished():
             return
-        self.engine.update_config(memory_every_n_frames=0)
         last, t = frames[-1], frames[-1].done_ns
-        while self.engine.has_unfinished() and len(self.result.drained) < limit:
-            chunk, out = self._infer(last.pair)
+        for out in self.engine.drain(max_frames=limit):
             t += int(out.frame_ms * 1e6)
+            self.result.source_ns[out.frame] = last.header_ns
+            chunk = self.mapping.to_robot(out.actions[: self.cfg.n_action_steps or None])
             self.result.drained.append(Frame(last.pair, last.header_ns, t, chunk, out))
 
     def _run_timed(self, events: Iterable[tuple[int, str, Any]],

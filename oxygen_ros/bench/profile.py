@@ -73,7 +73,7 @@ def action_path_ms(engine: Engine, denoise_steps: Sequence[int], repeats: int = 
     frame. Returns (prefill_ms, {S: denoise_ms})."""
     mc = engine.model_config
     obs = SyntheticStream(mc, seed=0).frame(0)
-    prompt = engine._action_prompt(obs)
+    prompt = engine.intake.action_prompt(obs, engine.config)
     images = obs.valid_images()
     n_prefix = engine.prefix_tokens(images, prompt)
     kv, runner = engine.kv, engine.runner
@@ -118,7 +118,7 @@ def stage_costs(engine: Engine, batches: tuple[int, ...] = (1, 4, 16, 30), repea
 
 def _frame_prefix(engine: Engine):
     obs = SyntheticStream(engine.model_config, seed=0).frame(0)
-    return obs.valid_images(), engine._action_prompt(obs)
+    return obs.valid_images(), engine.intake.action_prompt(obs, engine.config)
 
 
 def kv_replay(engine: Engine, frames: int = 20, repeats: int = 5) -> dict[str, float]:

@@ -1,5 +1,6 @@
-"""Language request state: plain data. The Engine creates a request; from then on only the
-Scheduler changes it (admission, preemption, tokens, retirement)."""
+"""Language request state: plain data. The Engine creates a request when it is born on a frame;
+from then on only the Scheduler changes it (admission, preemption, tokens, retirement).
+RequestUpdate is what the engine reports of it each frame."""
 from __future__ import annotations
 
 import enum
@@ -52,8 +53,8 @@ class Request:
     birth_frame: int = 0
     stamp: float = 0.0  # seconds, stamp of the source observation
     # -- KV state (set by whoever creates the request, then the Scheduler's) --------------------
+    seq_id: int = field(kw_only=True)  # this request's own KV sequence id (kept across preemption)
     prefix_seq_id: int | None = None  # the frame's prefix it forks when added (None: prefill)
-    seq_id: int | None = None  # this request's own KV sequence id (kept across preemption)
     source: Source | None = None  # kept while the request may need its prefix again
     prefix_len: int = 0  # tokens of its observation prefix
     rope_offset: int = 0  # rotary position minus index after its prefix's images (Qwen3-VL)
@@ -89,3 +90,23 @@ class Request:
         if self.is_finished:
             return 0
         return self.max_new_tokens - len(self.output_ids)
+
+
+@dataclass(frozen=True)
+class RequestUpdate:
+    """A language request's progress in one frame (streamed to ~/memory and ~/answer)."""
+
+    id: int
+    kind: str
+    prompt: str
+    new_tokens: tuple[int, ...]
+    text: str
+    num_tokens: int
+    is_final: bool
+    frames_spanned: int
+    birth_frame: int
+    stamp: float
+    finish_reason: str | None  # "length" | "eos" | "refused" (then `reason` says why)
+    new_margins: tuple[float, ...] = ()  # top1 - top2 logit of each new token (near ties)
+    admitted_frame: int | None = None
+    reason: str = ""

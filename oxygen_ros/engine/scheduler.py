@@ -16,6 +16,13 @@ recomputation), retirement and refusal. Policy (cross-frame continuous batching,
   queue fit, with the same arithmetic admission uses (`need`), so the queue always moves.
 - The queue is bounded (`max_waiting`): beyond it the lowest-priority, newest request is
   refused with a reason, so live state is bounded whatever the number of frames.
+
+The engine's frame primitives (engine/frame_ops.py) are its only caller, through one contract:
+`add` (births), `relieve` (before the action path), `admit` -> Admission (what to prefill and
+copy before a request's first step), `running` (the decode batch, admission order), `update`
+(the tokens: retirement), `abort`. There is no per-frame plan object: the modes arrange
+admission and decoding differently (oxygen admits then decodes the batch with a k chosen for
+that batch; isolated admits one request at a time and runs it to its end).
 """
 from __future__ import annotations
 
@@ -48,23 +55,6 @@ class Admission:
     prefill: Source | None  # preempted: prefill this observation into its first blocks
 
 
-@dataclass(frozen=True)
-class SchedulerOutput:
-    frame: int
-    admissions: tuple[Admission, ...]
-    decode: tuple[Request, ...]  # all running requests (admitted included), admission order
-    num_steps: int  # k when there is anything to decode, else 0
-    num_waiting: int
-
-    @property
-    def admitted(self) -> tuple[Request, ...]:
-        return tuple(a.request for a in self.admissions)
-
-    @property
-    def admitted_blocks(self) -> tuple[KVCacheBlocks, ...]:
-        return tuple(a.blocks for a in self.admissions)
-
-
 class Scheduler:
     def __init__(self, kv: KVManager, max_active_requests: int, reserved_blocks: int = 0,
                  max_waiting: int = 1 << 30) -> None:
@@ -88,8 +78,6 @@ class Scheduler:
         requests refused because the queue is full (possibly `req` itself), already final."""
         if req.id in self._live:
             raise ValueError(f"request {req.id} is already scheduled")
-        if req.seq_id is None:
-            raise ValueError(f"request {req.id} has no seq_id")
         if req.is_finished:
             raise ValueError(f"request {req.id} is already {req.status.value}")
         if req.prefix_seq_id is None and req.source is None:
@@ -135,7 +123,7 @@ class Scheduler:
         queue = self._running if req.status is RequestStatus.RUNNING else self._waiting
         queue[:] = [r for r in queue if r is not req]
         if req.status is not RequestStatus.PREEMPTED:
-            self.kv.free(req.seq_id)  # type: ignore[arg-type]  # checked in add
+            self.kv.free(req.seq_id)
         req.status = RequestStatus.ABORTED
         req.source = None
         return req
@@ -205,19 +193,10 @@ class Scheduler:
         return preempted
 
     def _preempt(self, req: Request) -> None:
-        self.kv.free(req.seq_id)  # type: ignore[arg-type]
+        self.kv.free(req.seq_id)
         req.status = RequestStatus.PREEMPTED
 
     # ---- per frame --------------------------------------------------------------------------
-    def schedule(self, frame: int, k: int, limit: int | None = None) -> SchedulerOutput:
-        """Admit what fits (at most `limit` requests when given), then the decode batch."""
-        if k < 1:
-            raise ValueError(f"decode steps per frame k must be >= 1, got {k}")
-        admissions = self.admit(frame, limit)
-        decode = tuple(self._running)
-        return SchedulerOutput(frame, tuple(admissions), decode, k if decode else 0,
-                               len(self._waiting))
-
     def admit(self, frame: int, limit: int | None = None, reserve: int | None = None
               ) -> list[Admission]:
         """Admit waiting requests in order while they fit beside `reserve` free blocks (default
@@ -239,13 +218,13 @@ class Scheduler:
                     break
             source = req.source if req.status is RequestStatus.PREEMPTED else None
             if source is not None:
-                kv.create(req.seq_id, None)  # type: ignore[arg-type]
-                kv.append(req.seq_id, source.keys(), cacheable=False)  # type: ignore[arg-type]
-            got = kv.append(req.seq_id, req.prompt_ids,  # type: ignore[arg-type]
+                kv.create(req.seq_id, None)
+                kv.append(req.seq_id, source.keys(), cacheable=False)
+            got = kv.append(req.seq_id, req.prompt_ids,
                             reserve=req.max_new_tokens)
             if got is None:  # cannot happen after can_fit(need); undo and keep strict order
                 if source is not None:
-                    kv.free(req.seq_id)  # type: ignore[arg-type]
+                    kv.free(req.seq_id)
                 break
             self._waiting.pop(0)
             req.status = RequestStatus.RUNNING
@@ -283,7 +262,7 @@ class Scheduler:
             req.status = RequestStatus.FINISHED
             req.finished_frame = frame
             del live[req.id]
-            self.kv.free(req.seq_id)  # type: ignore[arg-type]
+            self.kv.free(req.seq_id)
             finished.append(req)
         self._running = still
         return finished

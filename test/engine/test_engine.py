@@ -116,7 +116,8 @@ def test_instruction_fits_with_the_longest_state_text(parts):
     o = obs()
     for _ in range(50):
         state = rng.uniform(-1, 1, MC.action_dim).astype(np.float32)
-        assert len(engine._action_prompt(Observation(o.images, state))) <= MC.max_prompt_tokens
+        prompt = engine.intake.action_prompt(Observation(o.images, state), engine.config)
+        assert len(prompt) <= MC.max_prompt_tokens
 
 
 def test_check_question(parts):
@@ -158,13 +159,49 @@ def test_batch_follows_k_and_kv_returns_to_baseline(parts):
     engine.update_config(decode_steps_per_frame=2)  # live change: ceil(12/2) = 6
     batches = [engine.step(obs(i)).batch_size for i in range(6, 14)]
     assert batches[-1] == 6
-    engine.update_config(memory_every_n_frames=0)
-    i = 14
-    while engine.has_unfinished():
-        out = engine.step(obs(i))
-        i += 1
+    *_, out = engine.drain(obs)
     assert out.kv.blocks_used == 0 and out.num_running == 0
     assert out.kv.peak_blocks > 0 and out.kv.peak_bytes == out.kv.peak_blocks * engine.runner.bytes_per_block
+
+
+def _drained(parts, observe) -> tuple[Engine, list, list]:
+    """Three frames with a question and a memory request each, then Engine.drain(observe)."""
+    engine = make(parts, decode_steps_per_frame=2, max_decode_steps=6, denoise_steps=1,
+                  memory_every_n_frames=1)
+    outs = []
+    for i in range(3):
+        engine.ask(f"what is in view at frame {i}?")
+        outs.append(engine.step(obs(i)))
+    return engine, outs, list(engine.drain(observe))
+
+
+def test_drain_finishes_every_request_once_and_births_no_memory(parts):
+    engine, outs, drained = _drained(parts, None)  # on the last observation
+    assert drained and not engine.has_unfinished() and engine.num_live_requests == 0
+    assert all(u.birth_frame < 3 for o in drained for u in o.updates)  # nothing new was born
+    finals = [u.id for o in outs + drained for u in o.updates if u.is_final]
+    assert sorted(finals) == sorted({u.id for o in outs for u in o.updates}) == list(range(1, 7))
+    assert engine.config.memory_every_n_frames == 1  # the config is not changed
+    assert drained[-1].kv.blocks_used == 0
+    assert list(engine.drain()) == []  # nothing left: no frame is stepped
+    out = engine.step(obs(9))  # serving goes on, periodic memory requests included
+    assert [u.kind for u in out.updates] == ["memory"]
+
+
+def test_drain_on_the_last_observation_gives_the_tokens_a_stream_gives(parts):
+    _, outs_a, a = _drained(parts, None)
+    _, outs_b, b = _drained(parts, obs)
+    assert collect_requests(outs_a + a) == collect_requests(outs_b + b)
+    assert [o.frame for o in a] == [o.frame for o in b]
+
+
+def test_drain_is_bounded_and_needs_an_observation(parts):
+    engine = make(parts, decode_steps_per_frame=1, max_decode_steps=6, memory_every_n_frames=0)
+    engine.ask("what is on the table?")
+    with pytest.raises(RuntimeError, match="no observation"):
+        next(engine.drain())  # nothing stepped yet, no observe
+    assert len(list(engine.drain(obs, max_frames=2))) == 2 and engine.has_unfinished()
+    assert len(list(engine.drain())) == 4 and not engine.has_unfinished()  # 6 tokens at k=1
 
 
 def test_frame_output_reports_stages_and_streams_text(parts):
@@ -285,7 +322,7 @@ def test_fully_cached_suffix_is_recomputed_without_writing_the_shared_block(part
                   memory_every_n_frames=0)
     o = obs(0)
     images = o.valid_images()
-    plen = engine.prefix_tokens(images, engine._action_prompt(o))
+    plen = engine.prefix_tokens(images, engine.intake.action_prompt(o, engine.config))
     bs = engine.config.block_size
     words = "the red cube is next to the blue bowl on the table".split()
     question = next(q for q in (" ".join(words[:n]) + " ok" * extra + "?\n"

@@ -4,6 +4,7 @@ The engine, scheduler and KV manager run for real; the model's arithmetic is rep
 bookkeeping is under test (test/engine/fake_runner.py), so hundreds of frames cost milliseconds."""
 from __future__ import annotations
 
+import itertools
 import threading
 
 import numpy as np
@@ -59,6 +60,11 @@ class Ledger:
 
 def step(engine: Engine, ledger: Ledger, i: int):
     out = engine.step(FRAMES[i % len(FRAMES)])
+    check(engine, ledger, out)
+    return out
+
+
+def check(engine: Engine, ledger: Ledger, out) -> None:
     assert out.actions.shape == (MC.action_horizon, MC.action_dim)
     engine.kv.check_invariants()
     u = out.kv
@@ -68,20 +74,18 @@ def step(engine: Engine, ledger: Ledger, i: int):
                if r.status in (RequestStatus.WAITING, RequestStatus.RUNNING)]
     assert engine.kv.num_sequences == len(holding)
     ledger.take(out)
-    return out
 
 
 def drain(engine: Engine, ledger: Ledger, start: int, limit: int) -> int:
-    engine.update_config(memory_every_n_frames=0)
-    i = start
-    while engine.has_unfinished():
-        step(engine, ledger, i)
-        i += 1
-        assert i - start <= limit, (f"stuck: {len(engine.scheduler.waiting)} waiting, "
-                                    f"{len(engine.scheduler.running)} running after {limit} frames")
+    """Engine.drain on FRAMES from `start` on, checking every frame; the next frame's i."""
+    frames = itertools.count(start)
+    for out in engine.drain(lambda _: FRAMES[next(frames) % len(FRAMES)], max_frames=limit):
+        check(engine, ledger, out)
+    assert not engine.has_unfinished(), (f"stuck: {len(engine.scheduler.waiting)} waiting, "
+                                         f"{len(engine.scheduler.running)} running after {limit} frames")
     # nothing left: every sequence freed, the pool holds no block
     assert engine.kv.num_sequences == 0 and engine.kv.usage().blocks_used == 0
-    return i
+    return next(frames)
 
 
 def test_switching_to_parallel_with_requests_in_flight_keeps_serving(parts):
@@ -253,7 +257,7 @@ def test_random_operations_never_wedge_or_lose_a_request(parts, ops, extra_block
             engine.update_config(**{key: op[1]})
             if kind == "max_active":
                 cap = max(cap, op[1])
-        assert engine.num_live_requests <= cap + 6 + len(engine._pending)
+        assert engine.num_live_requests <= cap + 6 + len(engine.intake.pending)
     # after the asks stop: every request finishes or is refused within a bounded number of frames
     drain(engine, ledger, i, 40 * 24)
     assert asked <= set(ledger.final), f"lost: {sorted(asked - set(ledger.final))}"

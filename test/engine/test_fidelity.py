@@ -51,18 +51,14 @@ def run(model, mc, tok, mode: str, k: int, n: int, s: int, seed: int, pattern: s
     engine = Engine(mc, cfg, model=model, tokenizer=tok)
     stream = SyntheticStream(mc, seed=seed)
     plan = arrivals(pattern, frames, seed)
-    out_frames, outputs = [], []
-    f = 0
-    while f < frames or engine.has_unfinished():
-        if f == frames:
-            engine.update_config(memory_every_n_frames=0)
+    outputs = []
+    for f in range(frames):
         for prompt, prio in plan.get(f, []):
             engine.ask(prompt, priority=prio)
-        out = engine.step(stream.frame(f))
-        outputs.append(out)
-        out_frames.append({"frame": out.frame, "actions": out.actions.tolist()})
-        f += 1
-        assert f < frames + 200, "requests never finished"
+        outputs.append(engine.step(stream.frame(f)))
+    outputs += engine.drain(stream.frame, max_frames=200)
+    assert not engine.has_unfinished(), "requests never finished"
+    out_frames = [{"frame": out.frame, "actions": out.actions.tolist()} for out in outputs]
     assert engine.kv.usage().blocks_used == 0, "KV blocks leaked after every request finished"
     requests = collect_requests(outputs)
     return {
@@ -138,7 +134,7 @@ def reference_frame(engine: Engine, obs, question_ids: list[int], n_tokens: int)
     decoding of a question after the prefix. Returns (actions, first logits, tokens, margins)."""
     model, mc = engine.model, engine.model_config
     images = obs.valid_images()
-    prompt_ids = engine._action_prompt(obs)
+    prompt_ids = engine.intake.action_prompt(obs, engine.config)
     with torch.inference_mode():
         pix = torch.from_numpy(np.ascontiguousarray(images)).permute(0, 3, 1, 2).float()
         pix = pix / 255.0 * 2.0 - 1.0  # uint8 RGB -> [-1, 1]
@@ -188,9 +184,7 @@ def test_every_mode_matches_the_unpaged_reference(tiny, mode, monkeypatch):
 
     monkeypatch.setattr(model, "lm_logits", spy)
     rid = engine.ask(question)
-    outputs = [engine.step(obs)]
-    while engine.has_unfinished():
-        outputs.append(engine.step(SyntheticStream(mc, seed=7).frame(len(outputs))))
+    outputs = [engine.step(obs), *engine.drain(SyntheticStream(mc, seed=7).frame)]
     monkeypatch.undo()
     actions, logits, tokens, margins = reference_frame(engine, obs, q_ids, 6)
     np.testing.assert_allclose(outputs[0].actions, actions, atol=1e-5, rtol=0)

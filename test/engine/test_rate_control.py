@@ -278,12 +278,7 @@ def _run(engine, frames: int):
 
     stream = SyntheticStream(engine.model_config)
     outs = [engine.step(stream.frame(i)) for i in range(frames)]
-    engine.update_config(memory_every_n_frames=0)
-    i = frames
-    while engine.has_unfinished():
-        outs.append(engine.step(stream.frame(i)))
-        i += 1
-    return outs
+    return outs + list(engine.drain(stream.frame))
 
 
 def _tokens(outs) -> dict[int, tuple[int, ...]]:

@@ -1,12 +1,17 @@
-"""Scheduler: admission order, KV-bounded admission, per-frame budgets k, EOS, caps, aborts."""
+"""Scheduler: admission order, KV-bounded admission, per-frame budgets k, EOS, caps, aborts.
+
+A frame here is what the engine's oxygen mode does with the scheduler (engine/frame_ops.py):
+admit, decode the running batch by k, update."""
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 import pytest
 
-from oxygen_ros.engine.kv import KVManager
+from oxygen_ros.engine.kv import KVCacheBlocks, KVManager
 from oxygen_ros.engine.request import Request, RequestKind, RequestStatus, Source
-from oxygen_ros.engine.scheduler import Scheduler, SchedulerOutput
+from oxygen_ros.engine.scheduler import Scheduler
 
 PREFIX_SEQ = 1000
 EOS = 1
@@ -25,10 +30,28 @@ def req(rid: int, n: int = 12, priority: int = 0, prompt: list[int] | None = Non
                    priority=priority, max_new_tokens=n, prefix_seq_id=PREFIX_SEQ, seq_id=rid)
 
 
+@dataclass(frozen=True)
+class FramePlan:
+    """What one frame asked of the scheduler: the admissions, then the decode batch."""
+
+    admitted: tuple[Request, ...]
+    admitted_blocks: tuple[KVCacheBlocks, ...]
+    decode: tuple[Request, ...]  # all running requests (admitted included), admission order
+    num_steps: int  # k when there is anything to decode, else 0
+    num_waiting: int
+
+
+def plan(s: Scheduler, frame: int, k: int) -> FramePlan:
+    admissions = s.admit(frame)
+    decode = s.running
+    return FramePlan(tuple(a.request for a in admissions), tuple(a.blocks for a in admissions),
+                     decode, k if decode else 0, len(s.waiting))
+
+
 def run_frame(s: Scheduler, frame: int, k: int, eos_at: dict[int, int] | None = None
-              ) -> tuple[SchedulerOutput, list[Request]]:
+              ) -> tuple[FramePlan, list[Request]]:
     """A fake runner: request r's i-th token is 100 + i, or EOS at position eos_at[r]."""
-    out = s.schedule(frame, k)
+    out = plan(s, frame, k)
     tokens: dict[int, list[int]] = {}
     for r in out.decode:
         got = [100 + r.num_generated + i for i in range(min(out.num_steps, r.remaining))]
@@ -82,13 +105,13 @@ def test_tokens_per_frame(n: int, k: int, frames: int, per_frame: list[int]) -> 
     assert r.admitted_frame == 10 and r.finished_frame == 10 + frames - 1
     assert r.frames_spanned == list(range(10, 10 + frames))
     assert r.seq_id not in kv and s.running == ()
-    assert s.schedule(99, k).num_steps == 0  # nothing left to decode
+    assert plan(s, 99, k).num_steps == 0  # nothing left to decode
 
 
 def test_admission_reserves_all_decode_slots() -> None:
     kv, s = setup()
     s.add(req(0, n=12))
-    out = s.schedule(0, 4)
+    out = plan(s, 0, 4)
     [blocks] = out.admitted_blocks
     assert kv.length(0) == 6 + 3 + 12
     assert blocks.block_ids == tuple(kv.block_table(0)) and len(blocks.block_ids) == 6
@@ -114,7 +137,7 @@ def test_extra_tokens_are_truncated_and_unknown_ids_rejected() -> None:
     _, s = setup()
     r = req(0, n=3)
     s.add(r)
-    s.schedule(0, 4)
+    plan(s, 0, 4)
     with pytest.raises(ValueError, match="not running"):
         s.update(0, {0: [5], 42: [5]}, {}, EOS)
     assert s.update(0, {0: [5, 6, 7, 8, 9]}, {}, None) == [r]
@@ -146,10 +169,10 @@ def test_capacity_short_requests_wait_then_finish() -> None:
 def test_strict_order_blocks_lower_priority() -> None:
     kv, s = setup(num_blocks=8)
     s.add(req(0, n=8))  # 6 + 3 + 8 = 17 tokens: 3 new blocks
-    s.schedule(0, 4)
+    plan(s, 0, 4)
     s.add(req(1, n=20, priority=5))  # needs 6 new blocks, only 3 free
     s.add(req(2, n=1))  # would fit, but must not jump ahead
-    out = s.schedule(1, 4)
+    out = plan(s, 1, 4)
     assert out.admitted == () and ids(s.waiting) == [1, 2] and out.num_waiting == 2
 
 
@@ -178,8 +201,6 @@ def test_changing_k_between_frames() -> None:
         run_frame(s, frame, k)
         assert r.num_generated - before == min(k, 12 - before)
     assert r.is_finished and r.frames_spanned == [0, 1, 2, 3]
-    with pytest.raises(ValueError):
-        s.schedule(9, 0)
 
 
 def test_cross_frame_batch_reaches_ceil_n_over_k() -> None:
@@ -210,7 +231,7 @@ def test_identical_prompts_share_suffix_blocks() -> None:
     kv, s = setup()
     s.add(req(0, n=4, prompt=[7, 8, 9, 10, 11, 12]))
     s.add(req(1, n=4, prompt=[7, 8, 9, 10, 11, 12]))
-    out = s.schedule(0, 4)
+    out = plan(s, 0, 4)
     a, b = out.admitted_blocks
     assert a.num_cached_tokens == 0 and b.num_cached_tokens == 6  # prefix tail + next block
     assert a.block_ids[:3] == b.block_ids[:3] and a.block_ids[3] != b.block_ids[3]
@@ -221,7 +242,7 @@ def test_abort_waiting_and_running() -> None:
     a, b = req(0), req(1)
     s.add(a)
     s.add(b)
-    s.schedule(0, 4)
+    plan(s, 0, 4)
     assert s.abort(1) is b and b.status is RequestStatus.ABORTED and 1 not in kv
     assert s.abort(0) is a and s.running == () and 0 not in kv
     assert s.abort(0) is None and s.num_unfinished == 0
@@ -236,8 +257,6 @@ def test_add_validation() -> None:
     s.add(req(0))
     with pytest.raises(ValueError, match="already"):
         s.add(req(0))
-    with pytest.raises(ValueError, match="seq_id"):
-        s.add(Request(5, RequestKind.MEMORY, "m", [1]))
     bad = req(6)
     bad.prefix_seq_id = 4242
     with pytest.raises(ValueError):

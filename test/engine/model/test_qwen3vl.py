@@ -146,10 +146,7 @@ def _engine_tokens(model, mode: str, frames: int = 3) -> tuple[dict[int, list[in
         actions.append(out.actions)
         for u in out.updates:
             tokens.setdefault(u.id, []).extend(u.new_tokens)
-    engine.update_config(memory_every_n_frames=0)  # drain: no new requests
-    while engine.has_unfinished():
-        out = engine.step(stream.frame(frames))
-        frames += 1
+    for out in engine.drain(stream.frame):  # no new requests
         for u in out.updates:
             tokens.setdefault(u.id, []).extend(u.new_tokens)
     return tokens, actions, engine
@@ -167,8 +164,8 @@ def test_engine_greedy_tokens_equal_transformers_generate(pair, isolated_run, mo
     tokens, actions, engine = _engine_tokens(ours, mode)
     stream = SyntheticStream(MC)
     obs = stream.frame(0)
-    prompt = engine._action_prompt(obs)
-    memory = engine._memory_ids(engine.config.memory_prompt)
+    prompt = engine.intake.action_prompt(obs, engine.config)
+    memory = engine.intake.memory_ids(engine.config.memory_prompt)
     ids = ours.prefix_ids(obs.images.shape[0], prompt) + memory
     pix = torch.from_numpy(obs.images).permute(0, 3, 1, 2).float() / 255 * 2 - 1
     with torch.no_grad():
