@@ -32,9 +32,9 @@ def test_required_parameters_declared():
 def test_choices_match_the_engine():
     from oxygen_ros.engine.config import DTYPES, MODES, PRESETS
 
-    assert set(P.MODES) == set(MODES)
-    assert set(P.PRESETS) == set(PRESETS)
-    assert set(P.DTYPES) == set(DTYPES)
+    assert set(P.SPECS["mode"].choices) == set(MODES)
+    assert set(P.SPECS["model.preset"].choices) == set(PRESETS)
+    assert set(P.SPECS["model.dtype"].choices) == set(DTYPES)
 
 
 @pytest.mark.parametrize("changes, words", [
