@@ -374,8 +374,8 @@ ENGINE_KNOBS: tuple[Knob, ...] = (
     Knob("max_waiting_requests", int, 64, "language requests waiting for admission; beyond it "
          "the lowest-priority, newest one is refused with a reason (live state stays bounded "
          "when asks outpace decoding)", (1, 1 << 16)),
-    Knob("memory_every_n_frames", int, 1, "one textual memory request every n frames (0 = none; "
-         "the node switches them with memory.enabled)", (0, None), symbol="M",
+    Knob("memory_every_n_frames", int, 1, "one textual memory request every n frames (tools: 0 = "
+         "none; the node: memory.enabled false)", (0, None), symbol="M",
          param="memory.every_n_frames", param_range=(1, 100_000), flag="--memory-every"),
     Knob("memory_prompt", str, "Memory: what happened?\n", "prompt of memory requests",
          nonempty=True, param="memory.prompt", flag="--memory-prompt"),
@@ -396,7 +396,8 @@ ENGINE_KNOBS: tuple[Knob, ...] = (
          "credit)", param="target_strict"),
     Knob("image_resize", str, "pad", "how a camera image becomes the model's square input "
          "(engine/images.py): pad = resize keeping the aspect ratio with black bars (openpi / "
-         "LeRobot resize-with-pad, what pi0.5 was trained on); stretch = resize to the square",
+         "LeRobot resize-with-pad, what pi0.5 was trained on); stretch = resize to the square; "
+         "docs/cameras.md",
          choices=IMAGE_RESIZE, param="image_resize", flag="--image-resize"),
     # Real-time chunking (engine/rtc.py, docs/rtc.md): applied to frames whose observation
     # carries an ActionPrior (the node's chunk_blend rtc, oxygen-replay --chunk-blend rtc).

@@ -101,7 +101,8 @@ NODE_PARAMETERS: tuple[Spec, ...] = (
     Spec("stamp_tolerance_s", "double", 0.05, "max stamp difference between paired camera frames "
          "and joint states", LIVE, (0.0, 10.0), unit="s"),
     Spec("max_stamp_offset_s", "double", 1.0, "inputs stamped further than this ahead of or behind "
-         "the node clock are refused (clock jumps, unsynchronised clocks)", LIVE, (0.01, 3600.0),
+         "the node clock are refused (clock jumps, unsynchronised clocks); a chunk stamped further "
+         "ahead is never played", LIVE, (0.01, 3600.0),
          unit="s"),
     Spec("ask.max_open", "int", 1024, "questions queued + decoding at most; more are refused "
          "('refused: queue full' on ~/answer)", LIVE, (1, 100000)),
@@ -150,7 +151,8 @@ NODE_PARAMETERS: tuple[Spec, ...] = (
     Spec("model.preset", "string", "tiny", "model shape when no checkpoint is given", CONFIGURE,
          choices=tuple(PRESETS)),
     Spec("model.checkpoint", "string", "", "LeRobot or openpi pi0.5 folder (config.json + "
-         "model.safetensors); empty = random weights of model.preset", CONFIGURE),
+         "model.safetensors; check it with oxygen-inspect); empty = random weights of "
+         "model.preset", CONFIGURE),
     Spec("model.tokenizer", "string", "", "tokenizer of model.checkpoint: tokenizer.model / "
          "tokenizer.json file, a folder with one, or a Hugging Face repo id in the local cache; "
          "empty = next to the checkpoint, then the local cache for the repo it names", CONFIGURE),
