@@ -330,7 +330,7 @@ def memory_probes(a: argparse.Namespace) -> list[dict]:
     preset = a.grid_presets[0]
     n, s = a.memory_setting
     frames = min(4, a.frames or 4)
-    cases = [(m, a.k[0]) for m in ("isolated", "parallel", "shared") if m in a.modes]
+    cases = [(m, a.k[0]) for m in MODES if m != "oxygen" and m in a.modes]
     if "oxygen" in a.modes:
         cases += [("oxygen", max(1, -(-n // 2))), ("oxygen", max(1, -(-n // 4)))]
     out = []
