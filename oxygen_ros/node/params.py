@@ -77,6 +77,8 @@ _SPEC_TYPE = {bool: "bool", int: "int", float: "double", str: "string"}
 def _from_knob(knob: Knob) -> Spec:
     """An engine knob as a node parameter: its name, default, the node's range, its meaning."""
     rng = knob.param_range or knob.range
+    if rng is not None and rng[1] is None:  # a descriptor's range has both ends
+        raise ValueError(f"knob {knob.field}: a node parameter needs an upper bound (param_range)")
     return Spec(knob.param, _SPEC_TYPE[knob.type], knob.default,
                 f"{knob.symbol}: {knob.description}" if knob.symbol else knob.description,
                 LIVE if knob.live else CONFIGURE, rng, knob.choices, knob.nonempty, knob.unit,
