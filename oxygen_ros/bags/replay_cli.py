@@ -15,6 +15,7 @@ import numpy as np
 from oxygen_ros.engine_args import engine_config, model_source
 from oxygen_ros.robot.build import build_engine
 
+from ..robot.chunk_player import BLENDS
 from . import messages as M
 from .reader import BagData, bag_topics, messages, read_bag
 from .replay import ReplayConfig, Replayer, ReplayResult
@@ -50,7 +51,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "does against its clock (0: not checked)")
     p.add_argument("--control-rate-hz", type=float, default=50.0)
     p.add_argument("--crossfade-s", type=float, default=0.1)
-    p.add_argument("--chunk-blend", choices=("crossfade", "rtc", "none"), default="crossfade",
+    p.add_argument("--chunk-blend", choices=BLENDS, default="crossfade",
                    help="as the node's chunk_blend: crossfade, rtc (real-time chunking, docs/rtc.md; "
                         "the engine's --rtc-* flags apply) or none")
     p.add_argument("--observation-timeout-s", type=float, default=0.5)

@@ -23,6 +23,7 @@ import time
 import torch
 
 from ..engine.attention import paged_attention, select_backend
+from ..engine.config import DTYPES
 
 
 def _case(kind: str, prefix: int, horizon: int, batch: int, heads: int, kv_heads: int, dim: int,
@@ -64,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--backends", default="cpp,reference", help="comma-separated: cpp, triton, reference")
     p.add_argument("--device", default="cpu")
-    p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"))
+    p.add_argument("--dtype", default="float32", choices=DTYPES)
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: leave as is)")
     p.add_argument("--prefix", type=int, default=306)
     p.add_argument("--horizon", type=int, default=10)

@@ -18,11 +18,11 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from ..engine.config import (ATTENTION_BACKENDS, LINEAR_LAYOUTS, MODES, PRESETS, RUNNABLE_PRESETS,
-                             frame_unsupported_reason, load_model_config)
+from ..engine.config import MODES, PRESETS, RUNNABLE_PRESETS, frame_unsupported_reason, load_model_config
 from ..engine.device import check_device
 from ..engine.model import init_model
 from ..engine.tokenizer import build_tiny_tokenizer
+from ..engine_args import add_knob_args
 from . import patterns as pat
 from .power import PowerMeter
 from .rate import rates_arg, run_targets
@@ -71,7 +71,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="presets swept over the whole k x N x S grid (default: balanced, or the "
                         "last --preset); the others run every k at max N, max S")
     p.add_argument("--model-config", default=None, help="JSON/YAML overriding preset fields")
-    p.add_argument("--modes", type=_names(MODES), default=["isolated", "parallel", "shared", "oxygen"])
+    p.add_argument("--modes", type=_names(MODES), default=list(MODES))
     p.add_argument("--k", type=_ints, default=[1, 5, 10], help="decode steps per frame (list)")
     p.add_argument("--N", type=_ints, default=[5, 10, 15, 20, 30], help="tokens per request (list)")
     p.add_argument("--S", type=_ints, default=[5, 10], help="denoising steps (list)")
@@ -97,24 +97,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--rate-setting", type=_ints, default=[1, 30, 30, 10], metavar="k_min,k_max,N,S")
     p.add_argument("--rate-only", action="store_true",
                    help="run only the --rate-targets runs (no grid, patterns or probes)")
-    p.add_argument("--max-active", type=int, default=32)
     p.add_argument("--profile", choices=("on", "off"), default="on",
                    help="one extra frame per preset and mode (largest N, S; smallest k) under "
                         "torch.profiler -> profile_<preset>_<mode>.txt")
     p.add_argument("--quick", action="store_true", help="small grid for CI smoke tests")
     p.add_argument("--threads", type=int, default=2, help="torch CPU threads")
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"))
-    p.add_argument("--attention-backend", default="auto", choices=ATTENTION_BACKENDS)
-    p.add_argument("--compile", action="store_true",
-                   help="torch.compile the action expert's denoising step (all modes alike)")
-    p.add_argument("--linear-layout", default="standard", choices=LINEAR_LAYOUTS,
-                   help="decoder projections as nn.Linear [out, in] (standard) or [in, out] "
-                        "copies for x @ w (transposed; faster at batch 1 on some CPU BLAS builds)")
+    # the engine knobs every run of the sweep shares, as their Knob declares them (all modes alike)
+    add_knob_args(p, ("max_active_requests", "device", "dtype", "attention_backend",
+                      "compile_denoise", "linear_layout", "seed"))
     p.add_argument("--bandwidth-gbs", type=float, default=None,
                    help="memory bandwidth for the floor section (default: known devices: Thor 273, "
                         "H200 4800, RTX 4090 1008)")
-    p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=None, help="output folder (default benchmarks/results/<device>-<date>)")
     p.add_argument("--no-plots", action="store_true")
     p.add_argument("--json", action="store_true", help="last stdout line: one JSON object")
@@ -346,7 +339,7 @@ def memory_probes(a: argparse.Namespace) -> list[dict]:
     preset = a.grid_presets[0]
     n, s = a.memory_setting
     frames = min(4, a.frames or 4)
-    cases = [(m, a.k[0]) for m in ("isolated", "parallel", "shared") if m in a.modes]
+    cases = [(m, a.k[0]) for m in MODES if m != "oxygen" and m in a.modes]
     if "oxygen" in a.modes:
         cases += [("oxygen", max(1, -(-n // 2))), ("oxygen", max(1, -(-n // 4)))]
     out = []

@@ -33,7 +33,6 @@ from ..engine.config import (DTYPES, PRESETS, ModelConfig, frame_unsupported_rea
 
 # GB/s (1e9 bytes/s) of memory bandwidth by a lower-case substring of the device name
 KNOWN_BANDWIDTH_GBS = {"thor": 273.0, "h200": 4800.0, "rtx 4090": 1008.0, "4090": 1008.0}
-_ELEM = {"float32": 4, "bfloat16": 2, "float16": 2}
 
 
 def known_bandwidth(device_name: str | None) -> float | None:
@@ -81,11 +80,18 @@ def count_params(config: ModelConfig, expert: int = 1) -> ParamCounts:
 STAGES = ("prefill", "denoise_step", "adarms_once", "decode_step")
 
 
+def _elem(dtype: str) -> int:
+    """Bytes per element of one of the engine's DTYPES."""
+    if dtype not in DTYPES:
+        raise KeyError(dtype)
+    return getattr(torch, dtype).itemsize
+
+
 def stage_bytes(config: ModelConfig, dtype: str, batch: int, context_tokens: int,
                 prefix_tokens: int | None = None) -> dict:
     """Bytes moved by one prefill, one denoise step, adarms once per S, one decode step (each the
     sum of its weight bytes and attention bytes, also returned apart as weights / attention)."""
-    elem = _ELEM[dtype]
+    elem = _elem(dtype)
     c = count_params(config)
     kv_token = config.depth * 2 * config.num_kv_heads * config.head_dim * elem
     p = config.max_prefix_tokens if prefix_tokens is None else prefix_tokens
@@ -112,7 +118,7 @@ def denoise_kv_loads(config: ModelConfig, dtype: str, prefix_tokens: int | None 
 
     from ..engine.attention.triton_paged import tiled_launch
 
-    elem = _ELEM[dtype]
+    elem = _elem(dtype)
     p = config.max_prefix_tokens if prefix_tokens is None else prefix_tokens
     h = config.action_horizon
     one_pass = config.depth * 2 * config.num_kv_heads * config.head_dim * elem * (p + h)

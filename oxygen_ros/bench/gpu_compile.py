@@ -31,12 +31,12 @@ from pathlib import Path
 
 import torch
 
-from ..engine.config import PRESETS
+from ..engine.config import DTYPES as DTYPE_NAMES, PRESETS
 
-DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
+DTYPES = {name: getattr(torch, name) for name in DTYPE_NAMES}
 _TRITON_TYPE = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32"}
 MAX_SHARED = 99 * 1024
-DEFAULT_PRESETS = ("tiny", "small", "balanced", "pi05", "xr0-tiny", "xr0")
+DEFAULT_PRESETS = tuple(PRESETS)
 
 
 def attention_shapes(preset: str) -> list[tuple[int, int, int]]:

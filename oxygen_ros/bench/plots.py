@@ -10,6 +10,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from ..engine.config import MODES  # noqa: E402
+
 MB = 1024 * 1024
 MARK = {"isolated": "s", "parallel": "v", "shared": "D", "oxygen": "o"}
 
@@ -45,7 +47,7 @@ def _pareto(pr: list[dict], preset: str, out: Path) -> str:
     ks = sorted({r["k"] for r in pr if r["mode"] == "oxygen"})
     fig, axes = plt.subplots(1, len(ks), figsize=(4.2 * len(ks), 3.8), squeeze=False)
     for ax, k in zip(axes[0], ks):
-        for mode in ("isolated", "parallel", "shared", "oxygen"):
+        for mode in MODES:
             sel = sorted([r for r in pr if r["mode"] == mode and r["S"] == s
                           and (mode != "oxygen" or r["k"] == k)], key=lambda r: r["N"])
             if not sel:

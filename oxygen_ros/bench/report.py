@@ -7,6 +7,8 @@ from typing import Any
 
 import numpy as np
 
+from ..engine.config import MODES
+
 MB = 1024 * 1024
 
 
@@ -229,7 +231,7 @@ def write_report(results: dict, plots: list[str], out: Path) -> None:
         pr = [r for r in grid if r["preset"] == preset]
         n, s = max(r["N"] for r in pr), max(r["S"] for r in pr)
         sel = sorted([r for r in pr if r["N"] == n and r["S"] == s],
-                     key=lambda r: (["isolated", "parallel", "shared", "oxygen"].index(r["mode"]), r["k"] or 0))
+                     key=lambda r: (MODES.index(r["mode"]), r["k"] or 0))
         md.append(f"\n## {preset}: latency breakdown at N={n}, S={s} (cf. paper table 6)\n")
         md.append(f"{pr[0]['params_m']:.1f} M parameters, {pr[0]['frames']} measured frames per run. "
                   "Stage columns are mean ms per frame (isolated: every request's own prefill is in "

@@ -11,8 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from .head_config import CrossAttnHeadConfig, RegressHeadConfig, head_from
+from .knobs import Knob, knob_table
 
-MODES = ("oxygen", "shared", "isolated", "parallel")
+# The execution modes (engine/modes.py): the three baselines, then OxyGen; reports list them
+# in this order.
+MODES = ("isolated", "parallel", "shared", "oxygen")
 DTYPES = ("float32", "bfloat16", "float16")
 # standard: nn.Linear weights [out, in] (F.linear); transposed: [in, out] copies (x @ w)
 LINEAR_LAYOUTS = ("standard", "transposed")
@@ -452,117 +455,143 @@ def load_model_config(preset: str, overrides_file: str | Path | None = None) -> 
     return model_config_from_dict(base)
 
 
+# -- engine knobs -------------------------------------------------------------------------------
+# Each EngineConfig field once: default, range, unit, meaning, live or fixed, and its names in
+# the node (param) and on the command line (flag). EngineConfig, the node's parameters, the
+# tools' flags, config/oxygen.yaml and the docs' parameter table follow from this table
+# (engine/knobs.py; `python -m oxygen_ros.node.params --write` regenerates the files).
+ENGINE_KNOBS: tuple[Knob, ...] = (
+    Knob("mode", str, "oxygen", "scheduling mode: oxygen (one prefill per frame shared by the "
+         "action expert and k batched decode steps) or a baseline: shared, isolated, parallel "
+         "(engine/modes.py)", choices=MODES, param="mode", flag="--mode"),
+    Knob("decode_steps_per_frame", int, 4, "batched decode steps per control frame",
+         (1, 1024), symbol="k", param="decode_steps_per_frame", param_range=(1, 64), flag="--k"),
+    Knob("max_decode_steps", int, 12, "max new tokens per language request (memory, answers)",
+         (1, 4096), unit="tokens", symbol="N", param="max_decode_steps", param_range=(1, 512),
+         flag="--N"),
+    Knob("denoise_steps", int, 10, "flow-matching denoise steps per action chunk", (1, 1000),
+         symbol="S", param="denoise_steps", param_range=(1, 100), flag="--S"),
+    Knob("max_active_requests", int, 32, "language requests decoding at once (batch cap)",
+         (1, 4096), param="max_active_requests", param_range=(1, 256), flag="--max-active"),
+    Knob("max_waiting_requests", int, 64, "language requests waiting for admission; beyond it "
+         "the lowest-priority, newest one is refused with a reason (live state stays bounded "
+         "when asks outpace decoding)", (1, 1 << 16)),
+    Knob("memory_every_n_frames", int, 1, "one textual memory request every n frames (tools: 0 = "
+         "none; the node: memory.enabled false)", (0, None), symbol="M",
+         param="memory.every_n_frames", param_range=(1, 100_000), flag="--memory-every"),
+    Knob("memory_prompt", str, "Memory: what happened?\n", "prompt of memory requests",
+         nonempty=True, param="memory.prompt", flag="--memory-prompt"),
+    Knob("instruction", str, "pick up the cube", "task instruction (the node: also set by "
+         "~/instruction)", nonempty=True, param="instruction"),
+    Knob("target_action_hz", float, 0.0, "action-rate target (0 = off): oxygen mode then "
+         "chooses k per frame in [k_min, decode_steps_per_frame] from the stage costs measured "
+         "so far, so frames fit 1/target on average (engine/rate_control.py); infeasible even at "
+         "k_min: FrameStats.target_feasible false + engine diagnostic WARN",
+         (0.0, MAX_TARGET_ACTION_HZ), unit="Hz", param="target_action_hz",
+         param_range=(0.0, 1000.0)),
+    Knob("k_min", int, 1, "fewest decode steps per frame under target_action_hz (language "
+         "never starves); at most decode_steps_per_frame when a target is set", (1, 1024),
+         param="k_min", param_range=(1, 64)),
+    Knob("target_strict", bool, False, "under target_action_hz, true: every frame predicted "
+         "to fit 1/target by itself (actions run up to a decode step faster than asked); false: "
+         "the mean frame fits, one frame may run over by about a decode step (the carried "
+         "credit)", param="target_strict"),
+    Knob("image_resize", str, "pad", "how a camera image becomes the model's square input "
+         "(engine/images.py): pad = resize keeping the aspect ratio with black bars (openpi / "
+         "LeRobot resize-with-pad, what pi0.5 was trained on); stretch = resize to the square; "
+         "docs/cameras.md",
+         choices=IMAGE_RESIZE, param="image_resize", flag="--image-resize"),
+    # Real-time chunking (engine/rtc.py, docs/rtc.md): applied to frames whose observation
+    # carries an ActionPrior (the node's chunk_blend rtc, oxygen-replay --chunk-blend rtc).
+    Knob("rtc_method", str, "guided", "chunk_blend rtc: guided (inference-time guidance) or "
+         "inpaint (checkpoints trained with training-time RTC)", choices=RTC_METHODS,
+         param="rtc.method", flag="--rtc-method"),
+    Knob("rtc_jacobian", str, "identity", "rtc guided: the correction is the weighted error "
+         "(identity, no backward pass) or its vector-Jacobian product through the action expert "
+         "(vjp, one backward pass per denoise step)", choices=RTC_JACOBIANS,
+         param="rtc.jacobian", flag="--rtc-jacobian"),
+    Knob("rtc_max_guidance", float, 10.0, "rtc guided: beta, the guidance weight's cap "
+         "(0 = unguided)", (0.0, MAX_GUIDANCE), param="rtc.max_guidance",
+         flag="--rtc-max-guidance"),
+    Knob("rtc_execution_horizon", int, 0, "rtc: steps of the executed leftover the new chunk is "
+         "pulled toward (weight 1 before d, a ramp to 0 at this step; 0 = all of it)", (0, 4096),
+         unit="steps", param="rtc.execution_horizon", flag="--rtc-execution-horizon"),
+    # fixed once the engine is built
+    Knob("block_size", int, 16, "KV cache block size", choices=(1, 2, 4, 8, 16, 32, 64, 128, 256),
+         unit="tokens", live=False),
+    Knob("num_blocks", int, 0, "KV pool blocks (0 = sized from the model, max_decode_steps and "
+         "max_active_requests when the engine is built)", (0, None), live=False,
+         param="kv.num_blocks", param_range=(0, 10_000_000)),
+    Knob("seed", int, 0, "seed of the random weights, noise and synthetic inputs", live=False,
+         flag="--seed"),
+    Knob("device", str, "cpu", "cpu or cuda[:N]", nonempty=True, live=False,
+         param="model.device", flag="--device"),
+    Knob("dtype", str, "float32", "weight / KV dtype", choices=DTYPES, live=False,
+         param="model.dtype", flag="--dtype"),
+    Knob("attention_backend", str, "auto", "paged attention kernels: auto (cpp on CPU, triton "
+         "on CUDA), cpp, triton or reference", choices=ATTENTION_BACKENDS, live=False,
+         flag="--attention-backend"),
+    Knob("compile_denoise", bool, False, "torch.compile the action expert's denoising step "
+         "(first frame slower)", live=False, flag="--compile"),
+    Knob("cuda_graphs", bool, False, "decode steps and the denoise loop through captured CUDA "
+         "graphs (engine/graphs.py; padded batches, static buffers); on CPU the same code runs "
+         "as a stand-in", live=False),
+    Knob("linear_layout", str, "standard", "decoder projections as nn.Linear [out, in] weights "
+         "(standard, F.linear) or [in, out] copies for x @ w (transposed; faster at one token on "
+         "some CPU BLAS builds); one layout in every mode of a process", choices=LINEAR_LAYOUTS,
+         live=False, flag="--linear-layout"),
+)
+KNOBS: dict[str, Knob] = knob_table(ENGINE_KNOBS)
+
+
+def _default(field: str) -> Any:
+    return KNOBS[field].default
+
+
 @dataclass
 class EngineConfig:
-    """Scheduling knobs. k, N, S, mode and the memory fields may change between frames."""
+    """Scheduling knobs; each field's default, range and meaning is its Knob in ENGINE_KNOBS.
+    The live ones (k, N, S, mode, memory, target, rtc ...) may change between frames."""
 
-    mode: str = "oxygen"
-    decode_steps_per_frame: int = 4  # k
-    max_decode_steps: int = 12  # N
-    denoise_steps: int = 10  # S
-    max_active_requests: int = 32
-    # Language requests waiting for admission; beyond it the lowest-priority, newest one is
-    # refused with a reason (live state stays bounded when asks outpace decoding).
-    max_waiting_requests: int = 64
-    memory_every_n_frames: int = 1  # M; 0 disables periodic memory requests
-    memory_prompt: str = "Memory: what happened?\n"
-    instruction: str = "pick up the cube"
-    block_size: int = 16
-    num_blocks: int = 0  # 0: sized from the model and max_active_requests
-    seed: int = 0
-    device: str = "cpu"
-    dtype: str = "float32"
-    attention_backend: str = "auto"  # auto (cpp on CPU, triton on CUDA) | cpp | triton | reference
-    compile_denoise: bool = False  # torch.compile the action expert's step (slow first frame)
-    # Decode steps and the denoise loop through captured CUDA graphs (engine/graphs.py; padded
-    # batches, static buffers). Off until measured on a device; on CPU the same code runs as a
-    # stand-in.
-    cuda_graphs: bool = False
-    # standard: nn.Linear weights [out, in] (F.linear); transposed: [in, out] copies (x @ w),
-    # faster at one token on some CPU BLAS builds. Same layout in every mode of a process.
-    linear_layout: str = "standard"
-    # Action-rate target (beyond the paper, which fixes k): when > 0, oxygen mode chooses k per
-    # frame in [k_min, decode_steps_per_frame] from the stage costs measured so far, so the
-    # frames fit 1 / target_action_hz on average (engine/rate_control.py). 0: off, k is fixed.
-    target_action_hz: float = 0.0
-    k_min: int = 1  # fewest decode steps a frame runs under a target: language never starves
-    # Under a target, True: every frame is predicted to fit 1/target by itself (whole k; frames
-    # land up to a decode step under the period, so actions run faster than asked). False: the
-    # mean frame fits, a single frame may run over by about a decode step (the carried credit).
-    target_strict: bool = False
-    image_resize: str = "pad"  # IMAGE_RESIZE: pad (as pi0.5 was trained) | stretch
-    # Real-time chunking (engine/rtc.py, docs/rtc.md), applied to frames whose observation
-    # carries an ActionPrior (the node's chunk_blend rtc): guided (inference-time guidance) or
-    # inpaint (checkpoints trained with training-time RTC); the guided correction is the error
-    # itself (identity, no backward pass) or its vector-Jacobian product through the action
-    # expert (vjp); max_guidance is beta; execution_horizon: steps of the prior guided (the
-    # weights ramp to 0 there), 0 = the whole prior.
-    rtc_method: str = "guided"
-    rtc_jacobian: str = "identity"
-    rtc_max_guidance: float = 10.0
-    rtc_execution_horizon: int = 0
+    mode: str = _default("mode")
+    decode_steps_per_frame: int = _default("decode_steps_per_frame")  # k
+    max_decode_steps: int = _default("max_decode_steps")  # N
+    denoise_steps: int = _default("denoise_steps")  # S
+    max_active_requests: int = _default("max_active_requests")
+    max_waiting_requests: int = _default("max_waiting_requests")
+    memory_every_n_frames: int = _default("memory_every_n_frames")  # M
+    memory_prompt: str = _default("memory_prompt")
+    instruction: str = _default("instruction")
+    block_size: int = _default("block_size")
+    num_blocks: int = _default("num_blocks")
+    seed: int = _default("seed")
+    device: str = _default("device")
+    dtype: str = _default("dtype")
+    attention_backend: str = _default("attention_backend")
+    compile_denoise: bool = _default("compile_denoise")
+    cuda_graphs: bool = _default("cuda_graphs")
+    linear_layout: str = _default("linear_layout")
+    target_action_hz: float = _default("target_action_hz")
+    k_min: int = _default("k_min")
+    target_strict: bool = _default("target_strict")
+    image_resize: str = _default("image_resize")
+    rtc_method: str = _default("rtc_method")
+    rtc_jacobian: str = _default("rtc_jacobian")
+    rtc_max_guidance: float = _default("rtc_max_guidance")
+    rtc_execution_horizon: int = _default("rtc_execution_horizon")
 
     def __post_init__(self) -> None:
         self.validate()
 
     def validate(self) -> None:
-        if self.mode not in MODES:
-            raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
-        if not 1 <= self.decode_steps_per_frame <= 1024:
-            raise ValueError(
-                f"decode_steps_per_frame (k) must be in [1, 1024], got {self.decode_steps_per_frame}"
-            )
-        if not 1 <= self.max_decode_steps <= 4096:
-            raise ValueError(f"max_decode_steps (N) must be in [1, 4096], got {self.max_decode_steps}")
-        if not 1 <= self.denoise_steps <= 1000:
-            raise ValueError(f"denoise_steps (S) must be in [1, 1000], got {self.denoise_steps}")
-        if not 1 <= self.max_active_requests <= 4096:
-            raise ValueError(
-                f"max_active_requests must be in [1, 4096], got {self.max_active_requests}"
-            )
-        if not 1 <= self.max_waiting_requests <= 1 << 16:
-            raise ValueError(
-                f"max_waiting_requests must be in [1, 65536], got {self.max_waiting_requests}")
-        if self.memory_every_n_frames < 0:
-            raise ValueError(f"memory_every_n_frames must be >= 0, got {self.memory_every_n_frames}")
-        if self.block_size not in (1, 2, 4, 8, 16, 32, 64, 128, 256):
-            raise ValueError(f"block_size must be a power of two <= 256, got {self.block_size}")
-        if self.num_blocks < 0:
-            raise ValueError(f"num_blocks must be >= 0 (0 = auto), got {self.num_blocks}")
-        if self.dtype not in DTYPES:
-            raise ValueError(f"dtype must be one of {DTYPES}, got {self.dtype!r}")
-        if self.attention_backend not in ATTENTION_BACKENDS:
-            raise ValueError(f"attention_backend must be one of {ATTENTION_BACKENDS}, "
-                             f"got {self.attention_backend!r}")
-        if self.linear_layout not in LINEAR_LAYOUTS:
-            raise ValueError(
-                f"linear_layout must be standard or transposed, got {self.linear_layout!r}")
-        if not (math.isfinite(self.target_action_hz)
-                and 0.0 <= self.target_action_hz <= MAX_TARGET_ACTION_HZ):
-            raise ValueError(f"target_action_hz must be 0 (off) or in (0, "
-                             f"{MAX_TARGET_ACTION_HZ:g}] Hz, got {self.target_action_hz}")
-        if not isinstance(self.target_strict, bool):
-            raise ValueError(f"target_strict must be true or false, got {self.target_strict!r}")
-        if not 1 <= self.k_min <= 1024:
-            raise ValueError(f"k_min must be in [1, 1024], got {self.k_min}")
+        for knob in ENGINE_KNOBS:
+            reason = knob.reason(getattr(self, knob.field))
+            if reason:
+                raise ValueError(reason)
+        # what one knob's range cannot say
         if self.target_action_hz and self.k_min > self.decode_steps_per_frame:
             raise ValueError(f"k_min ({self.k_min}) must not exceed decode_steps_per_frame "
                              f"({self.decode_steps_per_frame}), which is k_max under a target")
-        if self.image_resize not in IMAGE_RESIZE:
-            raise ValueError(f"image_resize must be one of {IMAGE_RESIZE}, got {self.image_resize!r}")
-        if self.rtc_method not in RTC_METHODS:
-            raise ValueError(f"rtc_method must be one of {RTC_METHODS}, got {self.rtc_method!r}")
-        if self.rtc_jacobian not in RTC_JACOBIANS:
-            raise ValueError(
-                f"rtc_jacobian must be one of {RTC_JACOBIANS}, got {self.rtc_jacobian!r}")
-        if isinstance(self.rtc_max_guidance, bool) or not (
-                isinstance(self.rtc_max_guidance, (int, float))
-                and 0.0 <= self.rtc_max_guidance <= MAX_GUIDANCE):
-            raise ValueError(f"rtc_max_guidance must be in [0, {MAX_GUIDANCE:g}], "
-                             f"got {self.rtc_max_guidance!r}")
-        if not 0 <= self.rtc_execution_horizon <= 4096:
-            raise ValueError(f"rtc_execution_horizon must be in [0, 4096] (0 = the whole prior), "
-                             f"got {self.rtc_execution_horizon}")
         if not (self.device == "cpu" or self.device.startswith("cuda")):
             raise ValueError(f"device must be cpu or cuda[:N], got {self.device!r}")
 

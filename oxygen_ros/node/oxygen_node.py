@@ -28,7 +28,7 @@ import threading
 import time
 import traceback
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
@@ -263,41 +263,22 @@ class OxygenNode(LifecycleNode):
         return None
 
     def _apply_params(self, changes: dict[str, Any]) -> None:
-        """Called from the on-set callback once `changes` are valid (not yet stored)."""
+        """Called from the on-set callback once `changes` are valid (not yet stored): the engine
+        knobs by their EngineConfig field (params.engine_changes) in one update_config, then each
+        LIVE_APPLIERS entry that names a changed parameter."""
         rt = self.rt
         if rt is None:
             return  # read at configure
         merged = {**P.values(self), **changes}
-        eng = {k: merged[k] for k in changes if k in P.ENGINE_KEYS}
-        if "memory.enabled" in changes or "memory.every_n_frames" in changes:
-            eng["memory.enabled"] = merged["memory.enabled"]
-            eng["memory.every_n_frames"] = merged["memory.every_n_frames"]
-        if eng:
+        if any(k in P.ENGINE_KEYS for k in changes):
+            eng = {k: merged[k] for k in changes if k in P.ENGINE_KEYS}
+            if "memory.enabled" in eng or "memory.every_n_frames" in eng:  # one engine field
+                eng["memory.enabled"] = merged["memory.enabled"]
+                eng["memory.every_n_frames"] = merged["memory.every_n_frames"]
             rt.worker.update_engine(P.engine_changes(eng))
-        if "instruction" in changes:
-            rt.worker.instruction = changes["instruction"]
-        if "markers.frame_id" in changes:
-            rt.worker.frame_id = changes["markers.frame_id"]
-        if "joint_limits_lower" in changes or "joint_limits_upper" in changes:
-            rt.mapping = self._mapping(merged, len(rt.joint_names), rt.built.norm)
-        if any(k in changes for k in ("crossfade_s", "observation_timeout_s", "joint_limits_lower",
-                                      "joint_limits_upper")):
-            rt.player.configure(crossfade_s=merged["crossfade_s"],
-                                observation_timeout_s=merged["observation_timeout_s"],
-                                lower=rt.mapping.lower, upper=rt.mapping.upper)
-        if "chunk_blend" in changes:
-            rt.player.configure(blend=changes["chunk_blend"])
-        if "stamp_tolerance_s" in changes:
-            rt.inputs.pairer.tolerance_s = float(changes["stamp_tolerance_s"])
-        if "max_stamp_offset_s" in changes:
-            rt.inputs.max_offset_s = float(changes["max_stamp_offset_s"])
-            rt.player.configure(future_tolerance_s=float(changes["max_stamp_offset_s"]))
-        if any(k in changes for k in P.SHAPER_LIMITS):
-            rt.control.shaper.configure(*(changes.get(k) for k in P.SHAPER_LIMITS))
-        if "deadman.timeout_s" in changes:
-            rt.control.deadman.timeout_s = float(changes["deadman.timeout_s"])
-        if "ask.max_open" in changes:
-            rt.text.questions.capacity = int(changes["ask.max_open"])
+        for names, apply in LIVE_APPLIERS:
+            if any(k in changes for k in names):
+                apply(self, rt, changes, merged)
 
     # -- diagnostics ----------------------------------------------------------------------------
     def _diagnostics(self) -> list:
@@ -351,3 +332,39 @@ class OxygenNode(LifecycleNode):
             return ""
         stopped = mono - self._sim_seen[1]
         return f"use_sim_time: /clock has not advanced for {stopped:.1f} s" if stopped > 2.0 else ""
+
+
+def _player(node: OxygenNode, rt: Runtime, changes: dict[str, Any], m: dict[str, Any]) -> None:
+    if "joint_limits_lower" in changes or "joint_limits_upper" in changes:
+        rt.mapping = node._mapping(m, len(rt.joint_names), rt.built.norm)
+    rt.player.configure(crossfade_s=m["crossfade_s"], observation_timeout_s=m["observation_timeout_s"],
+                        lower=rt.mapping.lower, upper=rt.mapping.upper)
+
+
+def _stamp_offset(node: OxygenNode, rt: Runtime, changes: dict[str, Any], m: dict[str, Any]) -> None:
+    rt.inputs.max_offset_s = float(m["max_stamp_offset_s"])
+    rt.player.configure(future_tolerance_s=float(m["max_stamp_offset_s"]))
+
+
+def _set(target: Callable[[Runtime], Any], attr: str, name: str, cast: Callable = lambda v: v):
+    def apply(node: OxygenNode, rt: Runtime, changes: dict[str, Any], m: dict[str, Any]) -> None:
+        setattr(target(rt), attr, cast(m[name]))
+    return apply
+
+
+# The node's live parameters -> what applies them on a running node (the engine's go through
+# params.engine_changes). test/node/test_params.py checks every live parameter has one.
+LIVE_APPLIERS: tuple[tuple[tuple[str, ...], Callable[..., None]], ...] = (
+    (("instruction",), _set(lambda rt: rt.worker, "instruction", "instruction")),
+    (("markers.frame_id",), _set(lambda rt: rt.worker, "frame_id", "markers.frame_id")),
+    (("crossfade_s", "observation_timeout_s", "joint_limits_lower", "joint_limits_upper"), _player),
+    (("chunk_blend",), lambda node, rt, c, m: rt.player.configure(blend=m["chunk_blend"])),
+    (("stamp_tolerance_s",), _set(lambda rt: rt.inputs.pairer, "tolerance_s", "stamp_tolerance_s",
+                                  float)),
+    (("max_stamp_offset_s",), _stamp_offset),
+    (tuple(P.SHAPER_LIMITS), lambda node, rt, c, m: rt.control.shaper.configure(
+        *(c.get(k) for k in P.SHAPER_LIMITS))),  # None: keep
+    (("deadman.timeout_s",), _set(lambda rt: rt.control.deadman, "timeout_s", "deadman.timeout_s",
+                                  float)),
+    (("ask.max_open",), _set(lambda rt: rt.text.questions, "capacity", "ask.max_open", int)),
+)

@@ -1,11 +1,17 @@
 """The node's parameters: one table (name, default, type, range, when it may change) + validation.
 
+The engine's knobs come from engine/config.py (ENGINE_KNOBS: their parameter names, defaults,
+the node's ranges, live or fixed); NODE_PARAMETERS below holds the rest (topics, control rate,
+pairing, player, safety, recording). PARAMETERS is both; config/oxygen.yaml and the docs'
+parameter table are generated from it (node/param_files.py, checked by
+test/node/test_package_files.py).
+
 Kinds (documented in docs/node.md, section Parameters):
-- ``live``: accepted in any state. Engine knobs (k, N, S, max_active_requests, mode,
-  target_action_hz, target_strict, k_min, memory.*, instruction, image_resize, rtc.*) reach the engine through Engine.update_config before the NEXT frame; player /
-  pairing knobs (observation_timeout_s, crossfade_s, chunk_blend, stamp_tolerance_s,
-  max_stamp_offset_s, joint limits, markers.frame_id, ask.max_open, the command shaper's limits,
-  deadman.timeout_s) apply on the next control tick / message.
+- ``live``: accepted in any state. Engine knobs (every ENGINE_KNOBS entry with a parameter that a
+  running engine takes, plus memory.enabled) reach the engine through Engine.update_config before
+  the NEXT frame; player / pairing knobs (observation_timeout_s, crossfade_s, chunk_blend,
+  stamp_tolerance_s, max_stamp_offset_s, joint limits, markers.frame_id, ask.max_open, the
+  command shaper's limits, deadman.timeout_s) apply on the next control tick / message.
   instruction and memory.prompt are also checked against the model's prompt budget (a byte
   bound, then the engine's own check) by the node before they are accepted.
 - ``configure``: read in on_configure (model, topics, joints, control rate). Accepted while the
@@ -13,9 +19,8 @@ Kinds (documented in docs/node.md, section Parameters):
   run `ros2 lifecycle set /oxygen cleanup`, set them, then configure again.
 - ``read_only``: only from the command line / params file (autostart).
 
-This module imports nothing from ROS at import time (the table and `validate` are pure);
-`declare` builds rcl_interfaces descriptors. It knows no engine types (mode / preset names are
-checked against the engine's in test/node/test_params.py).
+This module imports nothing from ROS or torch at import time (the table and `validate` are
+pure); `declare` builds rcl_interfaces descriptors.
 """
 from __future__ import annotations
 
@@ -23,13 +28,12 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from oxygen_ros.engine.config import ENGINE_KNOBS, RUNNABLE_PRESETS
+from oxygen_ros.engine.knobs import Knob, num_text
+from oxygen_ros.robot.chunk_player import BLENDS
 from oxygen_ros.robot.shaper import per_joint  # pure numpy: the shaper's own check
 
-MODES = ("oxygen", "shared", "isolated", "parallel")
-PRESETS = ("tiny", "small", "balanced", "pi05", "xr0-tiny", "xr0")
-IMAGE_RESIZE = ("pad", "stretch")
 CAMERA_TRANSPORTS = ("raw", "compressed")
-DTYPES = ("float32", "bfloat16", "float16")
 COMMAND_TYPES = ("joint_state", "float64_array")
 SHAPER_LIMITS = {"joint_velocity_limits": False, "joint_acceleration_limits": False,
                  "max_start_deviation": True}  # name -> zero allowed (0 = off)
@@ -47,124 +51,116 @@ class Spec:
     range: tuple[float, float] | None = None  # inclusive
     choices: tuple[str, ...] | None = None
     nonempty: bool = False
+    unit: str = ""
+    constraint: str = ""  # what range / choices cannot say, for the descriptor and the docs
+    field: str | None = None  # the EngineConfig field it sets (engine knobs)
 
     @property
     def range_text(self) -> str:
+        parts = []
         if self.range:
             lo, hi = self.range
-            return f"[{_num(lo)}, {_num(hi)}]"
-        if self.choices:
-            return " | ".join(self.choices)
-        return ""
+            parts.append(f"[{_num(lo)}, {_num(hi)}]" + (f" {self.unit}" if self.unit else ""))
+        elif self.choices:
+            parts.append(" | ".join(self.choices))
+        elif self.nonempty and self.type == "string":
+            parts.append("non-empty")
+        if self.constraint:
+            parts.append(self.constraint)
+        return "; ".join(parts)
 
 
-def _num(v: float) -> str:
-    return str(int(v)) if float(v).is_integer() else str(v)
+_num = num_text
+_SPEC_TYPE = {bool: "bool", int: "int", float: "double", str: "string"}
 
 
-PARAMETERS: tuple[Spec, ...] = (
-    # engine (live: next frame)
-    Spec("decode_steps_per_frame", "int", 4, "k: batched decode steps per control frame", LIVE, (1, 64)),
-    Spec("max_decode_steps", "int", 12, "N: max new tokens per language request (memory, answers)",
-         LIVE, (1, 512)),
-    Spec("denoise_steps", "int", 10, "S: flow-matching denoise steps per action chunk", LIVE, (1, 100)),
-    Spec("max_active_requests", "int", 32, "language requests decoding at once (batch cap)", LIVE,
-         (1, 256)),
-    Spec("mode", "string", "oxygen", "scheduling mode", LIVE, choices=MODES),
-    Spec("target_action_hz", "double", 0.0, "action-rate target (0 = off): oxygen mode then "
-         "chooses k per frame in [k_min, decode_steps_per_frame] so frames fit 1/target on "
-         "average; infeasible even at k_min: FrameStats.target_feasible false + engine "
-         "diagnostic WARN",
-         LIVE, (0.0, 1000.0)),
-    Spec("target_strict", "bool", False, "under target_action_hz, true: every frame predicted "
-         "to fit 1/target by itself (actions run up to a decode step faster than asked); false: "
-         "the mean frame fits, one frame may run over by about a decode step", LIVE),
-    Spec("k_min", "int", 1, "fewest decode steps per frame under target_action_hz (language "
-         "never starves); at most decode_steps_per_frame", LIVE, (1, 64)),
+def _from_knob(knob: Knob) -> Spec:
+    """An engine knob as a node parameter: its name, default, the node's range, its meaning."""
+    rng = knob.param_range or knob.range
+    if rng is not None and rng[1] is None:  # a descriptor's range has both ends
+        raise ValueError(f"knob {knob.field}: a node parameter needs an upper bound (param_range)")
+    return Spec(knob.param, _SPEC_TYPE[knob.type], knob.default,
+                f"{knob.symbol}: {knob.description}" if knob.symbol else knob.description,
+                LIVE if knob.live else CONFIGURE, rng, knob.choices, knob.nonempty, knob.unit,
+                field=knob.field)
+
+
+ENGINE_PARAMETERS: tuple[Spec, ...] = tuple(_from_knob(k) for k in ENGINE_KNOBS if k.param)
+
+NODE_PARAMETERS: tuple[Spec, ...] = (
+    # memory.enabled gates memory.every_n_frames (the engine's memory_every_n_frames 0 = off)
     Spec("memory.enabled", "bool", True, "emit a textual memory request periodically", LIVE),
-    Spec("memory.every_n_frames", "int", 1, "one memory request every n frames", LIVE, (1, 100000)),
-    Spec("memory.prompt", "string", "Memory: what happened?\n", "prompt of memory requests", LIVE,
-         nonempty=True),
-    Spec("instruction", "string", "pick up the cube", "task instruction (also set by ~/instruction)",
-         LIVE, nonempty=True),
-    Spec("image_resize", "string", "pad", "how a camera image becomes the model's square input: "
-         "pad = resize keeping the aspect ratio with black bars (openpi / LeRobot resize-with-pad, "
-         "what pi0.5 was trained on); stretch = resize to the square", LIVE, choices=IMAGE_RESIZE),
     # control / inputs (live)
     Spec("observation_timeout_s", "double", 0.5,
          "commands go stale (hold) when the newest chunk's observation is older than this; inputs "
-         "silent this long are reported stale", LIVE, (0.01, 60.0)),
+         "silent this long are reported stale", LIVE, (0.01, 60.0), unit="s"),
     Spec("crossfade_s", "double", 0.1, "linear blend from the old to a new action chunk", LIVE,
-         (0.0, 5.0)),
+         (0.0, 5.0), unit="s"),
     Spec("chunk_blend", "string", "crossfade", "how a new action chunk replaces the one being "
          "executed: crossfade (crossfade_s), rtc (real-time chunking: the engine continues the "
          "executed steps and the new chunk takes over at step d, the control steps counted since "
-         "its observation; docs/rtc.md) or none (switch at once)", LIVE,
-         choices=("crossfade", "rtc", "none")),
-    Spec("rtc.method", "string", "guided", "chunk_blend rtc: guided (inference-time guidance) or "
-         "inpaint (checkpoints trained with training-time RTC)", LIVE, choices=("guided", "inpaint")),
-    Spec("rtc.jacobian", "string", "identity", "rtc guided: the correction is the weighted error "
-         "(identity, no backward pass) or its vector-Jacobian product through the action expert "
-         "(vjp, one backward pass per denoise step)", LIVE, choices=("identity", "vjp")),
-    Spec("rtc.max_guidance", "double", 10.0, "rtc guided: beta, the guidance weight's cap "
-         "(0 = unguided)", LIVE, (0.0, 1000.0)),
-    Spec("rtc.execution_horizon", "int", 0, "rtc: steps of the executed leftover the new chunk is "
-         "pulled toward (weight 1 before d, a ramp to 0 at this step; 0 = all of it)", LIVE,
-         (0, 4096)),
+         "its observation; docs/rtc.md) or none (switch at once)", LIVE, choices=BLENDS),
     Spec("stamp_tolerance_s", "double", 0.05, "max stamp difference between paired camera frames "
-         "and joint states", LIVE, (0.0, 10.0)),
+         "and joint states", LIVE, (0.0, 10.0), unit="s"),
     Spec("max_stamp_offset_s", "double", 1.0, "inputs stamped further than this ahead of or behind "
-         "the node clock are refused (clock jumps, unsynchronised clocks)", LIVE, (0.01, 3600.0)),
+         "the node clock are refused (clock jumps, unsynchronised clocks); a chunk stamped further "
+         "ahead is never played", LIVE, (0.01, 3600.0),
+         unit="s"),
     Spec("ask.max_open", "int", 1024, "questions queued + decoding at most; more are refused "
          "('refused: queue full' on ~/answer)", LIVE, (1, 100000)),
     Spec("joint_limits_lower", "double_array", [], "per-joint lower limits (empty = none): clip "
-         "commands; with no checkpoint statistics also the normalisation range (both live)", LIVE),
-    Spec("joint_limits_upper", "double_array", [], "per-joint upper limits (empty = none)", LIVE),
+         "commands; with no checkpoint statistics also the normalisation range (both live)", LIVE,
+         constraint="one per joint or empty"),
+    Spec("joint_limits_upper", "double_array", [], "per-joint upper limits (empty = none)", LIVE,
+         constraint="one per joint or empty"),
     Spec("markers.frame_id", "string", "base_link", "frame of the RViz text markers", LIVE,
          nonempty=True),
     # command shaping (robot/shaper.py; docs/command-safety.md)
     Spec("joint_velocity_limits", "double_array", [], "rad/s, one value or one per joint (empty = "
-         "none): no command moves further than this x 1/control_rate_hz from the previous one", LIVE),
+         "none): no command moves further than this x 1/control_rate_hz from the previous one", LIVE,
+         constraint="one value or one per joint, > 0; empty = none"),
     Spec("joint_acceleration_limits", "double_array", [], "rad/s^2, one value or one per joint "
-         "(empty = none): the change of command velocity per tick, braking included", LIVE),
+         "(empty = none): the change of command velocity per tick, braking included", LIVE,
+         constraint="one value or one per joint, > 0; empty = none"),
     Spec("max_start_deviation", "double_array", [], "rad, one value or one per joint (empty or 0 = "
          "off): a chunk whose first playable step is further than this from the measured pose is "
-         "not played (the last command is held)", LIVE),
+         "not played (the last command is held)", LIVE,
+         constraint="one value or one per joint, >= 0; empty / 0 = off"),
     Spec("deadman.timeout_s", "double", 0.5, "with deadman.topic: commands hold when no true "
-         "arrived for this long", LIVE, (0.01, 60.0)),
+         "arrived for this long", LIVE, (0.01, 60.0), unit="s"),
     # configure-time
     Spec("control_rate_hz", "double", 50.0, "rate of ~/joint_command; chunk step dt = 1/rate",
-         CONFIGURE, (1.0, 1000.0)),
+         CONFIGURE, (1.0, 1000.0), unit="Hz"),
     Spec("control_priority", "int", 0, "SCHED_FIFO priority of the control thread, the inference "
          "thread gets one less (0 = normal scheduling; needs rtprio permission, else a warning)",
          CONFIGURE, (0, 99)),
     Spec("camera_topics", "string_array", ["/camera/image_raw"], "camera image topics (model "
-         "camera order unless camera_keys pairs them)", CONFIGURE, nonempty=True),
+         "camera order unless camera_keys pairs them)", CONFIGURE, nonempty=True,
+         constraint="1..model cameras"),
     Spec("camera_keys", "string_array", [], "checkpoint camera key of each camera_topics entry "
          "(e.g. observation.images.base_0_rgb or base_0_rgb; empty = camera_topics in the "
-         "checkpoint's camera order); cameras without a topic are fed masked", CONFIGURE),
+         "checkpoint's camera order); cameras without a topic are fed masked", CONFIGURE,
+         constraint="one per topic or empty"),
     Spec("camera_transports", "string_array", [], "raw (sensor_msgs/Image) or compressed "
          "(sensor_msgs/CompressedImage, jpeg / png) for each camera_topics entry; empty = all raw",
-         CONFIGURE),
+         CONFIGURE, constraint="raw | compressed, one per topic or empty"),
     Spec("joint_state_topic", "string", "/joint_states", "sensor_msgs/JointState input", CONFIGURE,
          nonempty=True),
     Spec("joint_names", "string_array",
          ["joint_1", "joint_2", "joint_3", "joint_4", "joint_5", "joint_6"],
-         "joints of the state vector and of the commands, in model order", CONFIGURE, nonempty=True),
+         "joints of the state vector and of the commands, in model order", CONFIGURE, nonempty=True,
+         constraint="1..action_dim, unique; with a checkpoint exactly its state / action size"),
     Spec("model.preset", "string", "tiny", "model shape when no checkpoint is given", CONFIGURE,
-         choices=PRESETS),
+         choices=RUNNABLE_PRESETS),
     Spec("model.checkpoint", "string", "", "LeRobot or openpi pi0.5 folder (config.json + "
-         "model.safetensors); empty = random weights of model.preset", CONFIGURE),
+         "model.safetensors; check it with oxygen-inspect); empty = random weights of "
+         "model.preset", CONFIGURE),
     Spec("model.tokenizer", "string", "", "tokenizer of model.checkpoint: tokenizer.model / "
          "tokenizer.json file, a folder with one, or a Hugging Face repo id in the local cache; "
          "empty = next to the checkpoint, then the local cache for the repo it names", CONFIGURE),
     Spec("model.asset_id", "string", "", "openpi checkpoint: normalisation statistics of "
          "assets/<asset_id>/ (empty = the only one there)", CONFIGURE),
-    Spec("model.device", "string", "cpu", "cpu or cuda[:N]", CONFIGURE, nonempty=True),
-    Spec("model.dtype", "string", "float32", "weight / KV dtype", CONFIGURE, choices=DTYPES),
     Spec("model.num_threads", "int", 0, "torch CPU threads (0 = torch default)", CONFIGURE, (0, 256)),
-    Spec("kv.num_blocks", "int", 0, "KV pool blocks (0 = sized from max_decode_steps and "
-         "max_active_requests at configure)", CONFIGURE, (0, 10_000_000)),
     Spec("deadman.topic", "string", "", "std_msgs/Bool operator heartbeat (true = go; empty = "
          "off): without a fresh true, commands stop following the chunks and hold", CONFIGURE),
     Spec("command_type", "string", "joint_state", "~/joint_command type: joint_state "
@@ -183,12 +179,15 @@ PARAMETERS: tuple[Spec, ...] = (
          READ_ONLY),
 )
 
+_KIND_ORDER = (LIVE, CONFIGURE, READ_ONLY)
+# engine knobs first within each kind; the order of config/oxygen.yaml and of the docs' table
+PARAMETERS: tuple[Spec, ...] = tuple(sorted((*ENGINE_PARAMETERS, *NODE_PARAMETERS),
+                                            key=lambda s: _KIND_ORDER.index(s.kind)))
 SPECS: dict[str, Spec] = {s.name: s for s in PARAMETERS}
-ENGINE_KEYS = ("decode_steps_per_frame", "max_decode_steps", "denoise_steps", "max_active_requests",
-               "mode", "target_action_hz", "target_strict", "k_min",
-               "memory.enabled", "memory.every_n_frames",
-               "memory.prompt", "instruction", "image_resize",
-               "rtc.method", "rtc.jacobian", "rtc.max_guidance", "rtc.execution_horizon")
+if len(SPECS) != len(PARAMETERS):
+    raise ValueError("a node parameter is declared twice (engine knob and node table?)")
+# parameters a running engine takes (Engine.update_config)
+ENGINE_KEYS = tuple(s.name for s in PARAMETERS if s.field and s.kind == LIVE) + ("memory.enabled",)
 
 
 def validate_value(spec: Spec, value: Any) -> str | None:
@@ -272,26 +271,22 @@ def validate(changes: dict[str, Any], current: dict[str, Any], configured: bool)
     return None
 
 
+_CAST = {"double": float, "int": int}
+
+
 def engine_changes(values: dict[str, Any]) -> dict[str, Any]:
-    """Parameter values -> Engine.update_config / EngineConfig keyword arguments."""
+    """Live parameter values -> Engine.update_config / EngineConfig keyword arguments, by each
+    engine parameter's field; memory.enabled false turns memory_every_n_frames to 0 (off). The
+    configure-time engine knobs (model.device, model.dtype, kv.num_blocks) are build's."""
     out: dict[str, Any] = {}
-    for key in ("decode_steps_per_frame", "max_decode_steps", "denoise_steps",
-                "max_active_requests", "mode", "k_min", "target_strict", "instruction",
-                "image_resize"):
-        if key in values:
-            out[key] = values[key]
-    if "target_action_hz" in values:
-        out["target_action_hz"] = float(values["target_action_hz"])
+    for name, value in values.items():
+        spec = SPECS.get(name)
+        if spec is not None and spec.field is not None and spec.kind == LIVE:
+            out[spec.field] = _CAST.get(spec.type, lambda v: v)(value)
     if "memory.enabled" in values or "memory.every_n_frames" in values:
-        enabled = values.get("memory.enabled", True)
-        out["memory_every_n_frames"] = int(values.get("memory.every_n_frames", 1)) if enabled else 0
-    if "memory.prompt" in values:
-        out["memory_prompt"] = values["memory.prompt"]
-    for key in ("rtc.method", "rtc.jacobian", "rtc.execution_horizon"):
-        if key in values:
-            out[key.replace(".", "_")] = values[key]
-    if "rtc.max_guidance" in values:
-        out["rtc_max_guidance"] = float(values["rtc.max_guidance"])
+        every = SPECS["memory.every_n_frames"]
+        n = int(values.get(every.name, every.default))
+        out[every.field] = n if values.get("memory.enabled", True) else 0
     return out
 
 
@@ -307,10 +302,12 @@ def descriptor(spec: Spec):
     d.name = spec.name
     d.description = f"{spec.description} [{spec.kind}]"
     d.read_only = spec.kind == READ_ONLY
-    if spec.choices:
-        d.additional_constraints = "one of: " + ", ".join(spec.choices)
-    elif spec.kind == CONFIGURE:
-        d.additional_constraints = "configure-time: rejected while the node is configured"
+    notes = [f"one of: {', '.join(spec.choices)}"] if spec.choices else []
+    notes += [spec.unit] if spec.unit else []
+    notes += [spec.constraint] if spec.constraint else []
+    if spec.kind == CONFIGURE:
+        notes.append("configure-time: rejected while the node is configured")
+    d.additional_constraints = "; ".join(notes)
     if spec.range is not None:
         lo, hi = spec.range
         if spec.type == "int":

@@ -338,3 +338,53 @@ def test_rtc_blend_refused_where_the_family_has_no_guided_loop(ctx):
     finally:
         node.stop()
         node.destroy_node()
+
+
+def _changed(spec):
+    """A valid value other than the default, inside the node's range."""
+    if spec.type == "bool":
+        return not spec.default
+    if spec.choices:
+        return next(c for c in spec.choices if c != spec.default)
+    if spec.type == "string":
+        return spec.default.rstrip() + " now\n" if spec.default.endswith("\n") else "stack the cubes"
+    lo, hi = spec.range
+    return type(spec.default)(spec.default + 1 if spec.default + 1 <= hi else lo)
+
+
+def test_every_live_engine_parameter_reaches_the_engine_and_ranges_are_refused(ctx):
+    """Each live engine parameter set through the parameter callback is in the engine's config
+    at the next frame, under its knob's field; a value outside the node's range is refused with
+    a reason naming the range, and the engine keeps its value."""
+    from oxygen_ros.node import params as P
+
+    node = OxygenNode(context=ctx, parameter_overrides=[Parameter("model.num_threads", value=1)])
+    try:
+        assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
+        specs = [s for s in P.PARAMETERS if s.field and s.kind == P.LIVE]
+        values = {s.name: _changed(s) for s in specs}
+        for name, value in values.items():
+            res = node.set_parameters([Parameter(name, value=value)])[0]
+            assert res.successful, (name, value, res.reason)
+        res = node.set_parameters([Parameter("decode_steps_per_frame", value=65)])[0]
+        assert not res.successful and "Min: 1, Max: 64" in res.reason  # the descriptor's range
+        res = node.set_parameters([Parameter("mode", value="fast")])[0]
+        assert not res.successful and "isolated, parallel, shared, oxygen" in res.reason
+        rt = node.rt
+        size = rt.built.model_config.vision.image_size
+        rt.worker.frame(Pair(stamp=100.0, images=(np.zeros((size, size, 3), np.uint8),),
+                             state=np.zeros(6, np.float32), header_stamp=Time(sec=100),
+                             image_stamps=(100.0,), state_stamp=100.0))
+        cfg = rt.built.engine.config
+        for s in specs:
+            assert getattr(cfg, s.field) == values[s.name], s.name
+        assert node.set_parameters([Parameter("memory.enabled", value=False)])[0].successful
+        rt.worker.frame(Pair(stamp=101.0, images=(np.zeros((size, size, 3), np.uint8),),
+                             state=np.zeros(6, np.float32), header_stamp=Time(sec=101),
+                             image_stamps=(101.0,), state_stamp=101.0))
+        assert rt.built.engine.config.memory_every_n_frames == 0
+        assert rt.built.engine.config.decode_steps_per_frame == values["decode_steps_per_frame"]
+        assert node.trigger_cleanup() == TransitionCallbackReturn.SUCCESS
+    finally:
+        node.stop()
+        node.destroy_node()

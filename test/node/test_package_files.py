@@ -80,6 +80,46 @@ def test_config_has_every_parameter_and_only_those():
     assert params["model.preset"] == "tiny" and params["model.device"] == "cpu"
 
 
+def test_config_and_docs_are_generated_from_the_table():
+    """config/oxygen.yaml and the docs' parameter table are what the table generates (names,
+    defaults, ranges, live / configure, meanings): python -m oxygen_ros.node.param_files --write."""
+    from oxygen_ros.node import param_files as F
+
+    assert F.outdated() == [], "run: python -m oxygen_ros.node.param_files --write"
+    params = yaml.safe_load(CONFIG.read_text())["/**"]["ros__parameters"]
+    for name, value in params.items():
+        want = F.CONFIG_FILE_VALUES.get(name, (P.SPECS[name].default,))[0]
+        assert value == want and type(value) is type(want), name
+    doc = (ROOT / F.PARAMS_DOC.path).read_text()
+    table = doc.split(F.PARAMS_DOC.begin, 1)[1].split(F.PARAMS_DOC.end, 1)[0]
+    rows = {line.split("|")[1].strip(" `"): line for line in table.splitlines()
+            if line.startswith("| `")}
+    assert set(rows) == set(P.SPECS)
+    assert "| `decode_steps_per_frame` | int | `4` | [1, 64] | live |" in table
+    assert "| `model.dtype` | string | `float32` | float32 \\| bfloat16 \\| float16 | configure |" in table
+
+
+def test_a_file_that_disagrees_with_the_table_is_reported(tmp_path):
+    from oxygen_ros.node import param_files as F
+
+    (tmp_path / "config").mkdir()
+    for rel in (F.CONFIG, F.PARAMS_DOC.path):
+        (tmp_path / rel).write_text((ROOT / rel).read_text())
+    assert F.outdated(tmp_path) == []
+    cfg = tmp_path / F.CONFIG
+    cfg.write_text(cfg.read_text().replace("decode_steps_per_frame: 4", "decode_steps_per_frame: 5"))
+    doc = tmp_path / F.PARAMS_DOC.path
+    doc.write_text(doc.read_text().replace("| [1, 64] | live |", "| [1, 65] | live |", 1))
+    assert F.outdated(tmp_path) == [F.CONFIG, F.PARAMS_DOC.path]
+    doc.write_text(doc.read_text().replace("| `autostart` | bool | `false` |  | read-only |",
+                                           "| `autostart` | bool | `false` |  | live |"))
+    F.write(tmp_path)
+    assert F.outdated(tmp_path) == [] and cfg.read_text() == F.yaml_text()
+    doc.write_text(doc.read_text().replace(F.PARAMS_DOC.end, ""))
+    with pytest.raises(ValueError, match="params:begin"):
+        F.outdated(tmp_path)
+
+
 def test_rviz_config():
     data = yaml.safe_load(RVIZ.read_text())
     vm = data["Visualization Manager"]

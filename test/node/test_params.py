@@ -32,9 +32,9 @@ def test_required_parameters_declared():
 def test_choices_match_the_engine():
     from oxygen_ros.engine.config import DTYPES, MODES, RUNNABLE_PRESETS
 
-    assert set(P.MODES) == set(MODES)
-    assert set(P.PRESETS) == set(RUNNABLE_PRESETS)  # the StarVLA presets are refused
-    assert set(P.DTYPES) == set(DTYPES)
+    assert set(P.SPECS["mode"].choices) == set(MODES)
+    assert set(P.SPECS["model.preset"].choices) == set(RUNNABLE_PRESETS)  # the StarVLA presets are refused
+    assert set(P.SPECS["model.dtype"].choices) == set(DTYPES)
 
 
 @pytest.mark.parametrize("changes, words", [
@@ -162,3 +162,31 @@ def test_shaper_parameters_live_one_value_or_one_per_joint():
         assert P.validate({"joint_velocity_limits": []}, CURRENT, configured) is None
     assert "configure" in P.validate({"deadman.topic": "/x"}, CURRENT, configured=True)
     assert "configure" in P.validate({"command_type": "float64_array"}, CURRENT, configured=True)
+
+
+def test_engine_parameters_come_from_the_knob_table():
+    """Name, default, meaning, live / configure and field of every engine parameter are its
+    Knob's; the range is the node's (param_range) where the knob narrows it for a robot."""
+    from oxygen_ros.engine.config import ENGINE_KNOBS
+
+    knobs = [k for k in ENGINE_KNOBS if k.param]
+    assert {k.param for k in knobs} == {s.name for s in P.PARAMETERS if s.field}
+    for k in knobs:
+        s = P.SPECS[k.param]
+        assert (s.default, s.field, s.choices) == (k.default, k.field, k.choices)
+        assert s.range == (k.param_range or k.range) and k.description in s.description
+        assert s.kind == (P.LIVE if k.live else P.CONFIGURE)
+    assert set(P.ENGINE_KEYS) == {k.param for k in knobs if k.live} | {"memory.enabled"}
+
+
+@pytest.mark.ros
+def test_every_live_parameter_is_applied_on_a_running_node():
+    """A live parameter reaches the engine (by its field) or a LIVE_APPLIERS entry: one added to
+    the table without either would be accepted and silently do nothing."""
+    pytest.importorskip("rclpy")
+    from oxygen_ros.node.oxygen_node import LIVE_APPLIERS
+
+    applied = set(P.ENGINE_KEYS) | {n for names, _ in LIVE_APPLIERS for n in names}
+    live = {s.name for s in P.PARAMETERS if s.kind == P.LIVE}
+    assert live - applied == set()
+    assert applied - live == set()  # nothing applies a parameter that is not live
