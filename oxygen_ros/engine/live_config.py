@@ -8,12 +8,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from .config import EngineConfig
+from .config import ENGINE_KNOBS, EngineConfig
 from .intake import Intake
 
-# Fixed once the engine is built: they size or place the model, the pool and the kernels.
-FIXED = ("block_size", "num_blocks", "device", "dtype", "seed", "attention_backend",
-         "compile_denoise", "linear_layout", "cuda_graphs")
+# Fixed once the engine is built (the knobs declared not live: they size or place the model,
+# the pool and the kernels).
+FIXED = tuple(k.field for k in ENGINE_KNOBS if not k.live)
 
 
 def validate_changes(current: EngineConfig, changes: dict[str, Any], intake: Intake) -> EngineConfig:

@@ -25,10 +25,47 @@ def test_every_engine_config_field_is_one_knob():
         assert knob.description and knob.reason(knob.default) is None
 
 
-def test_a_running_engine_takes_exactly_the_live_knobs():
-    from oxygen_ros.engine.engine import Engine
+def _another_value(knob: Knob):
+    """A value of the knob's type, in its range / choices, other than its default."""
+    if knob.type is bool:
+        return not knob.default
+    if knob.choices:
+        return next(c for c in knob.choices if c != knob.default)
+    if knob.field == "device":
+        return "cuda:1"  # valid, and not where this engine runs
+    if knob.type is str:
+        return knob.default + " now"
+    lo, hi = knob.range or (None, None)
+    up = knob.default + 1
+    return up if hi is None or up <= hi else knob.default - 1
 
-    assert set(Engine._FIXED) == {k.field for k in ENGINE_KNOBS if not k.live}
+
+@pytest.fixture(scope="module")
+def tiny_engine():
+    from oxygen_ros.engine.engine import Engine
+    from oxygen_ros.engine.model import init_model
+    from oxygen_ros.engine.tokenizer import build_tiny_tokenizer
+
+    mc = PRESETS["tiny"]
+    return Engine(mc, EngineConfig(), model=init_model(mc, seed=0), tokenizer=build_tiny_tokenizer(512))
+
+
+@pytest.mark.parametrize("knob", ENGINE_KNOBS, ids=lambda k: k.field)
+def test_a_running_engine_takes_exactly_the_live_knobs(knob, tiny_engine):
+    """validate_changes (what the node's parameter callback asks) refuses a change of exactly
+    the knobs declared not live, with that reason."""
+    value = _another_value(knob)
+    changes = {knob.field: value}
+    if knob.field == "k_min":  # k_min <= k under a target: keep the change valid on its own
+        changes = {"k_min": 2}
+    try:
+        tiny_engine.validate_changes(**changes)
+        refusal = ""
+    except ValueError as exc:
+        refusal = str(exc)
+    assert ("cannot change while the engine runs" in refusal) == (not knob.live), (changes, refusal)
+    if knob.live:
+        assert refusal == "", (changes, refusal)
 
 
 @pytest.mark.parametrize("knob", [k for k in ENGINE_KNOBS if k.range], ids=lambda k: k.field)
