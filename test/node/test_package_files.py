@@ -102,8 +102,8 @@ def test_config_and_docs_are_generated_from_the_table():
 def test_a_file_that_disagrees_with_the_table_is_reported(tmp_path):
     from oxygen_ros.node import param_files as F
 
-    (tmp_path / "config").mkdir()
     for rel in (F.CONFIG, F.PARAMS_DOC.path):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text((ROOT / rel).read_text())
     assert F.outdated(tmp_path) == []
     cfg = tmp_path / F.CONFIG
