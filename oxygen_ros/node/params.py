@@ -32,6 +32,7 @@ from oxygen_ros.engine.config import ENGINE_KNOBS, RUNNABLE_PRESETS
 from oxygen_ros.engine.knobs import Knob, num_text
 from oxygen_ros.robot.chunk_player import BLENDS
 from oxygen_ros.robot.shaper import per_joint  # pure numpy: the shaper's own check
+from oxygen_ros.node.recorder import STORAGES  # no rosbags import: the writer loads lazily
 
 CAMERA_TRANSPORTS = ("raw", "compressed")
 COMMAND_TYPES = ("joint_state", "float64_array")
@@ -170,7 +171,7 @@ NODE_PARAMETERS: tuple[Spec, ...] = (
          CONFIGURE),
     Spec("record.path", "string", "oxygen_bag", "bag folder; when it exists, _<date-time> is "
          "appended (a new bag per activation)", CONFIGURE, nonempty=True),
-    Spec("record.storage", "string", "mcap", "bag storage", CONFIGURE, choices=("mcap", "sqlite3")),
+    Spec("record.storage", "string", "mcap", "bag storage", CONFIGURE, choices=STORAGES),
     Spec("record.topics", "string_array", [], "topics to record (empty = the node's inputs and "
          "outputs)", CONFIGURE),
     Spec("record.queue_size", "int", 2000, "messages waiting for the writer thread; beyond: "

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-STORAGES = ("mcap", "sqlite3")
+STORAGES = ("mcap", "sqlite3")  # bags/writer.py maps each to its rosbags plugin (test_recorder)
 
 
 @dataclass(frozen=True)

@@ -187,3 +187,12 @@ def test_every_offer_is_written_or_counted_dropped(tmp_path_factory, offers, que
         assert rec.written == fail_at and "I/O error" in rec.status()[1]
     else:  # the failing write was never reached (or there is none)
         assert fail_at is None or rec.written <= fail_at
+
+
+def test_every_storage_the_node_offers_has_a_writer_plugin():
+    from oxygen_ros.bags import writer
+    from oxygen_ros.node import params as P
+    from oxygen_ros.node.recorder import STORAGES
+
+    assert P.SPECS["record.storage"].choices == STORAGES
+    assert set(STORAGES) == set(writer.STORAGES)
