@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from . import live_config
-from .config import EngineConfig, ModelConfig
+from .config import EngineConfig, ModelConfig, frame_unsupported_reason
 from .device import check_device
 from .frame_ops import FramePrimitives
 from .intake import Intake
@@ -74,6 +74,9 @@ class Engine:
     def __init__(self, model_config: ModelConfig, config: EngineConfig,
                  model: torch.nn.Module | None = None, tokenizer: Tokenizer | None = None) -> None:
         check_device(config.device)  # one clear line, not a torch traceback at the first tensor
+        reason = frame_unsupported_reason(model_config)  # before building any weights
+        if reason:
+            raise ValueError(reason)
         self.model_config = model_config
         self.config = config
         self.model = model if model is not None else init_model(

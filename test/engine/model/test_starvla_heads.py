@@ -13,7 +13,6 @@ from oxygen_ros.engine.config import (PRESETS, RUNNABLE_PRESETS, STARVLA_GR00T, 
                                       STARVLA_PI_V3, EngineConfig, ExpertConfig,
                                       frame_unsupported_reason)
 from oxygen_ros.engine.head_config import CrossAttnHeadConfig, RegressHeadConfig
-from oxygen_ros.engine.model import init_model
 from oxygen_ros.engine.model.starvla_heads import (CrossAttnHead, build_head, crossattn_memory,
                                                    crossattn_memory_bytes, crossattn_sample,
                                                    crossattn_velocity, init_head,
@@ -279,8 +278,6 @@ def test_presets_construct_and_the_engine_refuses_them():
         assert mc.replace() == mc  # through plain data (JSON / YAML) and back
         assert name not in RUNNABLE_PRESETS and "does not run them yet" in \
             frame_unsupported_reason(mc)
-        with pytest.raises(ValueError, match="does not run them yet"):
-            init_model(mc)
         with pytest.raises(ValueError, match="does not run them yet"):
             Engine(mc, EngineConfig())
         with pytest.raises(SystemExit):
