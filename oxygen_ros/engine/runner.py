@@ -222,7 +222,10 @@ class ModelRunner:
         never through the captured denoise graph (its target changes every frame and the vjp
         needs autograd). `state`: the normalised joint state [action_dim] (the DiT expert's
         state tokens)."""
-        if self.model.expert_kind(expert) == "dit":
+        kind = self.model.expert_kind(expert)
+        if kind in ("hidden-crossattn", "regress"):
+            raise ValueError(f"expert {expert} is a StarVLA head ({kind}): action_chunks runs it")
+        if kind == "dit":
             if guide is not None:  # the engine refuses an action prior for this family first
                 raise ValueError("real-time chunking covers the pi05 family's experts only")
             with torch.inference_mode():
