@@ -164,7 +164,6 @@ class ModelRunner:
             m.prefill_prefix(pix, prompt_ids, ctx)
         return n
 
-    @torch.inference_mode()
     def action_chunks(self, seq: SeqView, prefix_len: int, noise: torch.Tensor, num_steps: int,
                       guide: Guide | None = None, state: torch.Tensor | None = None,
                       num_images: int = 0, prompt_ids: Sequence[int] = ()
@@ -174,11 +173,19 @@ class ModelRunner:
         states the prefill kept (prefill_observation's keep_hidden); `noise` holds every DiT
         head's rows one after the other (config.noise_rows), `state` [action_dim] feeds a head
         with a state token, the prefix's images and prompt give OFT its action queries."""
-        if not is_starvla(self.config):
+        if not is_starvla(self.config):  # denoise picks its own grad mode (RTC's vjp needs one)
             return {self.head_names[0]: self.denoise(seq, prefix_len, noise, num_steps,
                                                      guide=guide, state=state)}
         if guide is not None:  # the engine refuses an action prior for this family first
             raise ValueError("real-time chunking covers the pi05 family's experts only")
+        with torch.inference_mode():
+            return self._head_chunks(seq, prefix_len, noise, num_steps, state, num_images,
+                                     prompt_ids)
+
+    def _head_chunks(self, seq: SeqView, prefix_len: int, noise: torch.Tensor, num_steps: int,
+                     state: torch.Tensor | None, num_images: int, prompt_ids: Sequence[int]
+                     ) -> dict[str, torch.Tensor]:
+        """Each StarVLA head in turn (action_chunks)."""
         c, m = self.config, self.model
         if noise.shape != (noise_rows(c), c.action_dim):
             raise ValueError(f"noise must be [{noise_rows(c)}, {c.action_dim}], got "
