@@ -28,8 +28,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..engine.config import (DTYPES, PRESETS, ModelConfig, frame_unsupported_reason,
-                             load_model_config)
+from ..engine.config import DTYPES, PRESETS, ModelConfig, is_starvla, load_model_config
 
 # GB/s (1e9 bytes/s) of memory bandwidth by a lower-case substring of the device name
 KNOWN_BANDWIDTH_GBS = {"thor": 273.0, "h200": 4800.0, "rtx 4090": 1008.0, "4090": 1008.0}
@@ -52,11 +51,19 @@ class ParamCounts:
     adarms_once: int  # adaRMS dense layers + time MLP: once per S
 
 
+def no_floor_reason(config: ModelConfig) -> str | None:
+    """Why this floor does not cover ``config`` (None: it does)."""
+    if is_starvla(config):
+        return (f"model {config.name!r}: its StarVLA heads are not MoT experts; the floor "
+                f"covers kv-layerwise action experts only (docs/starvla.md)")
+    return None
+
+
 @functools.lru_cache(maxsize=8)
 def count_params(config: ModelConfig, expert: int = 1) -> ParamCounts:
     from ..engine.model.mot import MoTModel
 
-    reason = frame_unsupported_reason(config)  # its heads are not MoT experts: no floor yet
+    reason = no_floor_reason(config)
     if reason:
         raise ValueError(reason)
     with torch.device("meta"):
@@ -213,8 +220,8 @@ def main(argv: list[str] | None = None) -> int:
     if bw is None:
         p.error(f"unknown device {a.device!r}: pass --bandwidth-gbs")
     config = load_model_config(a.preset, a.model_config)
-    if frame_unsupported_reason(config):
-        p.error(frame_unsupported_reason(config))
+    if no_floor_reason(config):
+        p.error(no_floor_reason(config))
     table = floor_table(config, a.dtype, bw, a.k, a.N, a.S, a.batch)
     print(json.dumps(table, indent=1) if a.json else markdown(table), end="")
     return 0

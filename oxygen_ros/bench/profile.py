@@ -19,8 +19,9 @@ from collections.abc import Sequence
 
 import torch
 
-from ..engine.config import EngineConfig, load_model_config
+from ..engine.config import EngineConfig, load_model_config, noise_rows
 from ..engine.engine import Engine
+from ..engine.model.qwen3vl import pad_state
 from ..engine.runner import ModelRunner, SeqView
 from ..engine.synthetic import SyntheticStream
 from .kv_recorder import KVCallRecorder
@@ -84,9 +85,14 @@ def action_path_ms(engine: Engine, denoise_steps: Sequence[int], repeats: int = 
         raise ValueError("KV pool too small for the prefill micro-benchmark")
     view = SeqView(blocks.block_ids, n_prefix, mc.rope_offset(len(images)))
     try:
-        prefill = _median_ms(lambda: runner.prefill_observation(images, prompt, view), repeats)
-        noise = torch.randn(mc.action_horizon, mc.action_dim)
-        denoise = {s: _median_ms(lambda: runner.denoise(view, n_prefix, noise, s), repeats)
+        prefill = _median_ms(lambda: runner.prefill_observation(images, prompt, view,
+                                                                keep_hidden=True), repeats)
+        noise = torch.randn(noise_rows(mc), mc.action_dim)
+        state = pad_state(obs.state, mc.action_dim)
+        # the frame's whole action stage (every StarVLA head in turn), as FrameOps.denoise runs it
+        denoise = {s: _median_ms(lambda: runner.action_chunks(
+            view, n_prefix, noise, s, state=None if mc.qwen is None else state,
+            num_images=len(images), prompt_ids=prompt), repeats)
                    for s in sorted(set(denoise_steps))}
     finally:
         kv.free(seq)

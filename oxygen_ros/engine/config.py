@@ -114,6 +114,9 @@ class QwenVLConfig:
     tail_ids: tuple[int, ...] = (151645, 198, 151644, 77091, 198)
     tie_word_embeddings: bool = True
     state_tokens: int = 1  # DiT tokens carrying the proprioceptive state
+    # put after the prompt's text, before the template's tail: OFT's action-query placeholders
+    # (docs/starvla.md); the StarVLA presets carry them whatever heads run, one prompt for E = 2..4
+    action_query_ids: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         _positive("qwen.temporal_patch_size", self.temporal_patch_size)
@@ -203,7 +206,7 @@ class ModelConfig:
             if len(q.deepstack_visual_indexes) > self.depth:
                 raise ValueError("more DeepStack features than decoder layers")
             for tok in (q.image_token_id, q.vision_start_token_id, q.vision_end_token_id,
-                        *q.head_ids, *q.tail_ids):
+                        *q.head_ids, *q.tail_ids, *q.action_query_ids):
                 if not 0 <= tok < self.vocab_size:
                     raise ValueError(f"qwen token id {tok} outside vocab of {self.vocab_size}")
 
@@ -214,6 +217,9 @@ class ModelConfig:
         if self.family != "qwen3vl":
             raise ValueError(f"a {e.kind} action head reads the Qwen3-VL prefill's hidden "
                              f"states: family qwen3vl only, not {self.family}")
+        if e.head.action_dim != self.action_dim:
+            raise ValueError(f"a {e.kind} head's action_dim {e.head.action_dim} must be the "
+                             f"model's {self.action_dim} (one noise and one joint space)")
         if e.kind == "regress":
             if e.width != self.vlm.width:
                 raise ValueError(f"a regress head reads the backbone's hidden states: its width "
@@ -221,6 +227,11 @@ class ModelConfig:
             if e.head.query_token_id >= self.vocab_size:
                 raise ValueError(f"regress query_token_id {e.head.query_token_id} outside vocab "
                                  f"of {self.vocab_size}")
+            queries = self.qwen.action_query_ids if self.qwen is not None else ()
+            if list(queries).count(e.head.query_token_id) < e.head.horizon:
+                raise ValueError(f"a regress head of horizon {e.head.horizon} reads as many "
+                                 f"action-query tokens {e.head.query_token_id}: put them in "
+                                 f"qwen.action_query_ids (got {list(queries)})")
 
     @property
     def num_experts(self) -> int:
@@ -358,8 +369,8 @@ PRESETS: dict[str, ModelConfig] = {
     ),
 }
 
-# StarVLA's action heads on the Qwen3-VL backbone (engine/head_config.py, docs/starvla.md). The
-# engine's frame does not run them yet: frame_unsupported_reason refuses them at construction.
+# StarVLA's action heads on the Qwen3-VL backbone (engine/head_config.py, docs/starvla.md): a
+# frame runs one prefill, then each head in turn (FrameOutput.chunks), then language.
 # Tiny heads for the CPU, on the xr0-tiny backbone (+ id 2056, the OFT placeholder, in every
 # one of them so E = 2, 3, 4 share one backbone and one prompt); StarVLA's shapes otherwise
 # (PI_v3 16 x 7 chunks, 32 future tokens; GR00T 8 x 7 with a state token; OFT 9 x 7).
@@ -399,7 +410,8 @@ STARVLA_GR00T = ExpertConfig(
                              interleave_self_attention=True, output_dim=1024, mlp_hidden=1024))
 STARVLA_OFT = ExpertConfig(2560, 5120, num_layers=2, kind="regress",
                            head=RegressHeadConfig(horizon=9, action_dim=7, query_token_id=151669))
-_STARVLA_TINY = dict(vocab_size=2057, action_horizon=16, action_dim=7)
+_STARVLA_TINY = dict(vocab_size=2057, action_horizon=16, action_dim=7, qwen=dataclasses.replace(
+    PRESETS["xr0-tiny"].qwen, action_query_ids=(STARVLA_TINY_OFT.head.query_token_id,) * 9))
 PRESETS.update({
     "starvla-tiny": PRESETS["xr0-tiny"].replace(
         name="starvla-tiny", action_experts=(STARVLA_TINY_PI_V3,), **_STARVLA_TINY),
@@ -409,20 +421,49 @@ PRESETS.update({
     "starvla-tiny-e4": PRESETS["xr0-tiny"].replace(
         name="starvla-tiny-e4",
         action_experts=(STARVLA_TINY_PI_V3, STARVLA_TINY_GR00T, STARVLA_TINY_OFT), **_STARVLA_TINY),
-    "starvla": PRESETS["xr0"].replace(name="starvla", action_experts=(STARVLA_PI_V3,),
-                                      action_horizon=16, action_dim=7),
+    "starvla": PRESETS["xr0"].replace(
+        name="starvla", action_experts=(STARVLA_PI_V3,), action_horizon=16, action_dim=7,
+        qwen=dataclasses.replace(PRESETS["xr0"].qwen,
+                                 action_query_ids=(STARVLA_OFT.head.query_token_id,) * 9)),
 })
 
 
+def is_starvla(config: ModelConfig) -> bool:
+    """The action experts are StarVLA heads on the prefill's hidden states (docs/starvla.md)."""
+    return any(e.kind != "kv-layerwise" for e in config.action_experts)
+
+
 def frame_unsupported_reason(config: ModelConfig) -> str | None:
-    """Why the engine cannot run ``config`` yet (None: it can): action heads on the prefill's
-    hidden states are built as modules but not scheduled in the engine's frame."""
-    kinds = sorted({e.kind for e in config.action_experts} - {"kv-layerwise"})
-    if not kinds:
-        return None
-    return (f"model {config.name!r}: action heads of kind {', '.join(kinds)} (StarVLA) are built "
-            f"as modules (engine/model/starvla_heads.py) but the engine's frame does not run "
-            f"them yet (docs/starvla.md); use a preset with kv-layerwise experts")
+    """Why the engine cannot run ``config`` (None: it can). A frame runs either the first
+    kv-layerwise expert (pi0.5, the Xiaomi-Robotics-0 DiT) or every StarVLA head in turn."""
+    kinds = {e.kind for e in config.action_experts}
+    if is_starvla(config) and "kv-layerwise" in kinds:
+        return (f"model {config.name!r}: a frame runs kv-layerwise experts or StarVLA heads "
+                f"({', '.join(sorted(kinds - {'kv-layerwise'}))}), not both (docs/starvla.md)")
+    return None
+
+
+def head_names(config: ModelConfig) -> tuple[str, ...]:
+    """The action chunks a frame gives (FrameOutput.chunks' keys, in order; the first is
+    FrameOutput.actions): "action" for the kv-layerwise expert; pi_v3 / gr00t / oft for the
+    StarVLA heads (hidden-crossattn layerwise / last, regress), numbered from the second alike."""
+    if not is_starvla(config):
+        return ("action",)
+    names: list[str] = []
+    for e in config.action_experts:
+        base = "oft" if e.kind == "regress" else \
+            ("pi_v3" if e.head.source == "layerwise" else "gr00t")
+        n = sum(1 for x in names if x == base or x.startswith(base + "_"))
+        names.append(base if n == 0 else f"{base}_{n + 1}")
+    return tuple(names)
+
+
+def noise_rows(config: ModelConfig) -> int:
+    """Rows of a frame's noise [rows, action_dim]: the chunk (kv-layerwise), or every DiT
+    head's chunk one after the other (StarVLA: each head its own rows, in head order)."""
+    if not is_starvla(config):
+        return config.action_horizon
+    return sum(e.head.horizon for e in config.action_experts if e.kind == "hidden-crossattn")
 
 
 # the presets an Engine (oxygen-bench, oxygen-demo, the node) can run

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 import numpy as np
 import torch
 
 from . import live_config
-from .config import EngineConfig, ModelConfig
+from .config import EngineConfig, ModelConfig, frame_unsupported_reason
 from .device import check_device
 from .frame_ops import FramePrimitives
 from .intake import Intake
@@ -46,7 +46,7 @@ class FrameOutput:
     k: int
     n: int
     s: int
-    actions: np.ndarray  # [horizon, action_dim], model space (normalised, padded)
+    actions: np.ndarray  # [horizon, action_dim], model space (normalised, padded): the first head's
     updates: tuple[RequestUpdate, ...]
     timings_ms: dict[str, float]
     frame_ms: float
@@ -63,6 +63,8 @@ class FrameOutput:
     target_action_hz: float = 0.0
     k_chosen: int = 0
     target_feasible: bool = True
+    # every action head's chunk by head name (config.head_names; the first is `actions`)
+    chunks: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 class Engine:
@@ -74,6 +76,9 @@ class Engine:
     def __init__(self, model_config: ModelConfig, config: EngineConfig,
                  model: torch.nn.Module | None = None, tokenizer: Tokenizer | None = None) -> None:
         check_device(config.device)  # one clear line, not a torch traceback at the first tensor
+        reason = frame_unsupported_reason(model_config)  # before building any weights
+        if reason:
+            raise ValueError(reason)
         self.model_config = model_config
         self.config = config
         self.model = model if model is not None else init_model(
@@ -230,7 +235,7 @@ class Engine:
         self.frame += 1
         action = self.ops.secure_action_path(frame)
         try:
-            actions = MODES[cfg.mode].run(self.ops, frame, action)
+            chunks = MODES[cfg.mode].run(self.ops, frame, action)
         finally:
             self.ops.release(action)
         updates = self.ops.take_updates()
@@ -238,12 +243,14 @@ class Engine:
         timings = self.timer.ms()
         rate = self.ops.account(frame, frame_ms, timings)
         self._last_obs = obs
+        arrays = {name: c.cpu().numpy() for name, c in chunks.items()}
         return FrameOutput(
             frame=frame.index, stamp=obs.stamp, mode=cfg.mode, k=cfg.decode_steps_per_frame,
-            n=cfg.max_decode_steps, s=cfg.denoise_steps, actions=actions.cpu().numpy(),
+            n=cfg.max_decode_steps, s=cfg.denoise_steps, actions=next(iter(arrays.values())),
             updates=updates, timings_ms=timings, frame_ms=frame_ms, batch_size=frame.batch_size,
             tokens_this_frame=sum(len(u.new_tokens) for u in updates),
             num_waiting=len(self.scheduler.waiting), num_running=len(self.scheduler.running),
             kv=self.kv.usage(), decode_steps=frame.decode_steps, admitted=frame.admitted,
             target_action_hz=cfg.target_action_hz, k_chosen=rate.k, target_feasible=rate.feasible,
+            chunks=arrays,
         )

@@ -16,7 +16,7 @@ from typing import Iterable
 import numpy as np
 import torch
 
-from .config import EngineConfig, ModelConfig
+from .config import EngineConfig, ModelConfig, noise_rows
 from .intake import Intake
 from .model.qwen3vl import pad_state
 from .observation import Observation
@@ -115,7 +115,7 @@ class FramePrimitives:
     def _noise(self, index: int, cfg: EngineConfig) -> torch.Tensor:
         gen = torch.Generator().manual_seed(cfg.seed * 1_000_003 + index)
         mc = self.model_config
-        return torch.randn(mc.action_horizon, mc.action_dim, generator=gen)
+        return torch.randn(noise_rows(mc), mc.action_dim, generator=gen)
 
     # -- the action path ------------------------------------------------------------------------
     def secure_action_path(self, frame: Frame) -> ActionPath:
@@ -144,9 +144,11 @@ class FramePrimitives:
         source = frame.source
         with self.timer.stage("vision_prefill"):
             self.runner.prefill_observation(source.images, source.prompt_ids,
-                                            SeqView(action.prefix_table, source.num_tokens))
+                                            SeqView(action.prefix_table, source.num_tokens),
+                                            keep_hidden=True)
 
-    def denoise(self, frame: Frame, action: ActionPath) -> torch.Tensor:
+    def denoise(self, frame: Frame, action: ActionPath) -> dict[str, torch.Tensor]:
+        """The action stage: one chunk per head (runner.action_chunks)."""
         plen = frame.source.num_tokens
         with self.timer.stage("kv"):
             self.runner.copy_blocks(action.copies)  # the prefix's partial tail, now written
@@ -154,9 +156,10 @@ class FramePrimitives:
         offset = mc.rope_offset(len(frame.source.images))
         state = None if frame.state is None else pad_state(frame.state, mc.action_dim)
         with self.timer.stage("denoise"):
-            return self.runner.denoise(SeqView(action.scratch_table, plen, offset), plen,
-                                       frame.noise, frame.config.denoise_steps, guide=frame.guide,
-                                       state=state)
+            return self.runner.action_chunks(
+                SeqView(action.scratch_table, plen, offset), plen, frame.noise,
+                frame.config.denoise_steps, guide=frame.guide, state=state,
+                num_images=len(frame.source.images), prompt_ids=frame.source.prompt_ids)
 
     def release(self, action: ActionPath) -> None:
         if action.released:

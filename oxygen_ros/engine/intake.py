@@ -136,7 +136,9 @@ class Intake:
         mc = self.model_config
         text = format_prompt(instruction, state, bins=mc.state_bins)
         if mc.qwen is not None:  # the user turn's text, then the chat template's tail
-            return self.tokenizer.encode(text, add_bos=False) + list(mc.qwen.tail_ids)
+            q = mc.qwen  # OFT's action queries end the text (docs/starvla.md)
+            return self.tokenizer.encode(text, add_bos=False) + list(q.action_query_ids) \
+                + list(q.tail_ids)
         return self.tokenizer.encode(text, add_bos=True)
 
     def guide(self, prior: ActionPrior | None, cfg: EngineConfig) -> Guide | None:

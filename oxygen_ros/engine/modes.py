@@ -30,8 +30,9 @@ class FrameOps(Protocol):
     def prefill(self, frame: "Frame", action: "ActionPath") -> None:
         """The observation prefix into the action path's blocks (stage vision_prefill)."""
 
-    def denoise(self, frame: "Frame", action: "ActionPath") -> torch.Tensor:
-        """The S-step flow-matching loop over the prefix: this frame's action chunk."""
+    def denoise(self, frame: "Frame", action: "ActionPath") -> dict[str, torch.Tensor]:
+        """The action stage over the prefix: this frame's chunk from each action head, by head
+        name (the S-step flow-matching loop; StarVLA: each head in turn, whatever its kind)."""
 
     def release(self, action: "ActionPath") -> None:
         """Free the action path's blocks (idempotent; the engine releases after `run` anyway)."""
@@ -61,8 +62,9 @@ class FrameOps(Protocol):
 class Mode(Protocol):
     name: str
 
-    def run(self, ops: FrameOps, frame: "Frame", action: "ActionPath") -> torch.Tensor:
-        """One frame: returns the action chunk; language updates go to the frame's report."""
+    def run(self, ops: FrameOps, frame: "Frame", action: "ActionPath") -> dict[str, torch.Tensor]:
+        """One frame: returns the action chunks (FrameOps.denoise); language updates go to the
+        frame's report."""
 
 
 class Oxygen:
@@ -75,15 +77,15 @@ class Oxygen:
         # k, or under an action-rate target the k chosen for this batch
         return ops.choose_k(frame, len(batch))
 
-    def run(self, ops: FrameOps, frame: "Frame", action: "ActionPath") -> torch.Tensor:
+    def run(self, ops: FrameOps, frame: "Frame", action: "ActionPath") -> dict[str, torch.Tensor]:
         ops.prefill(frame, action)
-        actions = ops.denoise(frame, action)
+        chunks = ops.denoise(frame, action)
         ops.take_births(frame, action.prefix_seq)  # they fork this frame's prefix
         ops.release(action)
         ops.admit(frame)
         batch = ops.running()
         ops.decode(frame, batch, self.steps(ops, frame, batch))
-        return actions
+        return chunks
 
 
 class Shared(Oxygen):
@@ -102,13 +104,13 @@ class Isolated:
 
     name = "isolated"
 
-    def run(self, ops: FrameOps, frame: "Frame", action: "ActionPath") -> torch.Tensor:
+    def run(self, ops: FrameOps, frame: "Frame", action: "ActionPath") -> dict[str, torch.Tensor]:
         ops.prefill(frame, action)
-        actions = ops.denoise(frame, action)
+        chunks = ops.denoise(frame, action)
         ops.release(action)
         ops.take_births(frame, None)  # each prefills the observation again
         ops.run_one_by_one(frame)
-        return actions
+        return chunks
 
 
 class Parallel:
@@ -118,7 +120,7 @@ class Parallel:
 
     name = "parallel"
 
-    def run(self, ops: FrameOps, frame: "Frame", action: "ActionPath") -> torch.Tensor:
+    def run(self, ops: FrameOps, frame: "Frame", action: "ActionPath") -> dict[str, torch.Tensor]:
         ops.take_births(frame, None)
         error: list[BaseException] = []
 
@@ -134,12 +136,12 @@ class Parallel:
         worker.start()
         try:
             ops.prefill(frame, action)
-            actions = ops.denoise(frame, action)
+            chunks = ops.denoise(frame, action)
         finally:
             worker.join()
         if error:
             raise error[0]
-        return actions
+        return chunks
 
 
 MODES: dict[str, Mode] = {m.name: m for m in (Oxygen(), Shared(), Isolated(), Parallel())}

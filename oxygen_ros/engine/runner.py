@@ -13,11 +13,12 @@ import numpy as np
 import torch
 
 from .attention import select_backend
-from .config import ModelConfig
+from .config import ModelConfig, head_names, is_starvla, noise_rows
 from .graphs import DecodeGraphs, DenoiseGraphs
 from .images import prepare
 from .model.mot import AdaRMSModulations
 from .model.sampler import LocalContext, Velocity, euler_sample
+from .model.starvla_heads import crossattn_memory, crossattn_sample, query_positions, regress_chunk
 from .paging import LRU, PagedContext, PrefillContext, padded_tables, slots
 from .rtc import Guide, guided_euler_sample
 
@@ -85,6 +86,17 @@ class ModelRunner:
         # adaRMS modulations per (expert, S) for the fixed Euler schedule (weights are fixed
         # while the runner serves; a runner is built after the weights are loaded)
         self._adarms: LRU[tuple[int, int], dict[float, AdaRMSModulations]] = LRU(4)
+        # The hidden states the StarVLA heads read (layer -> [max prefix, W_vlm]), written by
+        # the action path's prefill only: allocated once, a frame overwrites its first P rows.
+        rows, width = config.max_prefix_tokens, config.vlm.width
+        self.hidden = {layer: torch.zeros(rows, width, dtype=self.dtype, device=self.device)
+                       for layer in getattr(model, "kept_layers", ())}
+        self.head_names = head_names(config)
+
+    @property
+    def hidden_bytes(self) -> int:
+        """Memory of the kept hidden states (what the StarVLA heads cost the prefill)."""
+        return sum(t.numel() * t.element_size() for t in self.hidden.values())
 
     @property
     def bytes_per_block(self) -> int:
@@ -134,9 +146,11 @@ class ModelRunner:
 
     @torch.inference_mode()
     def prefill_observation(self, images: torch.Tensor | Sequence[np.ndarray],
-                            prompt_ids: Sequence[int], seq: SeqView) -> int:
+                            prompt_ids: Sequence[int], seq: SeqView, keep_hidden: bool = False) -> int:
         """Vision + prompt of one observation into the pool at positions 0..P-1. Returns P.
-        `images`: prepare_images' output, or uint8 images (prepared here, resize pad)."""
+        `images`: prepare_images' output, or uint8 images (prepared here, resize pad).
+        `keep_hidden`: the action path's prefill, whose hidden states the StarVLA heads read
+        (into `self.hidden`); a request's own re-prefill leaves them alone."""
         m = self.model
         pix = images if isinstance(images, torch.Tensor) else self.prepare_images(images)
         n = self.config.prefix_tokens(pix.shape[0], len(prompt_ids))
@@ -144,8 +158,67 @@ class ModelRunner:
             raise ValueError(f"prefix has {n} tokens but {seq.length} slots were allocated")
         ctx = PrefillContext(self, self._long(self._slots(seq.block_table, 0, n)),
                              causal=self.config.family != "pi05")
-        m.prefill_prefix(pix, prompt_ids, ctx)
+        if keep_hidden and self.hidden:
+            m.prefill_prefix(pix, prompt_ids, ctx, keep=self.hidden)
+        else:
+            m.prefill_prefix(pix, prompt_ids, ctx)
         return n
+
+    def action_chunks(self, seq: SeqView, prefix_len: int, noise: torch.Tensor, num_steps: int,
+                      guide: Guide | None = None, state: torch.Tensor | None = None,
+                      num_images: int = 0, prompt_ids: Sequence[int] = ()
+                      ) -> dict[str, torch.Tensor]:
+        """The frame's action stage after its prefill: one chunk per head (`head_names`, in
+        order). kv-layerwise: `denoise` of expert 1. StarVLA: each head in turn on the hidden
+        states the prefill kept (prefill_observation's keep_hidden); `noise` holds every DiT
+        head's rows one after the other (config.noise_rows), `state` [action_dim] feeds a head
+        with a state token, the prefix's images and prompt give OFT its action queries."""
+        if not is_starvla(self.config):  # denoise picks its own grad mode (RTC's vjp needs one)
+            return {self.head_names[0]: self.denoise(seq, prefix_len, noise, num_steps,
+                                                     guide=guide, state=state)}
+        if guide is not None:  # the engine refuses an action prior for this family first
+            raise ValueError("real-time chunking covers the pi05 family's experts only")
+        with torch.inference_mode():
+            return self._head_chunks(seq, prefix_len, noise, num_steps, state, num_images,
+                                     prompt_ids)
+
+    def _head_chunks(self, seq: SeqView, prefix_len: int, noise: torch.Tensor, num_steps: int,
+                     state: torch.Tensor | None, num_images: int, prompt_ids: Sequence[int]
+                     ) -> dict[str, torch.Tensor]:
+        """Each StarVLA head in turn (action_chunks)."""
+        c, m = self.config, self.model
+        if noise.shape != (noise_rows(c), c.action_dim):
+            raise ValueError(f"noise must be [{noise_rows(c)}, {c.action_dim}], got "
+                             f"{tuple(noise.shape)}")
+        last = self.hidden[c.depth - 1][:prefix_len][None]
+        chunks, row = {}, 0
+        for i, (name, e) in enumerate(zip(self.head_names, c.action_experts)):
+            head = m.head(i + 1)
+            if e.kind == "regress":
+                ids = m.prefix_ids(num_images, list(prompt_ids))
+                if len(ids) != prefix_len:
+                    raise ValueError(f"an OFT head needs the prefix's images and prompt "
+                                     f"({prefix_len} tokens), got {len(ids)}")
+                ids = torch.as_tensor(ids, device=self.device)[None]
+                pos = query_positions(ids, e.head.query_token_id, e.head.horizon)
+                chunks[name] = regress_chunk(head, last, pos)[0]
+                continue
+            if e.head.source == "layerwise":
+                hidden = [self.hidden[layer][:prefix_len][None]
+                          for layer in range(c.depth - e.num_layers, c.depth)]
+            else:
+                hidden = last
+            x0 = noise[row:row + e.head.horizon].to(self.device)[None]
+            row += e.head.horizon
+            s = None
+            if e.head.state_dim:
+                s = torch.zeros(1, e.head.state_dim, device=self.device)
+                if state is not None:
+                    v = state.reshape(-1)[:e.head.state_dim]
+                    s[0, :v.numel()] = v.to(self.device)
+            chunks[name] = crossattn_sample(head, crossattn_memory(head, hidden), x0, num_steps,
+                                            s)[0]
+        return chunks
 
     def denoise(self, seq: SeqView, prefix_len: int, noise: torch.Tensor, num_steps: int,
                 expert: int = 1, guide: Guide | None = None,
@@ -156,7 +229,10 @@ class ModelRunner:
         never through the captured denoise graph (its target changes every frame and the vjp
         needs autograd). `state`: the normalised joint state [action_dim] (the DiT expert's
         state tokens)."""
-        if self.model.expert_kind(expert) == "dit":
+        kind = self.model.expert_kind(expert)
+        if kind in ("hidden-crossattn", "regress"):
+            raise ValueError(f"expert {expert} is a StarVLA head ({kind}): action_chunks runs it")
+        if kind == "dit":
             if guide is not None:  # the engine refuses an action prior for this family first
                 raise ValueError("real-time chunking covers the pi05 family's experts only")
             with torch.inference_mode():

@@ -17,12 +17,13 @@ class SyntheticStream:
     config: ModelConfig
     seed: int = 0
     rate_hz: float = 10.0
-    num_joints: int = 8
+    num_joints: int = 8  # at most the model's action_dim (a 7-joint StarVLA arm: 7)
     instruction: str = "pick up the red cube and place it in the bowl"
     num_cameras: int | None = None
 
     def __post_init__(self) -> None:
         rng = np.random.default_rng(self.seed)
+        self.num_joints = min(self.num_joints, self.config.action_dim)
         n = self.num_cameras or self.config.num_cameras
         self._phase = rng.uniform(0, 2 * np.pi, size=(n, 3))
         self._freq = rng.uniform(0.2, 1.0, size=self.num_joints)

@@ -7,7 +7,7 @@ import json
 from oxygen_ros.engine.config import PRESETS, EngineConfig
 from oxygen_ros.engine.engine import Engine
 from oxygen_ros.engine.kv import KVManager
-from oxygen_ros.bench.profile import kv_replay, linear_layouts, main
+from oxygen_ros.bench.profile import action_path_ms, kv_replay, linear_layouts, main
 from oxygen_ros.engine.synthetic import SyntheticStream
 
 
@@ -37,3 +37,11 @@ def test_cli_linear_and_kv(capsys):
     assert main(["--kv", "--preset", "tiny", "--N", "4", "--frames", "3", "--repeats", "1"]) == 0
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert out["frames"] == 3 and 0 < out["replayed_share"] and 0 < out["in_frame_share"]
+
+
+def test_action_path_of_a_starvla_model_times_every_head():
+    """oxygen-bench's stage micro-benchmark runs the frame's whole action stage (each StarVLA
+    head in turn), not the kv-layerwise denoise a StarVLA head does not have."""
+    engine = Engine(PRESETS["starvla-tiny-e4"], EngineConfig(denoise_steps=2))
+    prefill, denoise = action_path_ms(engine, [2], repeats=1)
+    assert prefill > 0 and set(denoise) == {2} and denoise[2] > 0

@@ -23,7 +23,7 @@ def fake_compute(engine, vocab: int = 50, eos: int | None = None) -> None:
             mars.append([1.0] * n)
         return toks, mars
 
-    runner.prefill_observation = lambda images, prompt_ids, seq: seq.length
+    runner.prefill_observation = lambda images, prompt_ids, seq, keep_hidden=False: seq.length
     runner.denoise = lambda seq, plen, noise, steps, expert=1, guide=None, state=None: actions
     runner.copy_blocks = lambda copies: None
     runner.generate = generate

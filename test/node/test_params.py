@@ -33,7 +33,8 @@ def test_choices_match_the_engine():
     from oxygen_ros.engine.config import DTYPES, MODES, RUNNABLE_PRESETS
 
     assert set(P.SPECS["mode"].choices) == set(MODES)
-    assert set(P.SPECS["model.preset"].choices) == set(RUNNABLE_PRESETS)  # the StarVLA presets are refused
+    assert set(P.SPECS["model.preset"].choices) == set(RUNNABLE_PRESETS)
+    assert "starvla-tiny-e4" in P.SPECS["model.preset"].choices  # the engine runs StarVLA heads
     assert set(P.SPECS["model.dtype"].choices) == set(DTYPES)
 
 

@@ -27,8 +27,9 @@ from torch import nn
 from transformers import Qwen3VLVisionConfig
 from transformers.models.qwen3_vl.modeling_qwen3_vl import Qwen3VLVisionModel
 
-from ..config import ModelConfig, frame_unsupported_reason
+from ..config import ModelConfig
 from .layers import GemmaMLP, apply_rope, rope_cos_sin, sinusoidal_time_embedding
+from .starvla_heads import CrossAttnHead, RegressHead, build_head, kept_layers
 
 
 class QwenRMSNorm(nn.Module):
@@ -164,8 +165,18 @@ def vision_config(config: ModelConfig) -> Qwen3VLVisionConfig:
     return vc
 
 
+def prefill_kept_layers(config: ModelConfig) -> tuple[int, ...]:
+    """Backbone layers whose hidden states the prefill keeps for the StarVLA heads: the DiT
+    heads' (starvla_heads.kept_layers) and, for an OFT head, the last (its query rows)."""
+    layers = set(kept_layers(config))
+    if any(e.kind == "regress" for e in config.action_experts):
+        layers.add(config.depth - 1)
+    return tuple(sorted(layers))
+
+
 class Qwen3VLModel(nn.Module):
-    """Expert 0: the Qwen3-VL text decoder; experts 1..: DiT action experts."""
+    """Expert 0: the Qwen3-VL text decoder; experts 1..: DiT action experts (kind kv-layerwise)
+    or StarVLA heads on the prefill's hidden states (hidden-crossattn, regress)."""
 
     family = "qwen3vl"
 
@@ -173,16 +184,17 @@ class Qwen3VLModel(nn.Module):
         super().__init__()
         if config.qwen is None:
             raise ValueError("Qwen3VLModel needs a qwen3vl ModelConfig")
-        reason = frame_unsupported_reason(config)  # StarVLA heads: modules, not in the frame yet
-        if reason:
-            raise ValueError(reason)
         self.config = config
         self.attn_scale = config.head_dim ** -0.5
         self.visual = Qwen3VLVisionModel(vision_config(config))
         self.language_model = TextModel(config)
         self.lm_head = None if config.qwen.tie_word_embeddings else \
             nn.Linear(config.vlm.width, config.vocab_size, bias=False)
-        self.experts = nn.ModuleList(DiTExpert(config, i) for i in range(len(config.action_experts)))
+        self.experts = nn.ModuleList(
+            DiTExpert(config, i) if e.kind == "kv-layerwise" else build_head(e, config.vlm.width)
+            for i, e in enumerate(config.action_experts))
+        # layer -> hidden states [T, W] the prefill writes for the heads (prefill_kept_layers)
+        self.kept_layers = prefill_kept_layers(config)
 
     @property
     def dtype(self) -> torch.dtype:
@@ -193,18 +205,33 @@ class Qwen3VLModel(nn.Module):
         return self.language_model.embed_tokens.weight.device
 
     def expert_width(self, expert: int) -> int:
-        return self.config.vlm.width if expert == 0 else self._dit(expert).width
+        if expert == 0:
+            return self.config.vlm.width
+        return self._dit(expert).width if self.expert_kind(expert) == "dit" \
+            else self.head(expert).vlm_width
 
     def expert_kind(self, expert: int) -> str:
-        return "dit" if expert else "lm"
+        """lm (the backbone), dit (a kv-layerwise DiT), or a StarVLA head's kind."""
+        if expert == 0:
+            return "lm"
+        if not 1 <= expert <= len(self.experts):
+            raise ValueError(f"expert {expert} is not an action expert (1..{len(self.experts)})")
+        kind = self.config.action_experts[expert - 1].kind
+        return "dit" if kind == "kv-layerwise" else kind
+
+    def head(self, expert: int) -> CrossAttnHead | RegressHead:
+        """A StarVLA head (an expert that reads the prefill's hidden states)."""
+        if self.expert_kind(expert) in ("lm", "dit"):
+            raise ValueError(f"expert {expert} is not a StarVLA head")
+        return self.experts[expert - 1]
 
     def fuse_projections(self, layout: str = "standard") -> "Qwen3VLModel":
         """Kept for the MoTModel contract; this family runs its projections unfused."""
         return self
 
     def _dit(self, expert: int) -> DiTExpert:
-        if not 1 <= expert <= len(self.experts):
-            raise ValueError(f"expert {expert} is not an action expert (1..{len(self.experts)})")
+        if self.expert_kind(expert) != "dit":
+            raise ValueError(f"expert {expert} is not a kv-layerwise DiT expert")
         return self.experts[expert - 1]
 
     # ---- embeddings ---------------------------------------------------------------------------
@@ -258,9 +285,12 @@ class Qwen3VLModel(nn.Module):
                 i += 1
         return torch.cat(out, dim=1)
 
-    def prefill_prefix(self, images: torch.Tensor, prompt_ids: list[int], ctx) -> torch.Tensor:
+    def prefill_prefix(self, images: torch.Tensor, prompt_ids: list[int], ctx,
+                       keep: dict[int, torch.Tensor] | None = None) -> torch.Tensor:
         """The observation prefix (images [N, 3, H, W] in [-1, 1] + prompt ids) through the
-        backbone, causal, K/V into ``ctx``. Returns the final-normed hidden [P, W_vlm]."""
+        backbone, causal, K/V into ``ctx``. Returns the final-normed hidden [P, W_vlm].
+        ``keep``: layer -> a buffer [>= P, W_vlm] that gets that layer's hidden states
+        (forward_tokens)."""
         ids = self.prefix_ids(images.shape[0], prompt_ids)
         ids_t = torch.as_tensor(ids, dtype=torch.long, device=self.device)
         hidden = self.embed_tokens(ids_t)
@@ -268,7 +298,7 @@ class Qwen3VLModel(nn.Module):
         feats, deep = self.embed_images(images)
         hidden = hidden.masked_scatter(mask[:, None], feats.to(hidden.dtype))
         positions = self.prefix_positions(ids).to(self.device)
-        return self.forward_tokens(0, hidden, positions, ctx, deepstack=(mask, deep))
+        return self.forward_tokens(0, hidden, positions, ctx, deepstack=(mask, deep), keep=keep)
 
     # ---- the transformer ----------------------------------------------------------------------
     def _rotary(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -278,10 +308,14 @@ class Qwen3VLModel(nn.Module):
         return rope_cos_sin(positions, c.head_dim, c.rope_theta)  # one value on all three axes
 
     def forward_tokens(self, expert: int, hidden: torch.Tensor, positions: torch.Tensor, ctx,
-                       adarms_cond=None, deepstack=None) -> torch.Tensor:
+                       adarms_cond=None, deepstack=None,
+                       keep: dict[int, torch.Tensor] | None = None) -> torch.Tensor:
         """Run ``expert`` on packed tokens; positions [T] (rotary positions, all axes equal) or
         [3, T]. The DiT's layer i attends through ctx layer ``first_layer + i``. ``deepstack``:
-        (image mask [T], features per layer) for a prefix."""
+        (image mask [T], features per layer) for a prefix. ``keep`` (the backbone only):
+        layer i -> a preallocated buffer whose first T rows get layer i's output, as
+        transformers' ``output_hidden_states[i + 1]`` (the last layer's: after the final norm),
+        what StarVLA's heads read."""
         if ctx is None:
             raise ValueError("forward_tokens needs an AttentionContext")
         t = hidden.shape[0]
@@ -297,13 +331,22 @@ class Qwen3VLModel(nn.Module):
             raise ValueError(f"hidden for expert {expert} must be [T, {width}], got {tuple(hidden.shape)}")
         cos, sin = self._rotary(positions.to(hidden.device))
         h = hidden.to(layers[0].input_layernorm.weight.dtype)
+        keep = keep or {}
+        if keep and expert != 0:
+            raise ValueError("only the backbone keeps hidden states")
+        last = len(layers) - 1
         for i, layer in enumerate(layers):
             h = layer(h, cos, sin, ctx, first + i)
+            if i in keep and i != last:  # before DeepStack's addition, as transformers records
+                keep[i][:t].copy_(h)
             if deepstack is not None and i < len(deepstack[1]):
                 mask, feats = deepstack
                 h = h.clone()
                 h[mask] = h[mask] + feats[i].to(h.dtype)
-        return norm(h)
+        out = norm(h)
+        if last in keep:
+            keep[last][:t].copy_(out)
+        return out
 
     # ---- the DiT ------------------------------------------------------------------------------
     def dit_tokens(self, expert: int, x: torch.Tensor, t: float, state: torch.Tensor) -> torch.Tensor:

@@ -190,14 +190,21 @@ def init_qwen3vl(config: ModelConfig, seed: int = 0, device: str | torch.device 
     """Deterministic random Qwen3-VL + DiT (same seed -> same weights on any device), by
     init_model's rules: linear weights ~ N(0, 1/fan_in), biases 0, embeddings ~ N(0, 1/W),
     norm gains 1 + N(0, 0.1), the final LM norm's gains ~ N(0, 1) (random signs, so the tied
-    head does not echo its input token), the ViT's position table ~ N(0, 0.5)."""
+    head does not echo its input token), the ViT's position table ~ N(0, 0.5); a StarVLA head
+    by starvla_heads.init_head's rules (its own seed per expert)."""
     from .qwen3vl import Qwen3VLModel
+    from .starvla_heads import init_head
 
     with torch.device(device):
         model = Qwen3VLModel(config)
+    heads = [i for i, e in enumerate(config.action_experts) if e.kind != "kv-layerwise"]
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
+        for i in heads:
+            init_head(model.experts[i], seed=seed * 1_000_003 + i + 1)
         for name, p in model.named_parameters():
+            if any(name.startswith(f"experts.{i}.") for i in heads):
+                continue
             value = torch.empty(p.shape, dtype=torch.float32)
             if name == "language_model.norm.weight":
                 value.normal_(0.0, 1.0, generator=gen)

@@ -75,3 +75,30 @@ def add_to_hf_cache(hf_home):
 @pytest.fixture
 def sp_trainer():
     return train_sentencepiece
+
+
+def qwen3vl_pair(mc):
+    """transformers' Qwen3VLForConditionalGeneration for ``mc``'s backbone with every weight
+    random (norm gains too) and our Qwen3VLModel holding them (its action experts as built)."""
+    from transformers import Qwen3VLForConditionalGeneration
+
+    from oxygen_ros.engine.model.qwen3vl import Qwen3VLModel
+    from oxygen_ros.engine.model.qwen3vl_checkpoint import backbone_key, hf_config
+
+    torch.manual_seed(0)
+    hf = Qwen3VLForConditionalGeneration(hf_config(mc)).eval()
+    with torch.no_grad():
+        for p in hf.parameters():
+            if p.dim() == 1:
+                p.add_(0.2 * torch.randn_like(p))
+    ours = Qwen3VLModel(mc).eval()
+    sd = {backbone_key(k): v for k, v in hf.state_dict().items()}
+    sd = {k: v for k, v in sd.items() if k and not (k.startswith("lm_head.") and ours.lm_head is None)}
+    sd.update({k: v for k, v in ours.state_dict().items() if k.startswith("experts.")})
+    ours.load_state_dict(sd, strict=True)
+    return hf, ours.requires_grad_(False)
+
+
+@pytest.fixture(scope="session")
+def make_qwen3vl_pair():
+    return qwen3vl_pair

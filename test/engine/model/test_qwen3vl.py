@@ -26,20 +26,9 @@ ATOL = 1e-4
 
 
 @pytest.fixture(scope="module")
-def pair():
+def pair(make_qwen3vl_pair):
     """transformers' model with every weight random (norm gains too) and ours holding them."""
-    torch.manual_seed(0)
-    hf = Qwen3VLForConditionalGeneration(hf_config(MC)).eval()
-    with torch.no_grad():
-        for p in hf.parameters():
-            if p.dim() == 1:
-                p.add_(0.2 * torch.randn_like(p))
-    ours = Qwen3VLModel(MC).eval()
-    sd = {backbone_key(k): v for k, v in hf.state_dict().items()}
-    sd = {k: v for k, v in sd.items() if k and not (k.startswith("lm_head.") and ours.lm_head is None)}
-    sd.update({k: v for k, v in ours.state_dict().items() if k.startswith("experts.")})
-    ours.load_state_dict(sd, strict=True)
-    return hf, ours.requires_grad_(False)
+    return make_qwen3vl_pair(MC)
 
 
 def _hf_inputs(ours: Qwen3VLModel, images: torch.Tensor, ids: list[int]) -> dict:

@@ -2,6 +2,7 @@
 from the weights alone, in StarVLA's own time convention (tau from 0 = noise to 1, the network
 predicting action - noise, Euler steps of +1/S) and one frame at a time without padding; batch
 independence; the presets; validation."""
+import dataclasses
 import math
 
 import pytest
@@ -10,10 +11,11 @@ import torch
 from oxygen_ros.bench.cli import parse_args
 from oxygen_ros.bench.floor import main as floor_main
 from oxygen_ros.engine.config import (PRESETS, RUNNABLE_PRESETS, STARVLA_GR00T, STARVLA_OFT,
-                                      STARVLA_PI_V3, EngineConfig, ExpertConfig,
-                                      frame_unsupported_reason)
+                                      STARVLA_PI_V3, STARVLA_TINY_PI_V3, EngineConfig,
+                                      ExpertConfig, frame_unsupported_reason, head_names,
+                                      noise_rows)
+from oxygen_ros.engine.engine import Engine
 from oxygen_ros.engine.head_config import CrossAttnHeadConfig, RegressHeadConfig
-from oxygen_ros.engine.model import init_model
 from oxygen_ros.engine.model.starvla_heads import (CrossAttnHead, build_head, crossattn_memory,
                                                    crossattn_memory_bytes, crossattn_sample,
                                                    crossattn_velocity, init_head,
@@ -266,9 +268,7 @@ def test_full_size_heads_build_with_starvlas_shapes():
 
 
 # ---- presets and refusals -----------------------------------------------------------------
-def test_presets_construct_and_the_engine_refuses_them():
-    from oxygen_ros.engine.engine import Engine
-
+def test_presets_construct_run_and_the_floor_refuses_them():
     expect = {"starvla-tiny": ["hidden-crossattn"],
               "starvla-tiny-e3": ["hidden-crossattn"] * 2,
               "starvla-tiny-e4": ["hidden-crossattn"] * 2 + ["regress"],
@@ -277,17 +277,18 @@ def test_presets_construct_and_the_engine_refuses_them():
         mc = PRESETS[name]
         assert [e.kind for e in mc.action_experts] == kinds and mc.num_experts == 1 + len(kinds)
         assert mc.replace() == mc  # through plain data (JSON / YAML) and back
-        assert name not in RUNNABLE_PRESETS and "does not run them yet" in \
-            frame_unsupported_reason(mc)
-        with pytest.raises(ValueError, match="does not run them yet"):
-            init_model(mc)
-        with pytest.raises(ValueError, match="does not run them yet"):
-            Engine(mc, EngineConfig())
-        with pytest.raises(SystemExit):
-            parse_args(["--preset", name])
-        with pytest.raises(SystemExit):
+        assert name in RUNNABLE_PRESETS and frame_unsupported_reason(mc) is None
+        assert parse_args(["--preset", name]).preset == [name]
+        with pytest.raises(SystemExit):  # no bandwidth floor for heads that are not MoT experts
             floor_main(["--preset", name])
+        # every StarVLA preset's prompt carries OFT's 9 action queries, whatever heads run
+        assert mc.qwen.action_query_ids == (mc.qwen.action_query_ids[0],) * 9
     assert frame_unsupported_reason(PRESETS["xr0-tiny"]) is None
+    mixed = PRESETS["starvla-tiny"].replace(
+        action_experts=(PRESETS["xr0-tiny"].action_experts[0], STARVLA_TINY_PI_V3))
+    assert "not both" in frame_unsupported_reason(mixed)
+    with pytest.raises(ValueError, match="not both"):
+        Engine(mixed, EngineConfig())
     # E = 2, 3, 4 share one backbone (and so one prefill)
     backbone = {k: v for k, v in PRESETS["starvla-tiny"].to_dict().items()
                 if k not in ("name", "action_experts")}
@@ -296,11 +297,21 @@ def test_presets_construct_and_the_engine_refuses_them():
                 if k not in ("name", "action_experts")} == backbone
 
 
-def test_bench_refuses_a_starvla_preset_with_the_reason(capsys):
-    with pytest.raises(SystemExit):
-        parse_args(["--preset", "tiny,starvla-tiny-e3"])
-    err = capsys.readouterr().err
-    assert "does not run them yet" in err and "runnable" in err
+def test_head_names_and_noise_rows():
+    assert head_names(PRESETS["starvla-tiny-e4"]) == ("pi_v3", "gr00t", "oft")
+    assert noise_rows(PRESETS["starvla-tiny-e4"]) == 16 + 8  # the DiT heads' chunks
+    assert head_names(PRESETS["xr0-tiny"]) == ("action",)
+    assert noise_rows(PRESETS["xr0-tiny"]) == PRESETS["xr0-tiny"].action_horizon
+    two = PRESETS["starvla-tiny"].replace(action_experts=(STARVLA_TINY_PI_V3,) * 2)
+    assert head_names(two) == ("pi_v3", "pi_v3_2")
+
+
+def test_a_regress_head_needs_its_queries_in_the_prompt():
+    mc = PRESETS["starvla-tiny-e4"]
+    with pytest.raises(ValueError, match="action_query_ids"):
+        mc.replace(qwen=dataclasses.replace(mc.qwen, action_query_ids=(2056,) * 8))
+    with pytest.raises(ValueError, match="action_dim"):
+        mc.replace(action_dim=8)
 
 
 def test_kept_hidden_states(heads, prefill):
