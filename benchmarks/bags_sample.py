@@ -20,12 +20,12 @@ import math
 import shutil
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import numpy as np
 
-from node_process import close_client, feed, fresh_work_dir, start_node, stop_node  # beside this script (run as a script)
+from node_process import (  # beside this script
+    close_client, feed, fresh_work_dir, spin_client, start_node, stop_node)
 
 ROOT = Path(__file__).resolve().parents[1]
 JOINTS = [f"joint_{i}" for i in range(1, 7)]
@@ -48,7 +48,6 @@ def positions(t: float) -> list[float]:
 
 def record(bag: Path, seconds: float) -> None:
     import rclpy
-    from rclpy.executors import SingleThreadedExecutor
     from rclpy.qos import qos_profile_sensor_data
     from sensor_msgs.msg import Image, JointState
     from std_msgs.msg import String
@@ -67,9 +66,7 @@ def record(bag: Path, seconds: float) -> None:
     js_pub = node.create_publisher(JointState, "/joint_states", 10)
     ref_pub = node.create_publisher(JointState, "/teleop/joint_command", 10)
     ask_pub = node.create_publisher(String, "/oxygen/ask", 10)
-    ex = SingleThreadedExecutor()
-    ex.add_node(node)
-    threading.Thread(target=ex.spin, daemon=True).start()
+    ex = spin_client(node)
     base = np.random.default_rng(0).integers(0, 255, (48, 64, 3), dtype=np.uint8)
     asked = []
 

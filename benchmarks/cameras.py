@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from node_process import close_client, start_node, stop_node  # beside this script (run as a script)
+from node_process import close_client, spin_client, start_node, stop_node  # beside this script
 
 ROOT = Path(__file__).resolve().parents[1]
 JOINTS = [f"joint_{i}" for i in range(1, 7)]
@@ -117,7 +117,6 @@ def part2(lines: list[str], seconds: float, warm: float, log_path: str,
     from lifecycle_msgs.msg import Transition
     from lifecycle_msgs.srv import ChangeState
     from rcl_interfaces.srv import SetParameters
-    from rclpy.executors import SingleThreadedExecutor
     from rclpy.parameter import Parameter
     from rclpy.qos import qos_profile_sensor_data
     from sensor_msgs.msg import CompressedImage, Image, JointState
@@ -151,9 +150,7 @@ def part2(lines: list[str], seconds: float, warm: float, log_path: str,
     js_pub = node.create_publisher(JointState, "/joint_states", 10)
     change = node.create_client(ChangeState, "/oxygen/change_state")
     setp = node.create_client(SetParameters, "/oxygen/set_parameters")
-    ex = SingleThreadedExecutor()
-    ex.add_node(node)
-    threading.Thread(target=ex.spin, daemon=True).start()
+    ex = spin_client(node)
 
     def call(client, req, timeout=180.0):
         assert client.wait_for_service(timeout_sec=timeout), f"{client.srv_name} not up"

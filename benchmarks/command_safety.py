@@ -15,12 +15,12 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import numpy as np
 
-from node_process import close_client, feed, fresh_work_dir, start_node, stop_node  # beside this script (run as a script)
+from node_process import (  # beside this script
+    close_client, feed, fresh_work_dir, spin_client, start_node, stop_node)
 
 ROOT = Path(__file__).resolve().parents[1]
 JOINTS = [f"joint_{i}" for i in range(1, 7)]
@@ -35,7 +35,6 @@ TOPICS = ["/joint_states", "/oxygen/joint_command", "/oxygen/action_chunk", "/ox
 
 def record(bag: Path, seconds: float, extra: list[str]) -> None:
     import rclpy
-    from rclpy.executors import SingleThreadedExecutor
     from rclpy.qos import qos_profile_sensor_data
     from sensor_msgs.msg import Image, JointState
 
@@ -50,9 +49,7 @@ def record(bag: Path, seconds: float, extra: list[str]) -> None:
     node.create_subscription(JointState, "/oxygen/joint_command", commands.append, 100)
     img_pub = node.create_publisher(Image, "/camera/image_raw", qos_profile_sensor_data)
     js_pub = node.create_publisher(JointState, "/joint_states", 10)
-    ex = SingleThreadedExecutor()
-    ex.add_node(node)
-    threading.Thread(target=ex.spin, daemon=True).start()
+    ex = spin_client(node)
     base = np.random.default_rng(0).integers(0, 255, (480, 640, 3), dtype=np.uint8)
 
     def tick(i: int, running_s: float | None) -> None:

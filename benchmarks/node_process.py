@@ -39,6 +39,19 @@ def stop_node(proc: subprocess.Popen, wait_s: float = 20.0) -> None:
         proc.wait(5)
 
 
+def spin_client(node):
+    """The benchmark's own rclpy node spun by a single-threaded executor on a daemon thread;
+    returns the executor (close_client shuts it down)."""
+    import threading
+
+    from rclpy.executors import SingleThreadedExecutor
+
+    executor = SingleThreadedExecutor()
+    executor.add_node(node)
+    threading.Thread(target=executor.spin, daemon=True).start()
+    return executor
+
+
 def close_client(executor, node=None) -> None:
     """The benchmark's own rclpy side: executor, node, context."""
     import rclpy

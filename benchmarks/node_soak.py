@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from node_process import close_client, start_node, stop_node  # beside this script (run as a script)
+from node_process import close_client, spin_client, start_node, stop_node  # beside this script
 
 ROOT = Path(__file__).resolve().parents[1]
 JOINTS = [f"joint_{i}" for i in range(1, 7)]
@@ -51,7 +51,6 @@ def main() -> int:
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
     os.environ.setdefault("ROS_DOMAIN_ID", str(101 + os.getpid() % 100))
     import rclpy
-    from rclpy.executors import SingleThreadedExecutor
     from rclpy.qos import qos_profile_sensor_data
     from sensor_msgs.msg import Image, JointState
     from std_msgs.msg import String
@@ -79,9 +78,7 @@ def main() -> int:
     img_pub = node.create_publisher(Image, "/camera/image_raw", qos_profile_sensor_data)
     js_pub = node.create_publisher(JointState, "/joint_states", 10)
     ask_pub = node.create_publisher(String, "/oxygen/ask", 100)
-    ex = SingleThreadedExecutor()
-    ex.add_node(node)
-    threading.Thread(target=ex.spin, daemon=True).start()
+    ex = spin_client(node)
     stop = threading.Event()
 
     def feed():

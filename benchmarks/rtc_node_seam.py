@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from node_process import close_client, start_node, stop_node  # beside this script (run as a script)
+from node_process import close_client, spin_client, start_node, stop_node  # beside this script
 
 ROOT = Path(__file__).resolve().parents[1]
 JOINTS = [f"joint_{i}" for i in range(1, 7)]
@@ -42,7 +42,6 @@ def main() -> int:
 
     import rclpy
     from rcl_interfaces.srv import SetParameters
-    from rclpy.executors import SingleThreadedExecutor
     from rclpy.parameter import Parameter
     from rclpy.qos import qos_profile_sensor_data
     from sensor_msgs.msg import Image, JointState
@@ -75,9 +74,7 @@ def main() -> int:
     img_pub = node.create_publisher(Image, "/camera/image_raw", qos_profile_sensor_data)
     js_pub = node.create_publisher(JointState, "/joint_states", 10)
     setp = node.create_client(SetParameters, "/oxygen/set_parameters")
-    ex = SingleThreadedExecutor()
-    ex.add_node(node)
-    threading.Thread(target=ex.spin, daemon=True).start()
+    ex = spin_client(node)
     stop = threading.Event()
 
     def feed() -> None:
