@@ -61,8 +61,7 @@ def build(p: dict[str, Any]) -> Built:
     source = ModelSource(preset=p["model.preset"], checkpoint=p["model.checkpoint"],
                          tokenizer=p["model.tokenizer"], asset_id=p["model.asset_id"],
                          threads=int(p["model.num_threads"]), progress=True, names=PARAM_NAMES)
-    ec = EngineConfig(device=p["model.device"], dtype=p["model.dtype"],
-                      num_blocks=int(p["kv.num_blocks"]), **P.engine_changes(p))
+    ec = EngineConfig(**P.engine_fields(p))  # every engine parameter, by its knob's field
     # the tokenizer and every checkpoint key/shape are checked before the weights are read
     b = build_engine(source, ec)
     check_joints(names, b.state_dim, b.action_dim, b.engine.model_config.action_dim)

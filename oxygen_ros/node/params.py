@@ -275,20 +275,25 @@ def validate(changes: dict[str, Any], current: dict[str, Any], configured: bool)
 _CAST = {"double": float, "int": int}
 
 
-def engine_changes(values: dict[str, Any]) -> dict[str, Any]:
-    """Live parameter values -> Engine.update_config / EngineConfig keyword arguments, by each
-    engine parameter's field; memory.enabled false turns memory_every_n_frames to 0 (off). The
-    configure-time engine knobs (model.device, model.dtype, kv.num_blocks) are build's."""
+def engine_fields(values: dict[str, Any], live_only: bool = False) -> dict[str, Any]:
+    """Engine parameter values -> EngineConfig keyword arguments, by each engine parameter's
+    field (configure-time ones too unless `live_only`); memory.enabled false turns
+    memory_every_n_frames to 0 (off)."""
     out: dict[str, Any] = {}
     for name, value in values.items():
         spec = SPECS.get(name)
-        if spec is not None and spec.field is not None and spec.kind == LIVE:
+        if spec is not None and spec.field is not None and (spec.kind == LIVE or not live_only):
             out[spec.field] = _CAST.get(spec.type, lambda v: v)(value)
     if "memory.enabled" in values or "memory.every_n_frames" in values:
         every = SPECS["memory.every_n_frames"]
         n = int(values.get(every.name, every.default))
         out[every.field] = n if values.get("memory.enabled", True) else 0
     return out
+
+
+def engine_changes(values: dict[str, Any]) -> dict[str, Any]:
+    """Live parameter values -> Engine.update_config keyword arguments (engine_fields' live ones)."""
+    return engine_fields(values, live_only=True)
 
 
 # -- rclpy glue ---------------------------------------------------------------------------------

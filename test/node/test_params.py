@@ -118,6 +118,16 @@ def test_engine_changes_mapping():
     EngineConfig(**P.engine_changes(CURRENT))
 
 
+def test_engine_fields_include_the_configure_time_knobs():
+    """build() makes its EngineConfig from every engine parameter; live changes carry only the
+    live ones (a running engine refuses the rest)."""
+    values = {"model.device": "cpu", "model.dtype": "bfloat16", "kv.num_blocks": 7,
+              "decode_steps_per_frame": 2, "joint_names": ["a"]}
+    assert P.engine_fields(values) == {"device": "cpu", "dtype": "bfloat16", "num_blocks": 7,
+                                       "decode_steps_per_frame": 2}
+    assert P.engine_changes(values) == {"decode_steps_per_frame": 2}
+
+
 def test_rtc_parameters_reach_the_engine_and_player_settings():
     from oxygen_ros.engine.config import RTC_JACOBIANS, RTC_METHODS
     from oxygen_ros.robot.chunk_player import BLENDS
