@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from .attention import select_backend
-from .config import ModelConfig, head_names, is_starvla, noise_rows
+from .config import DTYPES, ModelConfig, head_names, is_starvla, noise_rows
 from .graphs import DecodeGraphs, DenoiseGraphs
 from .images import prepare
 from .model.mot import AdaRMSModulations
@@ -21,13 +21,6 @@ from .model.sampler import LocalContext, Velocity, euler_sample
 from .model.starvla_heads import crossattn_memory, crossattn_sample, query_positions, regress_chunk
 from .paging import LRU, PagedContext, PrefillContext, padded_tables, slots
 from .rtc import Guide, guided_euler_sample
-
-_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-
-
-def torch_dtype(name: str) -> torch.dtype:
-    return _DTYPES[name]
-
 
 def _velocity(model: torch.nn.Module, expert: int, x: torch.Tensor, positions: torch.Tensor,
               ctx: PagedContext, cond: torch.Tensor) -> torch.Tensor:
@@ -60,7 +53,9 @@ class ModelRunner:
         self.model = model
         self.config = config
         self.device = torch.device(device)
-        self.dtype = torch_dtype(dtype)
+        if dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
+        self.dtype = getattr(torch, dtype)
         self.block_size = block_size
         self.num_blocks = num_blocks
         self.backend = select_backend(backend, self.device)
