@@ -103,6 +103,8 @@ class Frame:
     done_ns: int  # recorded-clock time the chunk became available
     chunk: np.ndarray  # [horizon, joints] robot units
     out: Any  # FrameOutput
+    # every head's chunk in robot units by name (a model with several heads; node: its topics)
+    heads: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 @dataclass
@@ -250,7 +252,8 @@ class Replayer:
                     continue
                 self._advance(ts)
                 chunk, out = self._infer(pair)
-                fr = Frame(pair, int(pair.header_stamp), ts + int(out.frame_ms * 1e6), chunk, out)
+                fr = Frame(pair, int(pair.header_stamp), ts + int(out.frame_ms * 1e6), chunk, out,
+                           self._inference.head_chunks(out, self.mapping))
                 self._hand(fr)
                 if progress:
                     progress(fr)
@@ -306,7 +309,8 @@ class Replayer:
                     continue
                 self._advance(recorded_now())
                 chunk, out = self._infer(pair)
-                fr = Frame(pair, int(pair.header_stamp), recorded_now(), chunk, out)
+                fr = Frame(pair, int(pair.header_stamp), recorded_now(), chunk, out,
+                           self._inference.head_chunks(out, self.mapping))
                 self._hand(fr)
                 if progress:
                     progress(fr)

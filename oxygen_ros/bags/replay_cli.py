@@ -147,6 +147,9 @@ def write_outputs(path: Path, storage: str, res: ReplayResult, cfg: ReplayConfig
         prev = fr.done_ns
         rows.append((fr.done_ns, f"{node}/action_chunk", TRAJECTORY,
                      M.trajectory(s, fr.chunk, cfg.joint_names, fr.header_ns, dt)))
+        for name, values in fr.heads.items():  # the node's ~/action_chunk/<head> topics
+            rows.append((fr.done_ns, f"{node}/action_chunk/{name}", TRAJECTORY,
+                         M.trajectory(s, values, cfg.joint_names, fr.header_ns, dt)))
         t = out.timings_ms
         rows.append((fr.done_ns, f"{node}/frame_stats", FRAME_STATS, M.frame_stats(
             s, fr.header_ns, frame=int(out.frame), mode=str(out.mode), k=int(out.k), n=int(out.n),

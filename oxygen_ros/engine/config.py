@@ -563,6 +563,10 @@ ENGINE_KNOBS: tuple[Knob, ...] = (
     Knob("num_blocks", int, 0, "KV pool blocks (0 = sized from the model, max_decode_steps and "
          "max_active_requests when the engine is built)", (0, None), live=False,
          param="kv.num_blocks", param_range=(0, 10_000_000)),
+    Knob("action_head", str, "", "the action head whose chunk is FrameOutput.actions (what the "
+         "node commands and sends on ~/action_chunk): one of the model's heads (action for pi0.5 "
+         "and Xiaomi-Robotics-0; pi_v3, gr00t, oft for StarVLA presets: docs/starvla.md); empty "
+         "= the model's first", live=False, param="model.action_head", flag="--action-head"),
     Knob("seed", int, 0, "seed of the random weights, noise and synthetic inputs", live=False,
          flag="--seed"),
     Knob("device", str, "cpu", "cpu or cuda[:N]", nonempty=True, live=False,
@@ -605,6 +609,7 @@ class EngineConfig:
     instruction: str = _default("instruction")
     block_size: int = _default("block_size")
     num_blocks: int = _default("num_blocks")
+    action_head: str = _default("action_head")
     seed: int = _default("seed")
     device: str = _default("device")
     dtype: str = _default("dtype")

@@ -46,7 +46,9 @@ class FrameOutput:
     k: int
     n: int
     s: int
-    actions: np.ndarray  # [horizon, action_dim], model space (normalised, padded): the first head's
+    # [horizon, action_dim], model space (normalised, padded): the chunk of the configured
+    # action head (EngineConfig.action_head; empty: the model's first)
+    actions: np.ndarray
     updates: tuple[RequestUpdate, ...]
     timings_ms: dict[str, float]
     frame_ms: float
@@ -63,7 +65,8 @@ class FrameOutput:
     target_action_hz: float = 0.0
     k_chosen: int = 0
     target_feasible: bool = True
-    # every action head's chunk by head name (config.head_names; the first is `actions`)
+    # every action head's chunk by head name (config.head_names, in order; `actions` is one of
+    # them); a head's horizon is its own (StarVLA: pi_v3 16, gr00t 8, oft 9 steps)
     chunks: dict[str, np.ndarray] = field(default_factory=dict)
 
 
@@ -246,7 +249,8 @@ class Engine:
         arrays = {name: c.cpu().numpy() for name, c in chunks.items()}
         return FrameOutput(
             frame=frame.index, stamp=obs.stamp, mode=cfg.mode, k=cfg.decode_steps_per_frame,
-            n=cfg.max_decode_steps, s=cfg.denoise_steps, actions=next(iter(arrays.values())),
+            n=cfg.max_decode_steps, s=cfg.denoise_steps,
+            actions=arrays[cfg.action_head] if cfg.action_head else next(iter(arrays.values())),
             updates=updates, timings_ms=timings, frame_ms=frame_ms, batch_size=frame.batch_size,
             tokens_this_frame=sum(len(u.new_tokens) for u in updates),
             num_waiting=len(self.scheduler.waiting), num_running=len(self.scheduler.running),

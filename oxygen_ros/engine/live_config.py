@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from .config import ENGINE_KNOBS, EngineConfig
+from .config import ENGINE_KNOBS, EngineConfig, head_names
 from .intake import Intake
 
 # Fixed once the engine is built (the knobs declared not live: they size or place the model,
@@ -19,7 +19,7 @@ FIXED = tuple(k.field for k in ENGINE_KNOBS if not k.live)
 def validate_changes(current: EngineConfig, changes: dict[str, Any], intake: Intake) -> EngineConfig:
     """The EngineConfig that applying `changes` to `current` gives, checked against the engine
     (through its intake) and NOT applied (pure). ValueError with the reason when a change is not
-    allowed while running, a value is out of range, the instruction (with the longest possible
+    allowed while running, a value is out of range, action_head names no head of the model, the instruction (with the longest possible
     state text) or the memory prompt does not fit max_prompt_tokens, or a request of N new
     tokens could never fit the KV pool."""
     known = {f.name for f in dataclasses.fields(EngineConfig)}
@@ -30,6 +30,10 @@ def validate_changes(current: EngineConfig, changes: dict[str, Any], intake: Int
     for name in FIXED:
         if getattr(new, name) != getattr(current, name):
             raise ValueError(f"{name} cannot change while the engine runs")
+    heads = head_names(intake.model_config)
+    if new.action_head and new.action_head not in heads:
+        raise ValueError(f"action_head {new.action_head!r} is not a head of model "
+                         f"{intake.model_config.name!r}: its heads are {', '.join(heads)}")
     if not isinstance(new.instruction, str) or not new.instruction.strip():
         raise ValueError("instruction must be a non-empty string")
     limit = intake.model_config.max_prompt_tokens

@@ -4,7 +4,8 @@ Per frame, in order: decode the pair's camera frames (once, here: the subscripti
 only check and keep the messages; a frame that does not decode is refused on its topic and the
 pair skipped, never a failing frame), apply pending live engine changes (Engine.update_config),
 hand queued questions to the engine (Engine.ask), build the Observation, run Engine.step, map
-the action chunk to robot units and give it to the ChunkPlayer, then publish the chunk, stats,
+the action chunk to robot units and give it to the ChunkPlayer, then publish the chunk (and, for
+a model with several heads, every head's), stats,
 text updates and markers. A failing frame is counted and reported (diagnostics) and the loop goes on
 with the next observation. This module knows engine types, never message types.
 """
@@ -140,7 +141,8 @@ class InferenceWorker:
         self._account(out)
 
         self._pubs.frame(out, chunk, self._names, stamp, self.player.dt, self.frame_id,
-                         self.action_rate, self.tokens_per_s, publish_chunk=publish)
+                         self.action_rate, self.tokens_per_s, publish_chunk=publish,
+                         heads=self._infer.head_chunks(out, mapping) if publish else None)
         for up in out.updates:
             src = self._stamps.get(up.birth_frame, stamp)
             self._text.route(up, src)

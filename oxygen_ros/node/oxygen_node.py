@@ -33,6 +33,7 @@ from typing import Any, Callable
 import numpy as np
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 
+from oxygen_ros.engine.config import head_names
 from oxygen_ros.engine.rtc import unsupported_reason
 from oxygen_ros.robot.chunk_player import ChunkPlayer
 from oxygen_ros.robot.shaper import CommandShaper
@@ -178,7 +179,8 @@ class OxygenNode(LifecycleNode):
                              observation_timeout_s=p["observation_timeout_s"],
                              lower=mapping.lower, upper=mapping.upper,
                              future_tolerance_s=p["max_stamp_offset_s"], blend=p["chunk_blend"])
-        pubs = Publishers(self, p["command_type"])
+        heads = head_names(built.model_config)
+        pubs = Publishers(self, p["command_type"], heads)
         inputs = Inputs(self, p["camera_topics"], p["joint_state_topic"], names,
                         p["stamp_tolerance_s"], p["max_stamp_offset_s"], self._warn,
                         transports=built.camera_transports)
@@ -194,7 +196,7 @@ class OxygenNode(LifecycleNode):
                                  decode=inputs.decode_pair, admit=control.admit)
         rt = Runtime(built, names, mapping, player, pubs, inputs, text, worker, control)
         rt.diag = Diagnostics(self, pubs, self._diagnostics, self._warn)
-        rt.recording = Recording(self, p, self._warn) if p["record.enabled"] else None
+        rt.recording = Recording(self, p, self._warn, heads) if p["record.enabled"] else None
         return rt
 
     @staticmethod

@@ -28,8 +28,13 @@ TEXT_QOS = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE,
                       history=HistoryPolicy.KEEP_LAST)
 
 
+def head_topic(name: str) -> str:
+    """The topic of one action head's chunk (a model with several heads)."""
+    return f"~/action_chunk/{name}"
+
+
 class Publishers:
-    def __init__(self, node, command_type: str = "joint_state") -> None:
+    def __init__(self, node, command_type: str = "joint_state", heads: Sequence[str] = ()) -> None:
         self._node = node
         mk = node.create_lifecycle_publisher
         # joint_state: sensor_msgs/JointState; float64_array: std_msgs/Float64MultiArray in
@@ -38,6 +43,10 @@ class Publishers:
         self.joint_command = mk(Float64MultiArray if self._array else JointState, "~/joint_command",
                                 RELIABLE)
         self.action_chunk = mk(JointTrajectory, "~/action_chunk", RELIABLE)
+        # a model with several action heads (StarVLA): every head's chunk on its own topic
+        # (~/action_chunk carries the commanded one, model.action_head)
+        self.head_chunks = {name: mk(JointTrajectory, head_topic(name), RELIABLE)
+                            for name in (heads if len(heads) > 1 else ())}
         self.memory = mk(TextMemory, "~/memory", QoSProfile(depth=50))
         # plain publisher: a question's final message (e.g. "aborted: node cleaned up") must
         # reach the asker in every state, and only refusals can happen while inactive
@@ -46,7 +55,7 @@ class Publishers:
         self.markers = mk(MarkerArray, "~/markers", QoSProfile(depth=1))
         self.diagnostics = node.create_publisher(DiagnosticArray, "/diagnostics", QoSProfile(depth=10))
         self._lifecycle = (self.joint_command, self.action_chunk, self.memory, self.frame_stats,
-                           self.markers)
+                           self.markers, *self.head_chunks.values())
 
     def destroy(self) -> None:
         for pub in self._lifecycle:
@@ -64,11 +73,15 @@ class Publishers:
     # -- per inference frame --------------------------------------------------------------------
     def frame(self, out: Any, chunk: np.ndarray, names: Sequence[str], stamp: Any, dt: float,
               frame_id: str, action_rate_hz: float, tokens_per_s: float,
-              publish_chunk: bool = True) -> None:
+              publish_chunk: bool = True, heads: dict[str, np.ndarray] | None = None) -> None:
         """An engine frame's chunk and stats (`stamp`: the source observation's header stamp);
-        publish_chunk False: only the stats (a chunk refused by the gate or the deadman)."""
+        `heads`: every head's robot chunk by name (a model with several heads); publish_chunk
+        False: only the stats (a chunk refused by the gate or the deadman: no head's either)."""
         if publish_chunk:
             self.action_chunk.publish(conv.chunk_to_trajectory(chunk, names, stamp, dt, frame_id))
+            for name, values in (heads or {}).items():
+                self.head_chunks[name].publish(
+                    conv.chunk_to_trajectory(values, names, stamp, dt, frame_id))
         self.frame_stats.publish(conv.frame_stats(out, stamp, action_rate_hz, tokens_per_s))
 
     def text(self, update: Any, stamp: Any) -> Any:

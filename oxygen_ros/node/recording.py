@@ -12,6 +12,7 @@ from typing import Any, Callable, Sequence
 
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 
+from .publishers import head_topic
 from .recorder import Recorder, bag_path
 
 # the node's own outputs and text inputs (relative names) and their types
@@ -25,14 +26,17 @@ OUTPUT_QOS = QoSProfile(depth=200, reliability=ReliabilityPolicy.RELIABLE, histo
 
 
 def default_topics(node, camera_topics: Sequence[str], joint_topic: str,
-                   transports: Sequence[str] = ()) -> dict[str, str]:
+                   transports: Sequence[str] = (), heads: Sequence[str] = ()) -> dict[str, str]:
     """{fully qualified topic: type} of the node's inputs and outputs (`transports`: raw |
-    compressed per camera topic, empty = all raw)."""
+    compressed per camera topic, empty = all raw; `heads`: the model's action heads, each with
+    its own chunk topic when there are several)."""
     kinds = list(transports) or ["raw"] * len(camera_topics)
     topics = {node.resolve_topic_name(t): "sensor_msgs/msg/CompressedImage" if k == "compressed"
               else "sensor_msgs/msg/Image" for t, k in zip(camera_topics, kinds)}
     topics[node.resolve_topic_name(joint_topic)] = "sensor_msgs/msg/JointState"
     topics.update({node.resolve_topic_name(t): ty for t, ty in OWN.items()})
+    if len(heads) > 1:
+        topics.update({node.resolve_topic_name(head_topic(h)): OWN["~/action_chunk"] for h in heads})
     return topics
 
 
@@ -42,11 +46,12 @@ def message_class(msgtype: str) -> Any:
 
 
 class Recording:
-    def __init__(self, node, p: dict[str, Any], warn: Callable[[str, str], None]) -> None:
+    def __init__(self, node, p: dict[str, Any], warn: Callable[[str, str], None],
+                 heads: Sequence[str] = ()) -> None:
         self._node = node
         self._warn = warn
         known = default_topics(node, p["camera_topics"], p["joint_state_topic"],
-                               p.get("camera_transports", ()))
+                               p.get("camera_transports", ()), heads)
         if p["command_type"] == "float64_array":
             known[node.resolve_topic_name("~/joint_command")] = "std_msgs/msg/Float64MultiArray"
         if p["deadman.topic"]:

@@ -2,8 +2,10 @@
 oxygen-replay: the pair's decoded camera images placed in model order (values.place_cameras,
 cameras without a topic masked), the joint state normalised for the model, with chunk_blend rtc
 what the chunk player executes from the observation on (rtc_prior), Engine.step, and the
-output's actions in robot units, cut to the steps the checkpoint executes per chunk (LeRobot
-n_action_steps): the chunk the ChunkPlayer takes.
+output's actions (EngineConfig.action_head's chunk) in robot units, cut to the steps the
+checkpoint executes per chunk (LeRobot n_action_steps): the chunk the ChunkPlayer takes. A model
+with several action heads (StarVLA) also gives every head's chunk alike (head_chunks): the node
+publishes them on their own topics, oxygen-replay writes them.
 """
 from __future__ import annotations
 
@@ -35,6 +37,13 @@ class PairInference:
     def chunk(self, actions: np.ndarray, mapping: StateMapping) -> np.ndarray:
         """The engine's actions [horizon, action_dim] -> the robot chunk [steps, joints]."""
         return mapping.to_robot(actions[: self.n_action_steps or None])
+
+    def head_chunks(self, out: Any, mapping: StateMapping) -> dict[str, np.ndarray]:
+        """Every head's robot chunk by head name (FrameOutput.chunks) for a model with several
+        heads; {} for a model with one (its chunk is `chunk(out.actions)`)."""
+        if len(out.chunks) < 2:
+            return {}
+        return {name: self.chunk(c, mapping) for name, c in out.chunks.items()}
 
     def step(self, engine: Any, pair: Pair, images: Sequence[np.ndarray], mapping: StateMapping,
              player: ChunkPlayer, instruction: str) -> tuple[Any, np.ndarray]:

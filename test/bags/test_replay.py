@@ -232,3 +232,22 @@ def test_rtc_blend_continues_the_executed_chunk(tmp_path, capsys):
         assert rc == 0
         seams[blend] = evaluate(read_bag(tmp_path / blend)).summary["seam_error"]
     assert seams["rtc"] < 0.5 * seams["crossfade"], seams
+
+
+def test_every_head_of_a_starvla_model_gets_its_topic(tmp_path, capsys):
+    """A model with several action heads: the replayed bag holds each head's chunk on
+    action_chunk/<head>, the way the node publishes them, and action_chunk is the
+    --action-head's; an unknown head is refused before any frame, naming the heads."""
+    write_run(tmp_path / "in", "mcap", seconds=0.2)
+    rc, r = _replay(capsys, tmp_path / "in", tmp_path / "out", "--preset", "starvla-tiny-e3",
+                    "--action-head", "gr00t", "--memory-every", "0")
+    assert rc == 0 and r["frames"] >= 1
+    b, commanded, _ = _outputs(tmp_path / "out")
+    heads = {h: np.stack([np.array([p.positions for p in m.points])
+                          for _, m in b.get(f"/oxygen/action_chunk/{h}")]) for h in ("pi_v3", "gr00t")}
+    assert heads["pi_v3"].shape == (r["frames"], 16, len(JOINTS))  # PI_v3: 16 steps
+    assert heads["gr00t"].shape == commanded.shape == (r["frames"], 8, len(JOINTS))  # GR00T: 8
+    np.testing.assert_array_equal(commanded, heads["gr00t"])
+    assert main([str(tmp_path / "in"), "--out", str(tmp_path / "bad"), *ENGINE, "--preset",
+                 "starvla-tiny-e3", "--action-head", "oft"]) == 2
+    assert "its heads are pi_v3, gr00t" in capsys.readouterr().err

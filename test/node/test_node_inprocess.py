@@ -120,6 +120,61 @@ def test_checkpoint_without_tokenizer_stays_unconfigured_then_named_cameras(ctx,
         node.destroy_node()
 
 
+def test_starvla_heads_each_on_a_topic_and_the_configured_one_commanded(ctx):
+    """A StarVLA model with two heads: model.action_head picks the commanded chunk (player and
+    ~/action_chunk), every head's chunk goes out on ~/action_chunk/<head> and is recorded by
+    default; a head the model does not have fails configure with the model's head names."""
+    from types import SimpleNamespace as NS
+
+    from oxygen_ros.node.recording import default_topics
+
+    def make(head):
+        return OxygenNode(context=ctx, parameter_overrides=[
+            Parameter("model.preset", value="starvla-tiny-e3"), Parameter("model.action_head", value=head),
+            Parameter("model.num_threads", value=1), Parameter("memory.enabled", value=False),
+            Parameter("denoise_steps", value=2), Parameter("joint_names", value=[f"j{i}" for i in range(7)])])
+
+    node = make("oft")
+    errors: list[str] = []
+    logger = node.get_logger()
+    node.get_logger = lambda: NS(error=errors.append, info=logger.info, warning=logger.warning,
+                                 debug=lambda *a: None)
+    try:
+        assert node.trigger_configure() == TransitionCallbackReturn.FAILURE
+        assert any("'oft' is not a head" in e and "pi_v3, gr00t" in e for e in errors), errors
+    finally:
+        node.stop()
+        node.destroy_node()
+    node = make("gr00t")
+    try:
+        assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
+        rt = node.rt
+        assert set(rt.pubs.head_chunks) == {"pi_v3", "gr00t"}
+        assert {node.resolve_topic_name(f"~/action_chunk/{h}") for h in ("pi_v3", "gr00t")} <= set(
+            default_topics(node, ["/cam"], "/js", heads=("pi_v3", "gr00t")))
+        sent: dict[str, list] = {"commanded": []}
+        rt.pubs.action_chunk.publish = sent["commanded"].append
+        for name, pub in rt.pubs.head_chunks.items():
+            sent[name] = []
+            pub.publish = sent[name].append
+        size = rt.built.model_config.vision.image_size
+        img = np.random.default_rng(5).integers(0, 255, (size, size, 3), dtype=np.uint8)
+        out = rt.worker.frame(Pair(stamp=7.0, images=(img,), state=np.zeros(7, np.float32),
+                                   header_stamp=Time(sec=7), image_stamps=(7.0,), state_stamp=7.0))
+        np.testing.assert_array_equal(out.actions, out.chunks["gr00t"])
+        assert rt.player.horizon == 8  # GR00T's chunk of 8 steps is what plays
+
+        def points(msgs):
+            [msg] = msgs
+            return np.array([p.positions for p in msg.points])
+        assert points(sent["pi_v3"]).shape == (16, 7) and points(sent["gr00t"]).shape == (8, 7)
+        np.testing.assert_array_equal(points(sent["commanded"]), points(sent["gr00t"]))
+        assert not np.allclose(points(sent["pi_v3"])[:8], points(sent["gr00t"]))
+    finally:
+        node.stop()
+        node.destroy_node()
+
+
 def test_joint_limits_live_for_normalisation_and_clipping(ctx):
     """Without checkpoint statistics the joint limits map robot units to [-1, 1]: a live change
     applies to the next frame's (un)normalisation as well as to the clipping."""

@@ -18,15 +18,19 @@ LOWER, UPPER = np.array([-1.0, 0.0], np.float32), np.array([1.0, 2.0], np.float3
 class FakeEngine:
     """Records each observation; its actions are a fixed ramp in model space."""
 
-    def __init__(self) -> None:
+    def __init__(self, heads: tuple[str, ...] = ("action",), commanded: int = 0) -> None:
         self.model_config = NS(action_horizon=HORIZON, vision=NS(image_size=8))
         self.config = NS(instruction="default task")
         self.seen: list = []
+        self.heads, self.commanded = heads, commanded
 
     def step(self, obs):
         self.seen.append(obs)
-        actions = np.linspace(-0.9, 0.9, HORIZON * ACTION_DIM, dtype=np.float32).reshape(HORIZON, ACTION_DIM)
-        return NS(frame=len(self.seen) - 1, actions=actions, updates=[], tokens_this_frame=0,
+        ramp = np.linspace(-0.9, 0.9, HORIZON * ACTION_DIM, dtype=np.float32).reshape(HORIZON, ACTION_DIM)
+        # head i: the ramp scaled and cut to 6 - i steps (StarVLA's heads differ in horizon)
+        chunks = {h: ramp[:HORIZON - i] * (1.0 - 0.3 * i) for i, h in enumerate(self.heads)}
+        return NS(frame=len(self.seen) - 1, actions=chunks[self.heads[self.commanded]],
+                  chunks=chunks, updates=[], tokens_this_frame=0,
                   frame_ms=1.0, mode="oxygen", k=1, n=1, s=1, batch_size=0,
                   kv=NS(blocks_used=0, blocks_total=1))
 
@@ -103,3 +107,31 @@ def test_node_worker_and_replay_send_the_same_observation_and_chunk():
     [node_chunk] = chunks
     assert node_chunk.shape == (3, 2)
     np.testing.assert_array_equal(node_chunk, replay_chunk)
+
+
+def test_the_worker_publishes_every_head_in_robot_units():
+    """A model with several heads: the worker hands the publishers every head's robot chunk
+    (cut like the commanded one) and the commanded head's as the chunk (oxygen-replay's frames
+    take them from the same PairInference.head_chunks: test_replay); a model with one head
+    gives no per-head chunks."""
+    from oxygen_ros.node.inference_worker import InferenceWorker
+
+    heads = ("pi_v3", "gr00t", "oft")
+    published: list = []
+    pubs = NS(frame=lambda out, chunk, *a, **k: published.append((chunk, k["heads"])),
+              markers_text=lambda *a: None)
+    text = NS(hand_over=lambda engine: None, route=lambda up, stamp: None)
+    node = NS(get_clock=lambda: NS(now=lambda: NS(nanoseconds=int(5.05e9))))
+    mapping = _mapping()
+    worker = InferenceWorker(FakeEngine(heads, commanded=1), lambda: mapping,
+                             ChunkPlayer(2, dt=0.02, lower=LOWER, upper=UPPER), None, pubs, text,
+                             JOINTS, "stack the cups", "base", lambda *a: None, node,
+                             n_action_steps=5)
+    out = worker.frame(_pair())
+    [(chunk, by_head)] = published
+    assert list(by_head) == list(heads)
+    assert [c.shape for c in by_head.values()] == [(5, 2), (5, 2), (4, 2)]  # cut to 5, oft has 4
+    np.testing.assert_array_equal(chunk, by_head["gr00t"])  # the commanded head
+    np.testing.assert_array_equal(by_head["oft"], _mapping().to_robot(out.chunks["oft"]))
+    assert not np.allclose(by_head["pi_v3"], by_head["gr00t"])
+    assert PairInference().head_chunks(FakeEngine().step(None), mapping) == {}

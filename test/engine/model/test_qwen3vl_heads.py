@@ -140,3 +140,32 @@ def test_engine_chunks_equal_the_heads_on_the_prefill_hidden_states():
     # the query positions are the 9 placeholders just before the template's tail
     assert query_positions(torch.tensor([ids]), 2056, 9)[0].tolist() == \
         list(range(p - len(q.tail_ids) - 9, p - len(q.tail_ids)))
+
+
+def test_action_head_picks_the_commanded_chunk_and_nothing_else():
+    """EngineConfig.action_head: FrameOutput.actions is that head's chunk; every head's chunk is
+    the same as with the default (the choice changes what is commanded, not what is computed);
+    a head the model lacks is refused when the engine is built, naming its heads; it is fixed
+    while the engine runs; a one-expert model's head is "action"."""
+    mc = PRESETS["starvla-tiny-e4"]
+    model = init_qwen3vl(mc, seed=0)
+    stream = SyntheticStream(mc)
+    outs = {}
+    for head in ("", "oft"):
+        cfg = EngineConfig(decode_steps_per_frame=2, max_decode_steps=3, denoise_steps=2,
+                           action_head=head)
+        engine = Engine(mc, cfg, model=model, tokenizer=build_tiny_tokenizer(2048))
+        outs[head] = engine.step(stream.frame(0))
+    assert outs["oft"].actions is outs["oft"].chunks["oft"] and outs["oft"].actions.shape == (9, 7)
+    assert outs[""].actions is outs[""].chunks["pi_v3"]
+    for name in head_names(mc):
+        np.testing.assert_array_equal(outs["oft"].chunks[name], outs[""].chunks[name])
+    with pytest.raises(ValueError, match="action_head cannot change"):
+        engine.update_config(action_head="gr00t")
+    with pytest.raises(ValueError, match=r"'gr00t_2' is not a head .*pi_v3, gr00t, oft"):
+        Engine(mc, EngineConfig(action_head="gr00t_2"), model=model,
+               tokenizer=build_tiny_tokenizer(2048))
+    tiny = PRESETS["xr0-tiny"]
+    assert Engine(tiny, EngineConfig(action_head="action")).config.action_head == "action"
+    with pytest.raises(ValueError, match="its heads are action"):
+        Engine(tiny, EngineConfig(action_head="pi_v3"))
