@@ -140,6 +140,8 @@ def run(ctx: Context, spec: RunSpec, on_frame: Callable[[], None] | None = None,
         "kv_calls_ms": recorder.busy_s * 1e3 / len(measured) if recorder else None,
         "kv_replayed_ms": recorder.replay_s() * 1e3 / len(measured) if recorder else None,
         "max_batch": max(o.batch_size for o in measured),
+        # the hidden states the prefill keeps for StarVLA heads (buffers allocated once; 0 else)
+        "hidden_bytes": eng.runner.hidden_bytes,
         # from the separately micro-benchmarked stage costs and this run's schedule only
         "predicted_ms": predicted,
         "predicted_error": (abs(summ.frame_ms_mean - predicted) / predicted

@@ -105,11 +105,13 @@ def action_stage_ms(rows: list[dict[str, Any]]) -> float:
 
 def heads_comparison(results: dict[str, Any], presets: list[str]) -> str:
     """E = 2, 3, 4 side by side: the action stage per frame, what the added head(s) cost over
-    the preset with one head fewer, and oxygen's speedup at k=1, N=30 (the paper's in brackets)."""
+    the preset with one head fewer, the memory of the hidden states the prefill keeps for the
+    heads (ModelRunner.hidden_bytes, allocated once), and oxygen's speedup at k=1, N=30 (the
+    paper's in brackets)."""
     found = [p for p in presets if paper_key(p) in STARVLA_HEADS]
     found.sort(key=lambda p: STARVLA_HEADS[paper_key(p)][1])
     lines = ["| preset | heads (E) | action stage ms/frame | added head(s) ms/frame | "
-             "oxygen k=1 N=30 (paper) |", "|---|---|---|---|---|"]
+             "kept hidden states MB | oxygen k=1 N=30 (paper) |", "|---|---|---|---|---|---|"]
     prev = None
     for p in found:
         rows = _rows(results, p)
@@ -119,7 +121,9 @@ def heads_comparison(results: dict[str, Any], presets: list[str]) -> str:
         r = _find(rows, mode="oxygen", k=1, N=30, S=s)
         paper = PAPER[paper_key(p)].oxygen.get((30, 1))
         added = "-" if prev is None else f"{stage - prev:+.1f}"
-        lines.append(f"| {p} | {heads} ({e}) | {stage:.1f} | {added} | "
+        hidden = rows[0].get("hidden_bytes")
+        kept = "-" if hidden is None else f"{hidden / 1e6:.2f}"
+        lines.append(f"| {p} | {heads} ({e}) | {stage:.1f} | {added} | {kept} | "
                      f"{_x(r and r.get('speedup'))} ({_x(paper)}) |")
         prev = stage
     return ("What each extra head costs per frame (the action stage: one prefill's hidden states "

@@ -34,7 +34,7 @@ def test_starvla_presets_beside_their_paper_rows_and_the_heads_compared():
         for i, (mode, k) in enumerate((("isolated", None), ("oxygen", 1), ("oxygen", 5))):
             rows.append(dict(preset=preset, group="grid", mode=mode, k=k, N=30, S=4,
                              frame_ms_mean=100.0, speedup=1.0 if mode == "isolated" else 2.0 + i,
-                             stage_ms={"denoise": stage[i]}))
+                             stage_ms={"denoise": stage[i]}, hidden_bytes=590_000))
     rows.append(dict(rows[1], group="pattern:x", stage_ms={"denoise": 1000.0}))  # not a grid row
     results = {"rows": rows, "env": {"device": "cpu"}}
     text = report(results)
@@ -46,7 +46,7 @@ def test_starvla_presets_beside_their_paper_rows_and_the_heads_compared():
            heads_comparison(results, ["starvla-tiny-e4", "starvla-tiny", "starvla-tiny-e3"]).splitlines()
            if line.startswith("| starvla")}
     assert list(cmp) == ["| starvla-tiny", "| starvla-tiny-e3", "| starvla-tiny-e4"]
-    assert cmp["| starvla-tiny"][2:4] == ["12.0", "-"]  # median of 10, 12, 50
+    assert cmp["| starvla-tiny"][2:5] == ["12.0", "-", "0.59"]  # median of 10, 12, 50
     assert cmp["| starvla-tiny-e3"][2:4] == ["21.0", "+9.0"]
     assert cmp["| starvla-tiny-e4"][2:4] == ["26.0", "+5.0"]
     assert "What each extra head costs" not in report(results, ["starvla-tiny"])
