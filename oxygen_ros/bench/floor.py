@@ -11,12 +11,18 @@ is allocated; weights in the run's dtype):
   tokens' K/V written;
 - one batched decode step of B requests with C tokens of context each: the VLM expert's layers,
   the tied LM head (vocab x width: 257k x 2048 for pi0.5), B x C tokens of K/V read, B written.
-Each stage's bytes are shown as weights and attention (K/V) apart, so that measured / floor on a
-GPU tells a weight-bound stage from an attention-bound one; for the denoise step also the K/V
+StarVLA models (docs/starvla.md): the prefill also writes the hidden states it keeps for the
+heads; then each head in turn: a DiT's per-frame part (layer projections, cross K/V, what
+depends only on t or the state; the kept hidden states read, the cross K/V written) and its
+step (S times: the rest of its weights, the cross K/V read), OFT's MLP once; decode as above.
+Parameters of the Qwen3-VL family are counted on Qwen3VLModel, pi0.5's on MoTModel.
+Each stage's bytes are shown as weights, attention (K/V) and hidden states apart, so that
+measured / floor on a GPU tells a weight-bound stage from an attention-bound one; for the denoise step also the K/V
 the Triton kernels load (per-query: once per action query; query-tiled: once per BLOCK_M).
 Compute and launch overheads are ignored: a floor, not a prediction.
 
 `python -m oxygen_ros.bench.floor --preset pi05 --dtype bfloat16 --device thor --k 1 --N 30 --S 10`
+`python -m oxygen_ros.bench.floor --preset starvla --heads pi_v3,gr00t,oft --S 4` (E = 4)
 """
 from __future__ import annotations
 
