@@ -17,8 +17,9 @@ depends only on t or the state; the kept hidden states read, the cross K/V writt
 step (S times: the rest of its weights, the cross K/V read), OFT's MLP once; decode as above.
 Parameters of the Qwen3-VL family are counted on Qwen3VLModel, pi0.5's on MoTModel.
 Each stage's bytes are shown as weights, attention (K/V) and hidden states apart, so that
-measured / floor on a GPU tells a weight-bound stage from an attention-bound one; for the denoise step also the K/V
-the Triton kernels load (per-query: once per action query; query-tiled: once per BLOCK_M).
+measured / floor on a GPU tells a weight-bound stage from an attention-bound one; for the
+denoise step also the K/V the Triton kernels load (per-query: once per action query;
+query-tiled: once per BLOCK_M).
 Compute and launch overheads are ignored: a floor, not a prediction.
 
 `python -m oxygen_ros.bench.floor --preset pi05 --dtype bfloat16 --device thor --k 1 --N 30 --S 10`
@@ -33,10 +34,11 @@ import sys
 from dataclasses import dataclass
 
 import torch
+from torch import nn
 
 from ..engine.config import (DTYPES, PRESETS, STARVLA_GR00T, STARVLA_OFT, STARVLA_PI_V3,
-                             ModelConfig, frame_unsupported_reason, head_names, is_starvla,
-                             load_model_config)
+                             ExpertConfig, ModelConfig, frame_unsupported_reason, head_names,
+                             is_starvla, load_model_config)
 
 # GB/s (1e9 bytes/s) of memory bandwidth by a lower-case substring of the device name
 KNOWN_BANDWIDTH_GBS = {"thor": 273.0, "h200": 4800.0, "rtx 4090": 1008.0, "4090": 1008.0}
@@ -86,7 +88,7 @@ def no_floor_reason(config: ModelConfig) -> str | None:
     return None
 
 
-def _crossattn_group(head, name: str) -> str:
+def _crossattn_group(head: nn.Module, name: str) -> str:
     """per_frame / per_step for a CrossAttnHead parameter (positions apart). Once a frame: the
     projections and the cross blocks' K/V (crossattn_memory), and what depends only on t or the
     state (timestep MLP, every block's adaLN, the output adaLN, the state encoder: all S
@@ -102,7 +104,8 @@ def _crossattn_group(head, name: str) -> str:
     return "per_step"
 
 
-def _head_params(name: str, expert, head) -> HeadParams:
+def _head_params(name: str, expert: ExpertConfig, head: nn.Module) -> HeadParams:
+    """One head's parameters: OFT's all once a frame; a DiT's by _crossattn_group."""
     groups = dict(per_frame=0, per_step=0, unread=0)
     for pname, p in head.named_parameters():
         n = p.numel()
