@@ -11,12 +11,19 @@ is allocated; weights in the run's dtype):
   tokens' K/V written;
 - one batched decode step of B requests with C tokens of context each: the VLM expert's layers,
   the tied LM head (vocab x width: 257k x 2048 for pi0.5), B x C tokens of K/V read, B written.
-Each stage's bytes are shown as weights and attention (K/V) apart, so that measured / floor on a
-GPU tells a weight-bound stage from an attention-bound one; for the denoise step also the K/V
-the Triton kernels load (per-query: once per action query; query-tiled: once per BLOCK_M).
+StarVLA models (docs/starvla.md): the prefill also writes the hidden states it keeps for the
+heads; then each head in turn: a DiT's per-frame part (layer projections, cross K/V, what
+depends only on t or the state; the kept hidden states read, the cross K/V written) and its
+step (S times: the rest of its weights, the cross K/V read), OFT's MLP once; decode as above.
+Parameters of the Qwen3-VL family are counted on Qwen3VLModel, pi0.5's on MoTModel.
+Each stage's bytes are shown as weights, attention (K/V) and hidden states apart, so that
+measured / floor on a GPU tells a weight-bound stage from an attention-bound one; for the
+denoise step also the K/V the Triton kernels load (per-query: once per action query;
+query-tiled: once per BLOCK_M).
 Compute and launch overheads are ignored: a floor, not a prediction.
 
 `python -m oxygen_ros.bench.floor --preset pi05 --dtype bfloat16 --device thor --k 1 --N 30 --S 10`
+`python -m oxygen_ros.bench.floor --preset starvla --heads pi_v3,gr00t,oft --S 4` (E = 4)
 """
 from __future__ import annotations
 
@@ -27,8 +34,11 @@ import sys
 from dataclasses import dataclass
 
 import torch
+from torch import nn
 
-from ..engine.config import DTYPES, PRESETS, ModelConfig, is_starvla, load_model_config
+from ..engine.config import (DTYPES, PRESETS, STARVLA_GR00T, STARVLA_OFT, STARVLA_PI_V3,
+                             ExpertConfig, ModelConfig, frame_unsupported_reason, head_names,
+                             is_starvla, load_model_config)
 
 # GB/s (1e9 bytes/s) of memory bandwidth by a lower-case substring of the device name
 KNOWN_BANDWIDTH_GBS = {"thor": 273.0, "h200": 4800.0, "rtx 4090": 1008.0, "4090": 1008.0}
@@ -43,29 +53,115 @@ def known_bandwidth(device_name: str | None) -> float | None:
 
 
 @dataclass(frozen=True)
+class HeadParams:
+    """One StarVLA head's parameters by how often a frame reads them."""
+
+    name: str  # head_names: pi_v3, gr00t, oft, ...
+    kind: str  # hidden-crossattn or regress
+    per_frame: int  # once a frame (see count_params)
+    per_step: int  # every Euler step (0 for regress)
+    unread: int  # learned positions past the chunk: never read
+
+
+@dataclass(frozen=True)
 class ParamCounts:
     vision: int  # tower + projector
     vlm_layers: int  # expert 0's decoder layers and final norm
     lm_head: int  # tied embedding (vocab x width), read by every logits computation
     action_step: int  # action expert layers without adaRMS dense + action in/out projections
     adarms_once: int  # adaRMS dense layers + time MLP: once per S
+    heads: tuple[HeadParams, ...] = ()  # StarVLA heads, in frame order
+    unread: int = 0  # no stage reads them whole (an untied embedding: P rows a prefill)
+
+    @property
+    def total(self) -> int:
+        return (self.vision + self.vlm_layers + self.lm_head + self.action_step + self.adarms_once
+                + self.unread + sum(h.per_frame + h.per_step + h.unread for h in self.heads))
 
 
 def no_floor_reason(config: ModelConfig) -> str | None:
-    """Why this floor does not cover ``config`` (None: it does)."""
-    if is_starvla(config):
-        return (f"model {config.name!r}: its StarVLA heads are not MoT experts; the floor "
-                f"covers kv-layerwise action experts only (docs/starvla.md)")
+    """Why this floor does not cover ``config`` (None: it does): the models a frame cannot run
+    (kv-layerwise experts beside StarVLA heads)."""
+    reason = frame_unsupported_reason(config)
+    if reason:
+        return f"{reason}; the floor costs what a frame runs"
     return None
+
+
+def _crossattn_group(head: nn.Module, name: str) -> str:
+    """per_frame / per_step for a CrossAttnHead parameter (positions apart). Once a frame: the
+    projections and the cross blocks' K/V (crossattn_memory), and what depends only on t or the
+    state (timestep MLP, every block's adaLN, the output adaLN, the state encoder: all S
+    timesteps at once, as adarms_once for pi0.5); every step: the rest."""
+    top, _, rest = name.partition(".")
+    if top in ("projections", "time_in", "time_out", "out_ada", "state_in", "state_out"):
+        return "per_frame"
+    if top == "blocks":
+        block, _, leaf = rest.partition(".")
+        if leaf.startswith("ada.") or (int(block) in head.cross_blocks
+                                       and leaf.startswith(("to_k.", "to_v."))):
+            return "per_frame"
+    return "per_step"
+
+
+def _head_params(name: str, expert: ExpertConfig, head: nn.Module) -> HeadParams:
+    """One head's parameters: OFT's all once a frame; a DiT's by _crossattn_group."""
+    groups = dict(per_frame=0, per_step=0, unread=0)
+    for pname, p in head.named_parameters():
+        n = p.numel()
+        if expert.kind == "regress":
+            groups["per_frame"] += n
+        elif pname == "positions":  # the chunk's rows only
+            used = expert.head.horizon * p.shape[1]
+            groups["per_step"] += used
+            groups["unread"] += n - used
+        else:
+            groups[_crossattn_group(head, pname)] += n
+    return HeadParams(name, expert.kind, **groups)
+
+
+def _count_qwen3vl(config: ModelConfig, expert: int) -> ParamCounts:
+    from ..engine.model.qwen3vl import Qwen3VLModel
+
+    with torch.device("meta"):
+        model = Qwen3VLModel(config)
+    tied = config.qwen.tie_word_embeddings
+    groups = dict(vision=0, vlm_layers=0, lm_head=0, action_step=0, adarms_once=0, unread=0)
+    for name, p in model.named_parameters():
+        n = p.numel()
+        if name.startswith("visual."):
+            groups["vision"] += n
+        elif name == "language_model.embed_tokens.weight":
+            groups["lm_head" if tied else "unread"] += n
+        elif name.startswith(("language_model.", "lm_head.")):
+            groups["lm_head" if name.startswith("lm_head.") else "vlm_layers"] += n
+        elif name.startswith("experts."):
+            i = int(name.split(".")[1]) + 1
+            if config.action_experts[i - 1].kind != "kv-layerwise":
+                continue  # the heads below
+            if i != expert:
+                groups["unread"] += n
+            elif ".time_mlp" in name or ".state_proj." in name:
+                groups["adarms_once"] += n  # t (and the state) only: once per frame
+            else:
+                groups["action_step"] += n
+    heads = tuple(_head_params(name, e, model.experts[i])
+                  for i, (name, e) in enumerate(zip(head_names(config), config.action_experts))
+                  if e.kind != "kv-layerwise")
+    return ParamCounts(**groups, heads=heads)
 
 
 @functools.lru_cache(maxsize=8)
 def count_params(config: ModelConfig, expert: int = 1) -> ParamCounts:
+    """Parameters by what reads them, counted on the model built on the meta device (the
+    Qwen3-VL family's own modules, StarVLA heads included)."""
     from ..engine.model.mot import MoTModel
 
     reason = no_floor_reason(config)
     if reason:
         raise ValueError(reason)
+    if config.family == "qwen3vl":
+        return _count_qwen3vl(config, expert)
     with torch.device("meta"):
         model = MoTModel(config)
     groups = dict(vision=0, vlm_layers=0, lm_head=0, action_step=0, adarms_once=0)
@@ -84,7 +180,9 @@ def count_params(config: ModelConfig, expert: int = 1) -> ParamCounts:
     return ParamCounts(**groups)
 
 
-STAGES = ("prefill", "denoise_step", "adarms_once", "decode_step")
+STAGES = ("prefill", "denoise_step", "adarms_once", "decode_step")  # kv-layerwise models
+# how many times a frame runs each stage: "1", "S" (denoise steps) or "k" (decode steps)
+MOT_PER_FRAME = {"prefill": "1", "denoise_step": "S", "adarms_once": "1", "decode_step": "k"}
 
 
 def _elem(dtype: str) -> int:
@@ -94,26 +192,77 @@ def _elem(dtype: str) -> int:
     return getattr(torch, dtype).itemsize
 
 
+def head_stages(name: str) -> tuple[str, str]:
+    """A StarVLA DiT head's two stages: once a frame, once per Euler step."""
+    return f"head {name} (per frame)", f"head {name} step"
+
+
 def stage_bytes(config: ModelConfig, dtype: str, batch: int, context_tokens: int,
                 prefix_tokens: int | None = None) -> dict:
-    """Bytes moved by one prefill, one denoise step, adarms once per S, one decode step (each the
-    sum of its weight bytes and attention bytes, also returned apart as weights / attention)."""
+    """Bytes moved by each stage (``stages``, in frame order, each run ``per_frame`` times a
+    frame: 1, S or k), each the sum of its weight, attention (K/V) and hidden-state bytes, also
+    returned apart. kv-layerwise models: one prefill, one denoise step, adarms once per S, one
+    decode step. StarVLA models: one prefill (+ the hidden states it keeps for the heads), each
+    head's per-frame part and step (OFT: per frame only), one decode step."""
     elem = _elem(dtype)
     c = count_params(config)
     kv_token = config.depth * 2 * config.num_kv_heads * config.head_dim * elem
     p = config.max_prefix_tokens if prefix_tokens is None else prefix_tokens
-    h = config.action_horizon
-    weights = {"prefill": (c.vision + c.vlm_layers) * elem, "denoise_step": c.action_step * elem,
-               "adarms_once": c.adarms_once * elem,
-               "decode_step": (c.vlm_layers + c.lm_head) * elem}
-    # K/V through the pool: the prefix written; prefix + action tokens read once (all action
-    # queries share one block-table row) and the action tokens written; each request's context
-    # read and one token written
-    attention = {"prefill": p * kv_token, "denoise_step": (p + h) * kv_token + h * kv_token,
-                 "adarms_once": 0, "decode_step": batch * (context_tokens + 1) * kv_token}
-    out: dict = {key: weights[key] + attention[key] for key in STAGES}
-    out.update(kv_bytes_per_token=kv_token, weights=weights, attention=attention)
+    weights = {"prefill": (c.vision + c.vlm_layers) * elem}
+    attention = {"prefill": p * kv_token}
+    hidden = {"prefill": 0}
+    per_frame = {"prefill": "1"}
+    if not is_starvla(config):
+        h = config.action_horizon
+        layers = config.action_experts[0].num_layers or config.depth
+        kv_action = layers * 2 * config.num_kv_heads * config.head_dim * elem
+        weights.update(denoise_step=c.action_step * elem, adarms_once=c.adarms_once * elem)
+        # prefix + action tokens read once (all action queries share one block-table row) and
+        # the action tokens written, over the expert's layers
+        attention.update(denoise_step=(p + h) * kv_action + h * kv_action, adarms_once=0)
+        hidden.update(denoise_step=0, adarms_once=0)
+        per_frame.update(MOT_PER_FRAME)
+    else:
+        from ..engine.model.starvla_heads import crossattn_memory_bytes, kept_hidden_bytes
+
+        hidden["prefill"] = kept_hidden_bytes(config, p, elem)  # written for the heads
+        for e, hp in zip([e for e in config.action_experts if e.kind != "kv-layerwise"], c.heads):
+            once, step = head_stages(hp.name)
+            if e.kind == "regress":
+                once = f"head {hp.name}"
+                weights[once], attention[once] = hp.per_frame * elem, 0
+                hidden[once] = e.head.horizon * config.vlm.width * elem  # the query rows read
+                per_frame[once] = "1"
+                continue
+            memory = crossattn_memory_bytes(e, p, elem)
+            layers = e.num_layers if e.head.source == "layerwise" else 1
+            weights[once], weights[step] = hp.per_frame * elem, hp.per_step * elem
+            # cross K/V written once, read by every step; the kept hidden states read once
+            attention[once], attention[step] = memory, memory
+            hidden[once], hidden[step] = layers * p * config.vlm.width * elem, 0
+            per_frame[once], per_frame[step] = "1", "S"
+    weights["decode_step"] = (c.vlm_layers + c.lm_head) * elem
+    # each request's context read and one token written
+    attention["decode_step"] = batch * (context_tokens + 1) * kv_token
+    hidden["decode_step"] = 0
+    per_frame["decode_step"] = "k"
+    stages = tuple(per_frame)
+    out: dict = {key: weights[key] + attention[key] + hidden[key] for key in stages}
+    out.update(kv_bytes_per_token=kv_token, weights=weights, attention=attention, hidden=hidden,
+               stages=stages, per_frame=per_frame)
     return out
+
+
+def frame_bytes(b: dict, k: int, s: int, what: tuple[str, ...] = ("1", "S", "k")) -> int:
+    """Bytes of a frame's stages whose per-frame count is in ``what``, times that count."""
+    times = {"1": 1, "S": s, "k": k}
+    return sum(b[st] * times[n] for st, n in b["per_frame"].items() if n in what)
+
+
+def action_bytes(b: dict, s: int) -> int:
+    """Bytes of a frame's action stage with S steps (everything but the prefill and decode)."""
+    return sum(b[st] * (s if n == "S" else 1) for st, n in b["per_frame"].items()
+               if st not in ("prefill", "decode_step"))
 
 
 def denoise_kv_loads(config: ModelConfig, dtype: str, prefix_tokens: int | None = None) -> dict:
@@ -128,7 +277,8 @@ def denoise_kv_loads(config: ModelConfig, dtype: str, prefix_tokens: int | None 
     elem = _elem(dtype)
     p = config.max_prefix_tokens if prefix_tokens is None else prefix_tokens
     h = config.action_horizon
-    one_pass = config.depth * 2 * config.num_kv_heads * config.head_dim * elem * (p + h)
+    layers = config.action_experts[0].num_layers or config.depth
+    one_pass = layers * 2 * config.num_kv_heads * config.head_dim * elem * (p + h)
     heads = getattr(config.action_experts[0], "num_heads", None) or config.num_heads
     launch = tiled_launch(heads, config.num_kv_heads, config.head_dim, 16, getattr(torch, dtype))
     block_m = dict(launch.constexprs)["BLOCK_M"]
@@ -139,32 +289,36 @@ def denoise_kv_loads(config: ModelConfig, dtype: str, prefix_tokens: int | None 
 
 def floor_table(config: ModelConfig, dtype: str, bandwidth_gbs: float, k: int, n: int, s: int,
                 batch: int | None = None, context_tokens: int | None = None) -> dict:
-    """Floor ms per stage and the oxygen frame at (k, N, S): one prefill, S denoise steps, k
-    decode steps of the steady-state batch ceil(N / k) (one request born per frame)."""
+    """Floor ms per stage and the oxygen frame at (k, N, S): one prefill, the action stage (S
+    denoise steps; StarVLA: each head in turn, S steps per DiT), k decode steps of the
+    steady-state batch ceil(N / k) (one request born per frame)."""
     batch = batch or -(-n // k)
     ctx = context_tokens if context_tokens is not None else config.max_prefix_tokens + n
     b = stage_bytes(config, dtype, batch, ctx)
-    ms = {key: b[key] / (bandwidth_gbs * 1e9) * 1e3 for key in STAGES}
-    frame = ms["prefill"] + ms["adarms_once"] + s * ms["denoise_step"] + k * ms["decode_step"]
+    ms = {key: b[key] / (bandwidth_gbs * 1e9) * 1e3 for key in b["stages"]}
+    frame = frame_bytes(b, k, s) / (bandwidth_gbs * 1e9) * 1e3
     return {"preset": config.name, "dtype": dtype, "bandwidth_gbs": bandwidth_gbs, "k": k, "N": n,
             "S": s, "batch": batch, "context_tokens": ctx, "bytes": b, "floor_ms": ms,
             "frame_floor_ms": frame, "action_hz_ceiling": 1e3 / frame,
             "tokens_per_s_ceiling": batch * k * 1e3 / frame,
-            "denoise_kv_loads": denoise_kv_loads(config, dtype)}
+            "action_floor_ms": action_bytes(b, s) / (bandwidth_gbs * 1e9) * 1e3,
+            "denoise_kv_loads": None if is_starvla(config) else denoise_kv_loads(config, dtype)}
 
 
 def ratios(micro: dict, config: ModelConfig, dtype: str, bandwidth_gbs: float) -> list[dict]:
-    """measured / floor for oxygen-bench's stage micro-benchmarks (bench.sweep.stage_micro)."""
+    """measured / floor for oxygen-bench's stage micro-benchmarks (bench.sweep.stage_micro);
+    its denoise_ms is the frame's whole action stage (StarVLA: every head in turn)."""
     out = []
     ctx = micro.get("context_tokens", config.max_prefix_tokens)
     gbs = bandwidth_gbs * 1e9
+    b = stage_bytes(config, dtype, 1, ctx)
+    action = "heads" if is_starvla(config) else "denoise"
     if "prefill_ms" in micro:
-        floor = stage_bytes(config, dtype, 1, ctx)["prefill"] / gbs * 1e3
-        out.append({"stage": "prefill", "measured_ms": micro["prefill_ms"], "floor_ms": floor})
+        out.append({"stage": "prefill", "measured_ms": micro["prefill_ms"],
+                    "floor_ms": b["prefill"] / gbs * 1e3})
     for s, ms in micro.get("denoise_ms", {}).items():
-        b = stage_bytes(config, dtype, 1, ctx)
-        floor = (int(s) * b["denoise_step"] + b["adarms_once"]) / gbs * 1e3
-        out.append({"stage": f"denoise S={s}", "measured_ms": ms, "floor_ms": floor})
+        out.append({"stage": f"{action} S={s}", "measured_ms": ms,
+                    "floor_ms": action_bytes(b, int(s)) / gbs * 1e3})
     for bsz, ms in micro.get("ms_per_step", {}).items():
         floor = stage_bytes(config, dtype, int(bsz), ctx)["decode_step"] / gbs * 1e3
         out.append({"stage": f"decode step batch {bsz}", "measured_ms": ms, "floor_ms": floor})
@@ -173,19 +327,28 @@ def ratios(micro: dict, config: ModelConfig, dtype: str, bandwidth_gbs: float) -
     return out
 
 
+def _times(table: dict, times: str) -> str:
+    return "x 1" if times == "1" else f"x {times} = {table[times]}"
+
+
 def markdown(table: dict, measured: list[dict] | None = None) -> str:
     t = table
     lines = [f"Bandwidth floor: {t['preset']} {t['dtype']} at {t['bandwidth_gbs']:g} GB/s "
              f"(k={t['k']} N={t['N']} S={t['S']}, decode batch {t['batch']}, "
              f"{t['context_tokens']} tokens of context)\n",
              "| stage | GB read/written | weights GB | attention K/V GB | floor ms | "
-             "attention ms |", "| --- | --- | --- | --- | --- | --- |"]
+             "attention ms | hidden states GB | per frame |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     gbs = t["bandwidth_gbs"] * 1e9
-    for key in STAGES:
-        att = t["bytes"]["attention"][key]
-        lines.append(f"| {key} | {t['bytes'][key] / 1e9:.3f} | {t['bytes']['weights'][key] / 1e9:.3f} "
-                     f"| {att / 1e9:.4f} | {t['floor_ms'][key]:.2f} | {att / gbs * 1e3:.3f} |")
-    lines.append(f"\nFrame floor {t['frame_floor_ms']:.1f} ms: at most {t['action_hz_ceiling']:.1f} Hz "
+    b = t["bytes"]
+    for key in b["stages"]:
+        att = b["attention"][key]
+        times = b["per_frame"][key]
+        lines.append(f"| {key} | {b[key] / 1e9:.3f} | {b['weights'][key] / 1e9:.3f} "
+                     f"| {att / 1e9:.4f} | {t['floor_ms'][key]:.2f} | {att / gbs * 1e3:.3f} "
+                     f"| {b['hidden'][key] / 1e9:.4f} | {_times(t, times)} |")
+    lines.append(f"\nFrame floor {t['frame_floor_ms']:.1f} ms (action stage "
+                 f"{t['action_floor_ms']:.1f} ms): at most {t['action_hz_ceiling']:.1f} Hz "
                  f"actions with {t['tokens_per_s_ceiling']:.0f} tokens/s.")
     kv = t.get("denoise_kv_loads")
     if kv:
@@ -203,6 +366,28 @@ def markdown(table: dict, measured: list[dict] | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
+# --heads: the full-size StarVLA heads (engine/config.py) by head name
+FULL_SIZE_HEADS = {"pi_v3": STARVLA_PI_V3, "gr00t": STARVLA_GR00T, "oft": STARVLA_OFT}
+
+
+def with_heads(config: ModelConfig, names: str) -> ModelConfig:
+    """``config`` with its action experts replaced by the full-size StarVLA heads ``names``
+    (comma-separated, in frame order: ``pi_v3,gr00t,oft`` is E = 4); ValueError where they do
+    not fit the backbone."""
+    picked = [x.strip() for x in names.split(",") if x.strip()]
+    unknown = [x for x in picked if x not in FULL_SIZE_HEADS]
+    if not picked or unknown:
+        raise ValueError(f"--heads takes a comma-separated list of {sorted(FULL_SIZE_HEADS)}, "
+                         f"got {names!r}")
+    if config.family != "qwen3vl":
+        raise ValueError(f"StarVLA heads need a Qwen3-VL backbone; {config.name!r} is "
+                         f"{config.family}")
+    out = config.replace(name=f"{config.name}[{'+'.join(picked)}]",
+                         action_experts=tuple(FULL_SIZE_HEADS[x] for x in picked))
+    count_params(out)  # builds the heads on meta: a head that does not fit the backbone says so
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--preset", default="pi05", choices=sorted(PRESETS))
@@ -214,21 +399,26 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--N", type=int, default=30)
     p.add_argument("--S", type=int, default=10)
     p.add_argument("--batch", type=int, default=None, help="decode batch (default ceil(N/k))")
+    p.add_argument("--heads", default=None,
+                   help="replace the preset's action experts by these full-size StarVLA heads, "
+                        "in frame order (pi_v3, gr00t, oft; e.g. pi_v3,gr00t,oft is E = 4)")
     p.add_argument("--json", action="store_true")
     a = p.parse_args(argv)
     bw = a.bandwidth_gbs or known_bandwidth(a.device)
     if bw is None:
         p.error(f"unknown device {a.device!r}: pass --bandwidth-gbs")
     config = load_model_config(a.preset, a.model_config)
+    if a.heads:
+        try:
+            config = with_heads(config, a.heads)
+        except ValueError as err:
+            p.error(str(err))
     if no_floor_reason(config):
         p.error(no_floor_reason(config))
     table = floor_table(config, a.dtype, bw, a.k, a.N, a.S, a.batch)
     print(json.dumps(table, indent=1) if a.json else markdown(table), end="")
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())
 
 
 def report_section(results: dict, bandwidth_gbs: float | None, model_config: str | None = None) -> str:
@@ -245,8 +435,15 @@ def report_section(results: dict, bandwidth_gbs: float | None, model_config: str
         if not isinstance(micro, dict) or "ms_per_step" not in micro:
             continue
         cfg = load_model_config(preset, model_config)
+        if no_floor_reason(cfg):
+            md.append(f"{preset}: no floor ({no_floor_reason(cfg)}).\n")
+            continue
         table = floor_table(cfg, env["dtype"], bw, 1, 30, 10)
         measured = ratios(micro, cfg, env["dtype"], bw)
         results["floor"][preset] = {"table": table, "ratios": measured}
         md.append(markdown(table, measured))
     return "\n".join(md)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -18,6 +18,16 @@ def test_every_parameter_is_in_one_group():
             total = sum(p.numel() for p in MoTModel(PRESETS[name]).parameters())
         c = count_params(PRESETS[name])
         assert c.vision + c.vlm_layers + c.lm_head + c.action_step + c.adarms_once == total
+    # the Qwen3-VL family on its own model: the DiT's 2 layers, not one per backbone layer
+    from oxygen_ros.engine.model.qwen3vl import Qwen3VLModel
+
+    cfg = PRESETS["xr0-tiny"]
+    with torch.device("meta"):
+        model = Qwen3VLModel(cfg)
+    c = count_params(cfg)
+    assert c.total == sum(p.numel() for p in model.parameters()) and c.unread == 0
+    assert c.action_step + c.adarms_once == sum(p.numel() for p in model.experts[0].parameters())
+    assert c.vlm_layers == sum(p.numel() for p in model.language_model.parameters()) - c.lm_head
 
 
 def test_pi05_on_thor():
@@ -88,3 +98,144 @@ def test_denoise_kv_loads_per_kernel():
     assert kv["block_m"] == 4 and kv["tiles"] == 13 and kv["tiled"] == 13 * kv["one_pass"]
     assert "query-tiled (BLOCK_M 4, 13 tiles) 0.244 GB" in markdown(
         floor_table(PRESETS["pi05"], "bfloat16", 273.0, 1, 30, 10))
+
+
+# ---- StarVLA heads (docs/starvla.md) ----------------------------------------------------------
+def _linear(i: int, o: int) -> int:
+    return i * o + o
+
+
+def _tiny_head_groups(cfg, e) -> tuple[int, int, int]:
+    """(per frame, per step, unread) parameters of a tiny head from its config's shapes alone:
+    once a frame the projections, the cross blocks' K/V, the timestep MLP, the adaLNs and the
+    state encoder; the learned positions past the chunk never; every step the rest."""
+    w, v, h = e.width, cfg.vlm.width, e.head
+    if e.kind == "regress":
+        hid = e.mlp_dim
+        once = 2 * v + _linear(v, hid) + e.num_layers * (2 * hid + _linear(hid, hid)) + 2 * hid \
+            + _linear(hid, h.action_dim)
+        return once, 0, 0
+    cross = [i for i in range(e.num_layers) if not (h.interleave_self_attention and i % 2)]
+    kv = w if h.source == "layerwise" else v
+    once = len(cross) * 2 * _linear(kv, w) + e.num_layers * _linear(w, 2 * w) \
+        + _linear(h.time_channels, w) + _linear(w, w)
+    if h.source == "layerwise":
+        once += len(cross) * (2 * v + _linear(v, w))
+    if h.output_dim:
+        once += _linear(w, 2 * w)
+    if h.state_dim:
+        once += _linear(h.state_dim, h.mlp_hidden) + _linear(h.mlp_hidden, w)
+    selfs = e.num_layers - len(cross)
+    step = e.num_layers * (2 * _linear(w, w) + _linear(w, e.mlp_dim) + _linear(e.mlp_dim, w)) \
+        + selfs * 2 * _linear(w, w) + _linear(h.action_dim, w) + _linear(2 * w, w) + _linear(w, w) \
+        + h.horizon * w + h.future_tokens * w + _linear(h.output_dim or w, h.mlp_hidden) \
+        + _linear(h.mlp_hidden, h.action_dim)
+    if h.output_dim:
+        step += _linear(w, h.output_dim)
+    return once, step, (h.max_positions - h.horizon) * w
+
+
+def test_starvla_heads_counted_by_what_reads_them():
+    """Each tiny head's parameters split into per frame / per step / unread as its shapes say,
+    and with the backbone they add up to the Qwen3-VL model's parameters (meta device)."""
+    import torch
+
+    from oxygen_ros.engine.model.qwen3vl import Qwen3VLModel
+
+    cfg = PRESETS["starvla-tiny-e4"]
+    c = count_params(cfg)
+    assert [h.name for h in c.heads] == ["pi_v3", "gr00t", "oft"]
+    for hp, e in zip(c.heads, cfg.action_experts):
+        assert (hp.per_frame, hp.per_step, hp.unread) == _tiny_head_groups(cfg, e), hp.name
+    with torch.device("meta"):
+        total = sum(p.numel() for p in Qwen3VLModel(cfg).parameters())
+    assert c.total == total and c.action_step == c.adarms_once == 0
+    # the backbone is the same whatever heads run
+    c2 = count_params(PRESETS["starvla-tiny"])
+    assert (c2.vision, c2.vlm_layers, c2.lm_head) == (c.vision, c.vlm_layers, c.lm_head)
+
+
+def test_starvla_stage_bytes_from_shapes():
+    """starvla-tiny-e4 in float32: the prefill writes the pool K/V and the kept hidden states (the
+    last 4 layers over the prefix + OFT's 9 query rows); a DiT head reads its per-frame weights
+    and the kept hidden states once, writes its cross K/V; every step reads its step weights and
+    that K/V; OFT reads its MLP once; the frame is prefill + heads (S steps each) + k decodes."""
+    cfg = PRESETS["starvla-tiny-e4"]
+    p, v, f = cfg.max_prefix_tokens, cfg.vlm.width, 4
+    b = stage_bytes(cfg, "float32", 30, p + 30)
+    assert b["stages"] == ("prefill", "head pi_v3 (per frame)", "head pi_v3 step",
+                           "head gr00t (per frame)", "head gr00t step", "head oft", "decode_step")
+    assert b["hidden"]["prefill"] == (4 * p + 9) * v * f
+    pi, gr, oft = cfg.action_experts
+    for e, name, layers, cross in ((pi, "pi_v3", 4, 4), (gr, "gr00t", 1, 2)):
+        once, step, _ = _tiny_head_groups(cfg, e)
+        kv = 2 * cross * p * e.width * f
+        assert b["weights"][f"head {name} (per frame)"] == once * f
+        assert b["attention"][f"head {name} (per frame)"] == kv
+        assert b["hidden"][f"head {name} (per frame)"] == layers * p * v * f
+        assert b[f"head {name} step"] == step * f + kv
+    assert b["head oft"] == _tiny_head_groups(cfg, oft)[0] * f + 9 * v * f
+    t = floor_table(cfg, "float32", 10.0, 2, 30, 4)
+    frame = b["prefill"] + b["head pi_v3 (per frame)"] + 4 * b["head pi_v3 step"] \
+        + b["head gr00t (per frame)"] + 4 * b["head gr00t step"] + b["head oft"] \
+        + 2 * stage_bytes(cfg, "float32", 15, p + 30)["decode_step"]
+    assert t["frame_floor_ms"] == pytest.approx(frame / 10e9 * 1e3)
+    assert t["denoise_kv_loads"] is None
+
+
+def test_each_starvla_head_adds_to_the_frame():
+    """E = 2 < 3 < 4 in frame and action-stage bytes; the head rows in the table; the same
+    prefill weights and decode step."""
+    tables = [floor_table(PRESETS[n], "bfloat16", 273.0, 1, 30, 4)
+              for n in ("starvla-tiny", "starvla-tiny-e3", "starvla-tiny-e4")]
+    frames = [t["frame_floor_ms"] for t in tables]
+    actions = [t["action_floor_ms"] for t in tables]
+    assert frames[0] < frames[1] < frames[2] and actions[0] < actions[1] < actions[2]
+    assert len({t["floor_ms"]["decode_step"] for t in tables}) == 1
+    text = markdown(tables[2])
+    e2 = markdown(tables[0])
+    for row in ("| head pi_v3 (per frame) |", "| head pi_v3 step |"):
+        assert row in text and row in e2
+    for row in ("| head gr00t (per frame) |", "| head gr00t step |", "| head oft |"):
+        assert row in text and row not in e2
+    assert "| x S = 4 |" in text and "| x k = 1 |" in text
+
+
+def test_starvla_floor_no_longer_refused_mixed_still_is(capsys):
+    """The floor covers the StarVLA presets (it refused them before); a model with a
+    kv-layerwise expert beside StarVLA heads, which the engine refuses too, is refused with the
+    reason; --heads refuses what does not fit."""
+    from oxygen_ros.bench.floor import main, no_floor_reason, with_heads
+    from oxygen_ros.engine.config import STARVLA_TINY_PI_V3
+
+    for name in ("starvla-tiny", "starvla-tiny-e3", "starvla-tiny-e4", "starvla"):
+        assert no_floor_reason(PRESETS[name]) is None
+    assert main(["--preset", "starvla-tiny-e3", "--S", "4"]) == 0
+    assert "| head gr00t step |" in capsys.readouterr().out
+    mixed = PRESETS["xr0-tiny"].replace(
+        action_experts=(PRESETS["xr0-tiny"].action_experts[0], STARVLA_TINY_PI_V3),
+        action_horizon=16, action_dim=7)
+    assert "not both" in no_floor_reason(mixed)
+    with pytest.raises(ValueError, match="not both"):
+        count_params(mixed)
+    for preset, heads, words in (("starvla", "pi_v3,bogus", "comma-separated"),
+                                 ("pi05", "oft", "Qwen3-VL backbone")):
+        with pytest.raises(ValueError, match=words):
+            with_heads(PRESETS[preset], heads)
+
+
+def test_starvla_ratios_and_report_section():
+    """oxygen-bench's micro-benchmark of a StarVLA preset: its action stage (every head in turn)
+    against the heads' floor at that S; prefill and decode as for pi0.5."""
+    from oxygen_ros.bench.floor import action_bytes
+
+    cfg = PRESETS["starvla-tiny-e4"]
+    micro = {"context_tokens": 40, "prefill_ms": 2.0, "denoise_ms": {"4": 5.0},
+             "ms_per_step": {"1": 1.0}}
+    r = ratios(micro, cfg, "float32", 10.0)
+    assert [x["stage"] for x in r] == ["prefill", "heads S=4", "decode step batch 1"]
+    assert r[1]["floor_ms"] == pytest.approx(
+        action_bytes(stage_bytes(cfg, "float32", 1, 40), 4) / 10e9 * 1e3)
+    results = {"env": {"cpu": "some cpu", "dtype": "float32"},
+               "decode_micro": {"starvla-tiny-e4": micro}}
+    assert "| heads S=4 |" in report_section(results, 10.0)
