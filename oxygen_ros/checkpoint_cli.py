@@ -79,8 +79,9 @@ def inspect(folder: str | Path, tokenizer: str | None = None, asset_id: str | No
 def _print(r: dict) -> None:
     rows = [("checkpoint", f"{r['checkpoint']} ({r.get('format', '?')})")]
     if r.get("format") == "qwen3vl" and "model" in r:
-        rows += [("model", r["model"]), ("action expert", r["action_expert"]),
-                 ("weights", r["weights"])]
+        rows += [("model", r["model"])]
+        rows += [("head", h) for h in r["heads"]]
+        rows += [("action expert", r["action_expert"]), ("weights", r["weights"])]
     elif "model" in r:
         cams = ", ".join(r["camera_keys"])
         rows += [("model", r["model"]), ("cameras", cams),
