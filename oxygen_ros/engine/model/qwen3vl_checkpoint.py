@@ -1,6 +1,6 @@
 """Qwen3-VL folders: transformers' config <-> ModelConfig, a ``save_pretrained`` folder as the
-backbone, and the action experts' own files (``action_expert.safetensors`` + ``action_expert.json``):
-the Xiaomi-Robotics-0 DiT or StarVLA's heads (docs/checkpoints.md, "StarVLA checkpoints").
+backbone, and the action experts' own files (``action_expert.safetensors`` and
+``action_expert.json``): the Xiaomi-Robotics-0 DiT or StarVLA's heads (docs/checkpoints.md, "StarVLA checkpoints").
 
 No Xiaomi-Robotics-0 or StarVLA checkpoint is reachable here, so the experts' files are written by
 ``save_action_expert`` (our layout). The JSON holds every ModelConfig field config.json does not
@@ -288,6 +288,33 @@ def load_qwen3vl_folder(folder: str | Path, base: ModelConfig | None = None,
     return mc, model.to(dtype).eval()
 
 
+def qwen3vl_info(folder: str | Path, mc: ModelConfig):
+    """The CheckpointInfo of a Qwen3-VL folder: no statistics, no named cameras or joints (the
+    random presets' camera0.. keys; the robot's joint limits normalise), every chunk step run."""
+    from .formats import CheckpointInfo
+
+    size = mc.vision.image_size
+    cameras = tuple(f"camera{i}" for i in range(mc.num_cameras))
+    return CheckpointInfo(Path(folder), "qwen3vl", cameras, None, None, 0, (size, size), ())
+
+
+def open_qwen3vl_folder(folder: str | Path, device: str | torch.device = "cpu",
+                        dtype: torch.dtype | str = torch.float32, tokenizer=None):
+    """open_checkpoint for a Qwen3-VL folder (the node's model.checkpoint, oxygen-demo's
+    --checkpoint): its config and experts' files checked, then its tokenizer (given, or
+    tokenizer.json / tokenizer.model next to it: never a made-up vocabulary), then the weights."""
+    from .checkpoint import Checkpoint, resolve_tokenizer
+
+    if isinstance(dtype, str):
+        dtype = getattr(torch, dtype)
+    folder = Path(folder)
+    mc = folder_config(folder)
+    info = qwen3vl_info(folder, mc)
+    tok, source = resolve_tokenizer(folder, mc, info, tokenizer)
+    _, model = load_qwen3vl_folder(folder, dtype=dtype)
+    return Checkpoint(model.to(device).requires_grad_(False), mc, tok, source, None, info)
+
+
 def init_qwen3vl(config: ModelConfig, seed: int = 0, device: str | torch.device = "cpu",
                  dtype: torch.dtype = torch.float32):
     """Deterministic random Qwen3-VL + DiT (same seed -> same weights on any device), by
@@ -346,12 +373,14 @@ def describe_heads(mc: ModelConfig) -> list[str]:
     return lines
 
 
-def inspect_qwen3vl(folder: str | Path) -> dict[str, Any]:
+def inspect_qwen3vl(folder: str | Path, tokenizer: str | None = None) -> dict[str, Any]:
     """oxygen-inspect's view of a Qwen3-VL folder from the safetensors headers alone: the
-    ModelConfig it maps to (with our expert JSON), its heads, whether every backbone tensor
-    and every head tensor has our key and shape."""
+    ModelConfig it maps to (with our expert JSON), its heads, the tokenizer found (``tokenizer``
+    given, or next to the folder), whether every backbone tensor and every head tensor has our
+    key and shape."""
     from safetensors import safe_open
 
+    from .checkpoint import resolve_tokenizer
     from .qwen3vl import Qwen3VLModel
 
     folder = Path(folder)
@@ -363,6 +392,12 @@ def inspect_qwen3vl(folder: str | Path) -> dict[str, Any]:
         return out
     out["config"] = mc
     out["heads"] = describe_heads(mc)
+    try:
+        tok, source = resolve_tokenizer(folder, mc, qwen3vl_info(folder, mc), tokenizer)
+        out["tokenizer"] = f"{source} ({tok.vocab_size} tokens)"
+    except (ValueError, OSError) as err:
+        out["tokenizer"] = "NOT FOUND"
+        out["problems"].append(str(err))
     with torch.device("meta"):
         shapes = {k: tuple(v.shape) for k, v in Qwen3VLModel(mc).state_dict().items()}
     files = sorted(folder.glob("model*.safetensors"))

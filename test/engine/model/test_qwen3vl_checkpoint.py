@@ -20,6 +20,7 @@ from oxygen_ros.engine.model.qwen3vl_checkpoint import (EXPERT_CONFIG, EXPERT_FI
                                                         save_qwen3vl_folder)
 from oxygen_ros.engine.synthetic import SyntheticStream
 from oxygen_ros.engine.tokenizer import build_tiny_tokenizer
+from oxygen_ros.robot.build import ModelSource, build_engine
 
 MC = PRESETS["starvla-tiny-e4"]  # PI_v3 + GR00T + OFT on xr0-tiny's backbone
 TOKENIZER = build_tiny_tokenizer(2048)  # the random presets' vocabulary, shared by both engines
@@ -31,14 +32,16 @@ def saved(tmp_path_factory):
     model = init_qwen3vl(MC, seed=3)
     folder = tmp_path_factory.mktemp("starvla")
     save_qwen3vl_folder(model, folder)
+    TOKENIZER.save(folder)  # a real folder holds its processor's tokenizer.json beside config.json
     return model, folder
 
 
-def _frame_chunks(mc, model) -> dict[str, np.ndarray]:
-    cfg = EngineConfig(mode="oxygen", decode_steps_per_frame=1, max_decode_steps=2,
-                       denoise_steps=4, max_active_requests=2)
-    engine = Engine(mc, cfg, model=model, tokenizer=TOKENIZER)
-    return engine.step(SyntheticStream(mc, num_joints=7).frame(0)).chunks
+CFG = EngineConfig(mode="oxygen", decode_steps_per_frame=1, max_decode_steps=2, denoise_steps=4,
+                   max_active_requests=2)
+
+
+def _frame_chunks(engine) -> dict[str, np.ndarray]:
+    return engine.step(SyntheticStream(MC, num_joints=7).frame(0)).chunks
 
 
 def test_folder_is_a_transformers_backbone_plus_our_head_files(saved):
@@ -63,7 +66,12 @@ def test_starvla_folder_loads_as_the_same_model_and_frame(saved):
     assert set(got) == set(want)
     for k, v in want.items():
         assert torch.equal(got[k], v), k
-    ref, out = _frame_chunks(MC, model), _frame_chunks(mc, loaded)
+    # the node's model.checkpoint / oxygen-demo's --checkpoint: robot.build.build_engine
+    built = build_engine(ModelSource(checkpoint=str(folder)), CFG)
+    assert built.engine.model_config == MC and built.tokenizer_source == str(folder)
+    assert built.camera_keys == ("camera0", "camera1") and built.norm is None
+    ref = _frame_chunks(Engine(MC, CFG, model=model, tokenizer=TOKENIZER))
+    out = _frame_chunks(built.engine)
     assert tuple(out) == tuple(ref) == head_names(MC) == ("pi_v3", "gr00t", "oft")
     for name in ref:
         np.testing.assert_array_equal(out[name], ref[name], err_msg=name)
@@ -78,6 +86,7 @@ def test_oxygen_inspect_reports_the_heads(saved):
     assert [h.split(":")[0] for h in heads] == ["pi_v3", "gr00t", "oft"]
     assert "hidden-crossattn" in heads[0] and "16 x 7" in heads[0] and "regress" in heads[2]
     assert "tensors match" in report["action_expert"]
+    assert report["tokenizer"].startswith(str(folder))
 
 
 def _copy(folder, dst):
@@ -120,3 +129,9 @@ def test_a_head_file_that_does_not_fit_its_config_is_refused(saved, tmp_path):
     with pytest.raises(ValueError, match="action_query_ids"):
         load_qwen3vl_folder(noq)
     assert any("action_query_ids" in p for p in inspect(noq)["problems"])
+    # no tokenizer beside the weights: refused before a weight is read, never a made-up one
+    notok = _copy(folder, tmp_path / "notok")
+    (notok / "tokenizer.json").unlink()
+    with pytest.raises(ValueError, match="no tokenizer found"):
+        build_engine(ModelSource(checkpoint=str(notok)), CFG)
+    assert inspect(notok)["tokenizer"] == "NOT FOUND"
