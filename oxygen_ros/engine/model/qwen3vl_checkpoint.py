@@ -1,6 +1,7 @@
 """Qwen3-VL folders: transformers' config <-> ModelConfig, a ``save_pretrained`` folder as the
 backbone, and the action experts' own files (``action_expert.safetensors`` and
-``action_expert.json``): the Xiaomi-Robotics-0 DiT or StarVLA's heads (docs/checkpoints.md, "StarVLA checkpoints").
+``action_expert.json``): the Xiaomi-Robotics-0 DiT or StarVLA's heads (docs/checkpoints.md,
+"StarVLA checkpoints").
 
 No Xiaomi-Robotics-0 or StarVLA checkpoint is reachable here, so the experts' files are written by
 ``save_action_expert`` (our layout). The JSON holds every ModelConfig field config.json does not
