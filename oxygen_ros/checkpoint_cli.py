@@ -1,4 +1,5 @@
-"""oxygen-inspect CHECKPOINT: what a LeRobot / openpi pi0.5 folder holds and whether it will load.
+"""oxygen-inspect CHECKPOINT: what a LeRobot / openpi pi0.5 folder (or a Qwen3-VL folder with our
+action experts' files: its heads) holds and whether it will load.
 
 Prints the format, model shape, camera keys, state/action sizes, normalisation statistics, the
 tokenizer found (or where it looked and how to provide one), parameter count and bytes, and checks
@@ -34,7 +35,7 @@ def inspect(folder: str | Path, tokenizer: str | None = None, asset_id: str | No
     from .engine.model.qwen3vl_checkpoint import inspect_qwen3vl, is_qwen3vl_folder
 
     if is_qwen3vl_folder(folder):  # a transformers Qwen3-VL save_pretrained folder
-        report.update(inspect_qwen3vl(folder))
+        report.update(inspect_qwen3vl(folder, tokenizer))
         if "config" in report:
             report["model"] = _shape(report.pop("config"))
         return report
@@ -79,7 +80,9 @@ def inspect(folder: str | Path, tokenizer: str | None = None, asset_id: str | No
 def _print(r: dict) -> None:
     rows = [("checkpoint", f"{r['checkpoint']} ({r.get('format', '?')})")]
     if r.get("format") == "qwen3vl" and "model" in r:
-        rows += [("model", r["model"]), ("action expert", r["action_expert"]),
+        rows += [("model", r["model"])]
+        rows += [("head", h) for h in r["heads"]]
+        rows += [("tokenizer", r["tokenizer"]), ("action expert", r["action_expert"]),
                  ("weights", r["weights"])]
     elif "model" in r:
         cams = ", ".join(r["camera_keys"])
@@ -105,7 +108,8 @@ def _print(r: dict) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="oxygen-inspect", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("checkpoint", help="LeRobot or openpi pi0.5 checkpoint folder")
+    ap.add_argument("checkpoint", help="LeRobot or openpi pi0.5 checkpoint folder, "
+                    "or a Qwen3-VL folder (docs/checkpoints.md)")
     ap.add_argument("--tokenizer", default=None, help="tokenizer.model / tokenizer.json file, a folder "
                     "with one, or a Hugging Face repo id in the local cache (as model.tokenizer)")
     ap.add_argument("--asset-id", default=None, help="openpi: statistics under assets/<asset_id>/")

@@ -367,10 +367,15 @@ def describe_checkpoint(folder: str | Path, tokenizer=None, asset_id: str | None
 def open_checkpoint(folder: str | Path, device: str | torch.device = "cpu",
                     dtype: torch.dtype | str = torch.float32, tokenizer=None,
                     asset_id: str | None = None, progress: bool | None = None) -> Checkpoint:
-    """Load a LeRobot or openpi pi0.5 checkpoint with its tokenizer and statistics. The tokenizer
-    and every key and shape are checked before any weight is read."""
+    """Load a LeRobot or openpi pi0.5 checkpoint with its tokenizer and statistics, or a Qwen3-VL
+    folder (qwen3vl_checkpoint.open_qwen3vl_folder: the backbone + our experts' files). The
+    tokenizer and every key and shape are checked before any weight is read."""
     check_device(device)
     folder = Path(folder)
+    from .qwen3vl_checkpoint import is_qwen3vl_folder, open_qwen3vl_folder
+
+    if is_qwen3vl_folder(folder):
+        return open_qwen3vl_folder(folder, device, dtype, tokenizer)
     config, info, stats = read_checkpoint_files(folder, asset_id)
     tok, source = resolve_tokenizer(folder, config, info, tokenizer)
     model = load_weights(folder / WEIGHTS, config, device, dtype, progress)

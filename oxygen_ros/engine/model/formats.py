@@ -34,7 +34,7 @@ class CheckpointInfo:
     """Facts of a checkpoint beyond its weights, for the node and oxygen-inspect."""
 
     folder: Path
-    format: str  # "lerobot" | "openpi"
+    format: str  # "lerobot" | "openpi" | "qwen3vl" (qwen3vl_checkpoint.qwen3vl_info)
     camera_keys: tuple[str, ...]  # model camera order
     state_dim: int | None  # robot state values (statistics / features), None if unknown
     action_dim: int | None  # robot action values (unpadded), None if unknown

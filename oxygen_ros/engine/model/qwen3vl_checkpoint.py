@@ -1,8 +1,13 @@
 """Qwen3-VL folders: transformers' config <-> ModelConfig, a ``save_pretrained`` folder as the
-backbone, and the DiT action expert's own file (``action_expert.safetensors`` + its JSON shape).
+backbone, and the action experts' own files (``action_expert.safetensors`` and
+``action_expert.json``): the Xiaomi-Robotics-0 DiT or StarVLA's heads (docs/checkpoints.md,
+"StarVLA checkpoints").
 
-No Xiaomi-Robotics-0 checkpoint is reachable here, so the expert's file is written by
-``save_action_expert`` (our layout); a folder without it loads the backbone and a random
+No Xiaomi-Robotics-0 or StarVLA checkpoint is reachable here, so the experts' files are written by
+``save_action_expert`` (our layout). The JSON holds every ModelConfig field config.json does not
+(the heads' kinds and configs, the prompt's action queries, the chat template's ids, ...), so a
+folder loads as the model that wrote it; a head file that does not fit it is refused, tensor by
+tensor, from its header. A folder without the experts' files loads the backbone and a random
 expert, with a warning (what benchmarks need).
 """
 from __future__ import annotations
@@ -22,9 +27,14 @@ log = logging.getLogger(__name__)
 
 EXPERT_FILE = "action_expert.safetensors"
 EXPERT_CONFIG = "action_expert.json"
-# ModelConfig fields a Qwen3-VL config.json does not hold: the action side's shape
+# ModelConfig fields a Qwen3-VL config.json does not hold: the action side's shape, the name,
+# the special tokens; of `qwen`, the chat template's ids, the DiT's state tokens and the prompt's
+# action queries (OFT); of `vision`, the image side (a processor setting in transformers)
 _ACTION_FIELDS = ("action_experts", "num_cameras", "max_prompt_tokens", "action_horizon",
                   "action_dim", "state_bins")
+_SPEC_FIELDS = ("name", *_ACTION_FIELDS, "eos_token_id", "pad_token_id", "bos_token_id")
+_SPEC_QWEN = ("head_ids", "tail_ids", "state_tokens", "action_query_ids")
+_SPEC_VISION = ("image_size",)
 
 
 def is_qwen3vl_folder(path: str | Path) -> bool:
@@ -107,21 +117,93 @@ def model_config_from_hf(d: dict[str, Any], base: ModelConfig | None = None,
         value = getattr(base, tok)
         fields[tok] = value if value < t["vocab_size"] else 0
     merged = {**dataclasses.asdict(base), **fields}
-    if action:
-        merged.update(action)
+    action = dict(action or {})
+    if "state_tokens" in action:  # the first expert JSON kept it at the top
+        action.setdefault("qwen", {})["state_tokens"] = action.pop("state_tokens")
+    qwen = dataclasses.replace(qwen, **{k: tuple(v) if isinstance(v, list) else v
+                                        for k, v in action.pop("qwen", {}).items()})
+    vision = dataclasses.replace(fields["vision"], **action.pop("vision", {}))
+    merged.update(action)
     from ..config import model_config_from_dict
 
-    merged["vlm"], merged["vision"], merged["qwen"] = fields["vlm"], fields["vision"], qwen
+    merged["vlm"], merged["vision"], merged["qwen"] = fields["vlm"], vision, qwen
     return model_config_from_dict(merged)
+
+
+def folder_config(folder: str | Path, base: ModelConfig | None = None) -> ModelConfig:
+    """The ModelConfig of a Qwen3-VL folder: config.json's backbone, our expert JSON's rest
+    (without one: ``base``'s action side). ValueError (with the file) when they do not fit."""
+    folder = Path(folder)
+    d = json.loads((folder / "config.json").read_text())
+    spec = None
+    if (folder / EXPERT_CONFIG).is_file():
+        try:
+            spec = json.loads((folder / EXPERT_CONFIG).read_text())
+        except ValueError as err:
+            raise ValueError(f"{folder / EXPERT_CONFIG}: not JSON ({err})") from None
+        if not isinstance(spec, dict):
+            raise ValueError(f"{folder / EXPERT_CONFIG}: a JSON object expected")
+    try:
+        return model_config_from_hf(d, base, spec)
+    except (TypeError, KeyError) as err:  # an unknown or missing field of a nested config
+        raise ValueError(f"{folder}: config.json / {EXPERT_CONFIG} do not make a model "
+                         f"config: {err}") from None
+
+
+_KEY_PREFIXES = (("model.visual.", "visual."), ("model.language_model.", "language_model."),
+                 ("lm_head.", "lm_head."))
 
 
 def backbone_key(hf_key: str) -> str | None:
     """transformers' Qwen3VLForConditionalGeneration key -> ours (None: not a weight we hold)."""
-    for src, dst in (("model.visual.", "visual."), ("model.language_model.", "language_model."),
-                     ("lm_head.", "lm_head.")):
+    for src, dst in _KEY_PREFIXES:
         if hf_key.startswith(src):
             return dst + hf_key[len(src):]
     return None
+
+
+def hf_key(our_key: str) -> str | None:
+    """Our backbone key -> transformers' (None: an action expert's, in our own file)."""
+    for src, dst in _KEY_PREFIXES:
+        if our_key.startswith(dst):
+            return src + our_key[len(dst):]
+    return None
+
+
+def expert_shapes(mc: ModelConfig) -> dict[str, tuple[int, ...]]:
+    """Every action-expert tensor ``mc`` builds (key -> shape), from a meta-device model."""
+    from .qwen3vl import Qwen3VLModel
+
+    with torch.device("meta"):
+        sd = Qwen3VLModel(mc).state_dict()
+    return {k: tuple(v.shape) for k, v in sd.items() if k.startswith("experts.")}
+
+
+def expert_file_problems(path: str | Path, mc: ModelConfig) -> list[str]:
+    """Why the experts' file at ``path`` does not hold ``mc``'s heads, from its header alone:
+    each missing, unexpected or mis-shaped tensor ([] when it fits)."""
+    from safetensors import safe_open
+
+    want = expert_shapes(mc)
+    with safe_open(str(path), "pt") as sf:
+        got = {k: tuple(sf.get_slice(k).get_shape()) for k in sf.keys()}
+    problems = [f"{k}: shape {got[k]} in the file, {want[k]} for its config"
+                for k in want if k in got and got[k] != want[k]]
+    for what, keys in (("missing", [k for k in want if k not in got]),
+                       ("unexpected (not in the config's heads)",
+                        [k for k in got if k not in want])):
+        by_expert: dict[str, list[str]] = {}
+        for k in keys:  # one line per expert: "experts.2.*"
+            by_expert.setdefault(".".join(k.split(".")[:2]), []).append(k)
+        problems += [f"{what} {len(ks)} tensor(s) of {prefix}.* (e.g. {ks[0]})"
+                     for prefix, ks in by_expert.items()]
+    return problems
+
+
+def _refusal(folder: Path, problems: list[str]) -> str:
+    more = f" (+ {len(problems) - 6} more)" if len(problems) > 6 else ""
+    return (f"{folder}: {EXPERT_FILE} does not fit {EXPERT_CONFIG} (the heads' kinds and "
+            f"shapes): {'; '.join(problems[:6])}{more}")
 
 
 def _read_tensors(folder: Path) -> dict[str, torch.Tensor]:
@@ -136,53 +218,102 @@ def _read_tensors(folder: Path) -> dict[str, torch.Tensor]:
 
 
 def save_action_expert(model: torch.nn.Module, folder: str | Path) -> None:
-    """Write the DiT experts' weights and their shape beside a backbone folder."""
+    """Write the action experts' weights (``experts.*``) and every ModelConfig field config.json
+    does not hold (the heads, the prompt's action queries, ...) beside a backbone folder."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     tensors = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()
                if k.startswith("experts.")}
     save_file(tensors, str(folder / EXPERT_FILE))
     mc = model.config
-    action = {name: getattr(mc, name) for name in _ACTION_FIELDS}
-    action["action_experts"] = [dataclasses.asdict(e) for e in mc.action_experts]
-    action["state_tokens"] = mc.qwen.state_tokens
-    (folder / EXPERT_CONFIG).write_text(json.dumps(action, indent=1))
+    spec = {name: getattr(mc, name) for name in _SPEC_FIELDS}
+    spec["action_experts"] = [dataclasses.asdict(e) for e in mc.action_experts]
+    spec["qwen"] = {name: getattr(mc.qwen, name) for name in _SPEC_QWEN}
+    spec["vision"] = {name: getattr(mc.vision, name) for name in _SPEC_VISION}
+    (folder / EXPERT_CONFIG).write_text(json.dumps(spec, indent=1))
+
+
+def save_qwen3vl_folder(model: torch.nn.Module, folder: str | Path) -> None:
+    """The whole model as a folder: the backbone as transformers' Qwen3VLForConditionalGeneration
+    ``save_pretrained`` (config.json + model.safetensors), the action experts by
+    save_action_expert. load_qwen3vl_folder gives the same config and weights back."""
+    from transformers import Qwen3VLForConditionalGeneration
+
+    mc = model.config
+    sd = {hf_key(k): v.detach().to(torch.float32).cpu() for k, v in model.state_dict().items()
+          if hf_key(k) is not None}
+    hf = Qwen3VLForConditionalGeneration(hf_config(mc))
+    missing, unexpected = hf.load_state_dict(sd, strict=False)
+    tied = {"lm_head.weight"} if mc.qwen.tie_word_embeddings else set()
+    if unexpected or set(missing) - tied:
+        raise ValueError(f"our backbone does not map onto transformers' Qwen3-VL: missing "
+                         f"{sorted(set(missing) - tied)[:5]}, unexpected {sorted(unexpected)[:5]}")
+    hf.save_pretrained(folder)
+    save_action_expert(model, folder)
 
 
 def load_qwen3vl_folder(folder: str | Path, base: ModelConfig | None = None,
                         dtype: torch.dtype = torch.float32):
-    """(ModelConfig, Qwen3VLModel) from a save_pretrained folder (+ our expert file)."""
+    """(ModelConfig, Qwen3VLModel) from a save_pretrained folder (+ our experts' files; ``base``
+    gives the action side only for a folder without our JSON). The experts' file is checked
+    against the config from its header before any weight is read: ValueError with each
+    missing, unexpected or mis-shaped tensor."""
     from .qwen3vl import Qwen3VLModel
 
     folder = Path(folder)
-    d = json.loads((folder / "config.json").read_text())
-    action = None
-    if (folder / EXPERT_CONFIG).is_file():
-        action = json.loads((folder / EXPERT_CONFIG).read_text())
-        state_tokens = action.pop("state_tokens", None)
-        if state_tokens is not None:
-            base = (base or PRESETS["xr0"])
-            base = base.replace(qwen=dataclasses.asdict(dataclasses.replace(
-                base.qwen, state_tokens=state_tokens)))
-    mc = model_config_from_hf(d, base, action)
+    mc = folder_config(folder, base)
+    expert_file = folder / EXPERT_FILE
+    if expert_file.is_file():
+        problems = expert_file_problems(expert_file, mc)
+        if problems:
+            raise ValueError(_refusal(folder, problems))
     model = Qwen3VLModel(mc)
     ours = {}
     for key, value in _read_tensors(folder).items():
         mapped = backbone_key(key)
         if mapped is not None and not (mapped.startswith("lm_head.") and model.lm_head is None):
             ours[mapped] = value
-    expert_file = folder / EXPERT_FILE
     if expert_file.is_file():
         ours.update(load_file(str(expert_file)))
     else:
         log.warning("%s: no %s: the action expert is RANDOM (benchmarks only; write one with "
                     "save_action_expert)", folder, EXPERT_FILE)
         ours.update({k: v for k, v in model.state_dict().items() if k.startswith("experts.")})
-    missing, unexpected = model.load_state_dict(ours, strict=False)
+    try:
+        missing, unexpected = model.load_state_dict(ours, strict=False)
+    except RuntimeError as err:  # a mis-shaped backbone tensor
+        raise ValueError(f"{folder}: weights do not match the Qwen3-VL backbone: {err}") from None
     if missing or unexpected:
         raise ValueError(f"{folder}: weights do not match the Qwen3-VL backbone: missing "
                          f"{sorted(missing)[:5]}, unexpected {sorted(unexpected)[:5]}")
     return mc, model.to(dtype).eval()
+
+
+def qwen3vl_info(folder: str | Path, mc: ModelConfig):
+    """The CheckpointInfo of a Qwen3-VL folder: no statistics, no named cameras or joints (the
+    random presets' camera0.. keys; the robot's joint limits normalise), every chunk step run."""
+    from .formats import CheckpointInfo
+
+    size = mc.vision.image_size
+    cameras = tuple(f"camera{i}" for i in range(mc.num_cameras))
+    return CheckpointInfo(Path(folder), "qwen3vl", cameras, None, None, 0, (size, size), ())
+
+
+def open_qwen3vl_folder(folder: str | Path, device: str | torch.device = "cpu",
+                        dtype: torch.dtype | str = torch.float32, tokenizer=None):
+    """open_checkpoint for a Qwen3-VL folder (the node's model.checkpoint, oxygen-demo's
+    --checkpoint): its config and experts' files checked, then its tokenizer (given, or
+    tokenizer.json / tokenizer.model next to it: never a made-up vocabulary), then the weights."""
+    from .checkpoint import Checkpoint, resolve_tokenizer
+
+    if isinstance(dtype, str):
+        dtype = getattr(torch, dtype)
+    folder = Path(folder)
+    mc = folder_config(folder)
+    info = qwen3vl_info(folder, mc)
+    tok, source = resolve_tokenizer(folder, mc, info, tokenizer)
+    _, model = load_qwen3vl_folder(folder, dtype=dtype)
+    return Checkpoint(model.to(device).requires_grad_(False), mc, tok, source, None, info)
 
 
 def init_qwen3vl(config: ModelConfig, seed: int = 0, device: str | torch.device = "cpu",
@@ -222,21 +353,52 @@ def init_qwen3vl(config: ModelConfig, seed: int = 0, device: str | torch.device 
     return model.to(dtype).eval().requires_grad_(False)
 
 
-def inspect_qwen3vl(folder: str | Path) -> dict[str, Any]:
+def describe_heads(mc: ModelConfig) -> list[str]:
+    """One line per action expert: its chunk's name (FrameOutput.chunks), kind and shape."""
+    from ..config import head_names
+
+    names = head_names(mc) if len(head_names(mc)) == len(mc.action_experts) else \
+        tuple(f"expert {i + 1}" for i in range(len(mc.action_experts)))
+    lines = []
+    for name, e in zip(names, mc.action_experts):
+        if e.kind == "kv-layerwise":
+            lines.append(f"{name}: kv-layerwise, {e.num_layers or mc.depth} layers {e.width} "
+                         f"wide, chunk {mc.action_horizon} x {mc.action_dim}")
+        elif e.kind == "hidden-crossattn":
+            lines.append(f"{name}: hidden-crossattn ({e.head.source}), {e.num_layers} blocks "
+                         f"{e.width} wide, chunk {e.head.horizon} x {e.head.action_dim}")
+        else:
+            lines.append(f"{name}: regress, {e.head.horizon} action queries "
+                         f"(token {e.head.query_token_id}), chunk {e.head.horizon} x "
+                         f"{e.head.action_dim}")
+    return lines
+
+
+def inspect_qwen3vl(folder: str | Path, tokenizer: str | None = None) -> dict[str, Any]:
     """oxygen-inspect's view of a Qwen3-VL folder from the safetensors headers alone: the
-    ModelConfig it maps to, whether every backbone tensor has our key and shape, the expert."""
+    ModelConfig it maps to (with our expert JSON), its heads, the tokenizer found (``tokenizer``
+    given, or next to the folder), whether every backbone tensor and every head tensor has our
+    key and shape."""
     from safetensors import safe_open
 
+    from .checkpoint import resolve_tokenizer
     from .qwen3vl import Qwen3VLModel
 
     folder = Path(folder)
     out: dict[str, Any] = {"format": "qwen3vl", "problems": []}
     try:
-        mc = model_config_from_hf(json.loads((folder / "config.json").read_text()))
-    except (ValueError, KeyError) as err:
-        out["problems"].append(f"config.json: {err}")
+        mc = folder_config(folder)
+    except (ValueError, KeyError, OSError) as err:
+        out["problems"].append(f"config.json / {EXPERT_CONFIG}: {err}")
         return out
     out["config"] = mc
+    out["heads"] = describe_heads(mc)
+    try:
+        tok, source = resolve_tokenizer(folder, mc, qwen3vl_info(folder, mc), tokenizer)
+        out["tokenizer"] = f"{source} ({tok.vocab_size} tokens)"
+    except (ValueError, OSError) as err:
+        out["tokenizer"] = "NOT FOUND"
+        out["problems"].append(str(err))
     with torch.device("meta"):
         shapes = {k: tuple(v.shape) for k, v in Qwen3VLModel(mc).state_dict().items()}
     files = sorted(folder.glob("model*.safetensors"))
@@ -257,6 +419,18 @@ def inspect_qwen3vl(folder: str | Path) -> dict[str, Any]:
     out["weights"] = (f"{len(seen)} backbone tensors match" if not (bad or missing)
                       else f"{len(bad)} wrong shapes, {len(missing)} missing")
     out["problems"] += bad[:5] + [f"missing {k}" for k in missing[:5]]
-    out["action_expert"] = (f"{EXPERT_FILE}" if (folder / EXPERT_FILE).is_file()
-                            else f"none ({EXPERT_FILE} absent: a RANDOM expert when loaded)")
+    expert_file = folder / EXPERT_FILE
+    if not expert_file.is_file():
+        out["action_expert"] = f"none ({EXPERT_FILE} absent: a RANDOM expert when loaded)"
+        return out
+    try:
+        problems = expert_file_problems(expert_file, mc)
+    except Exception as err:  # a damaged header: safetensors raises its own error types
+        problems = [f"{EXPERT_FILE}: {err}"]
+    if not (folder / EXPERT_CONFIG).is_file():
+        problems.insert(0, f"{EXPERT_CONFIG} absent: the heads' kinds and shapes are unknown")
+    out["action_expert"] = (f"{EXPERT_FILE}: {len(expert_shapes(mc))} tensors match "
+                            f"{EXPERT_CONFIG}" if not problems else
+                            f"{EXPERT_FILE}: {len(problems)} problem(s)")
+    out["problems"] += [f"{EXPERT_FILE}: {p}" for p in problems[:10]]
     return out

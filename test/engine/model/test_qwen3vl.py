@@ -201,6 +201,7 @@ def test_oxygen_inspect_recognises_a_qwen3vl_folder(pair, tmp_path):
     from oxygen_ros.checkpoint_cli import inspect
 
     pair[0].save_pretrained(tmp_path)
+    build_tiny_tokenizer(2048).save(tmp_path)
     report = inspect(tmp_path)
     assert report["format"] == "qwen3vl" and not report["problems"], report
     assert "depth 4" in report["model"] and "RANDOM" in report["action_expert"]
