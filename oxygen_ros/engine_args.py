@@ -42,7 +42,8 @@ def add_knob_args(p: argparse.ArgumentParser, fields: Iterable[str]) -> None:
 def add_engine_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--preset", default="tiny", choices=tuple(PRESETS), help="model preset")
     p.add_argument("--model-config", default=None, help="JSON/YAML overriding preset fields")
-    p.add_argument("--checkpoint", default=None, help="LeRobot or openpi pi0.5 checkpoint folder to load")
+    p.add_argument("--checkpoint", default=None, help="checkpoint folder to load: LeRobot or openpi pi0.5, or "
+                   "Qwen3-VL + our action expert / StarVLA head files (docs/checkpoints.md)")
     p.add_argument("--tokenizer", default=None, help="the checkpoint's tokenizer: tokenizer.model / "
                    "tokenizer.json, a folder with one, or a repo id in the local HF cache (default: searched)")
     p.add_argument("--asset-id", default=None, help="openpi checkpoint: statistics of assets/<asset_id>/")

@@ -154,7 +154,8 @@ NODE_PARAMETERS: tuple[Spec, ...] = (
     Spec("model.preset", "string", "tiny", "model shape when no checkpoint is given", CONFIGURE,
          choices=RUNNABLE_PRESETS),
     Spec("model.checkpoint", "string", "", "LeRobot or openpi pi0.5 folder (config.json + "
-         "model.safetensors; check it with oxygen-inspect); empty = random weights of "
+         "model.safetensors), or a Qwen3-VL folder with our action expert / StarVLA head files "
+         "(docs/checkpoints.md); check it with oxygen-inspect; empty = random weights of "
          "model.preset", CONFIGURE),
     Spec("model.tokenizer", "string", "", "tokenizer of model.checkpoint: tokenizer.model / "
          "tokenizer.json file, a folder with one, or a Hugging Face repo id in the local cache; "
