@@ -1,8 +1,8 @@
 """What each StarVLA action head costs per frame on its own (engine/model/starvla_heads.py; not a
 CI test): random hidden states for one prefix, then per head its per-frame part
 (crossattn_memory: projections and cross K/V) and its S Euler steps (DiTs), or its one shot
-(OFT). The engine does not run these heads yet (docs/starvla.md), so this is the heads alone:
-no prefill, no language, no scheduling; E = 2, 3, 4 add the heads' costs to one shared prefill.
+(OFT): the heads alone, no prefill, no language, no scheduling (the engine's frame runs
+them in turn after one shared prefill: oxygen-bench's action stage, bench/table4's E comparison).
 
     source scripts/env.sh && python benchmarks/starvla_heads.py --preset starvla-tiny-e4 \
         --out benchmarks/results/starvla-heads-<date>.md
