@@ -313,6 +313,7 @@ def finish(a: argparse.Namespace, env: dict, rows: list[dict], micro: dict, memo
 
     with open(a.out / "report.md", "a") as f:
         f.write(report_section(results, a.bandwidth_gbs, a.model_config))
+    write_table4(results, a.grid_presets, a.out)
     (a.out / "results.json").write_text(json.dumps(results, indent=1))
     if t_start:
         env["wall_s"] = time.perf_counter() - t_start
@@ -331,6 +332,17 @@ def finish(a: argparse.Namespace, env: dict, rows: list[dict], micro: dict, memo
     if a.json:
         print(json.dumps(summary), flush=True)
     return 0
+
+
+def write_table4(results: dict, presets: list[str], out: Path) -> None:
+    """table4.md: the paper's Table 4 layout for every grid preset the run measured (beside the
+    paper's numbers for its family; StarVLA presets also compared by heads: bench/table4.py)."""
+    from .table4 import report as table4_report
+
+    measured = [p for p in presets if any(r["preset"] == p and r["group"] == "grid"
+                                          and r["mode"] == "isolated" for r in results["rows"])]
+    if measured:
+        (out / "table4.md").write_text(table4_report(results, measured))
 
 
 def memory_probes(a: argparse.Namespace) -> list[dict]:

@@ -1,6 +1,7 @@
 """The paper's Table 4 layout (N = 10 / 20 / 30; w/o batching, oxygen k = 1 / 5 / 10) for each
 preset of an oxygen-bench results.json, beside the paper's numbers for that model family, and for
-StarVLA presets a comparison of E = 2, 3, 4: what each extra head costs per frame.
+StarVLA presets a comparison of E = 2, 3, 4: what each extra head costs per frame. oxygen-bench
+writes it as table4.md for its grid presets; this command rewrites it from any results.json.
 
     python -m oxygen_ros.bench.table4 RESULTS.json [--preset P ...] [--out table4.md]
 

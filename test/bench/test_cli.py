@@ -77,6 +77,8 @@ def test_report_and_plots(quick):
                     "Memory and energy", "Arrival patterns", "Fluctuating workload"):
         assert heading in md
     assert "## Frame profiles" in md
+    t4 = (out / "table4.md").read_text()  # the paper's Table 4 layout of the grid preset
+    assert t4.startswith("Table 4 layout, preset tiny") and "| 10 |" in t4
     for mode in ("isolated", "parallel", "shared", "oxygen"):  # one per mode, linked
         assert (out / f"profile_tiny_{mode}.txt").read_text().startswith(f"# one {mode} frame")
         assert f"(profile_tiny_{mode}.txt)" in md
