@@ -1,6 +1,8 @@
 """OxygenNode in-process (no spinning, no subprocess): checkpoint loading through
 model.checkpoint, normalisation with the checkpoint's statistics, one inference frame, and
 configure-time parameters refused while configured."""
+import time
+
 import numpy as np
 import pytest
 
@@ -122,8 +124,9 @@ def test_checkpoint_without_tokenizer_stays_unconfigured_then_named_cameras(ctx,
 
 def test_starvla_heads_each_on_a_topic_and_the_configured_one_commanded(ctx):
     """A StarVLA model with two heads: model.action_head picks the commanded chunk (player and
-    ~/action_chunk), every head's chunk goes out on ~/action_chunk/<head> and is recorded by
-    default; a head the model does not have fails configure with the model's head names."""
+    ~/action_chunk), every head's chunk goes out on ~/action_chunk/<head> (received by a
+    subscriber once the node is active) and is recorded by default; a head the model does not
+    have fails configure with the model's head names."""
     from types import SimpleNamespace as NS
 
     from oxygen_ros.node.recording import default_topics
@@ -152,17 +155,36 @@ def test_starvla_heads_each_on_a_topic_and_the_configured_one_commanded(ctx):
         assert set(rt.pubs.head_chunks) == {"pi_v3", "gr00t"}
         assert {node.resolve_topic_name(f"~/action_chunk/{h}") for h in ("pi_v3", "gr00t")} <= set(
             default_topics(node, ["/cam"], "/js", heads=("pi_v3", "gr00t")))
-        sent: dict[str, list] = {"commanded": []}
-        rt.pubs.action_chunk.publish = sent["commanded"].append
-        for name, pub in rt.pubs.head_chunks.items():
-            sent[name] = []
-            pub.publish = sent[name].append
+        # activated: the chunks cross DDS to a subscriber in this process
+        from rclpy.executors import SingleThreadedExecutor
+        from trajectory_msgs.msg import JointTrajectory
+
+        assert node.trigger_activate() == TransitionCallbackReturn.SUCCESS
+        probe = rclpy.create_node("head_probe", context=ctx)
+        sent: dict[str, list] = {}
+        topics = {"commanded": "~/action_chunk", "pi_v3": "~/action_chunk/pi_v3",
+                  "gr00t": "~/action_chunk/gr00t"}
+        for key, topic in topics.items():
+            sent[key] = []
+            probe.create_subscription(JointTrajectory, node.resolve_topic_name(topic),
+                                      sent[key].append, 10)
+        ex = SingleThreadedExecutor(context=ctx)
+        ex.add_node(probe)
+        pubs = [rt.pubs.action_chunk, *rt.pubs.head_chunks.values()]
+        deadline = time.monotonic() + 10.0
+        while time.monotonic() < deadline and min(p.get_subscription_count() for p in pubs) < 1:
+            ex.spin_once(timeout_sec=0.05)
         size = rt.built.model_config.vision.image_size
         img = np.random.default_rng(5).integers(0, 255, (size, size, 3), dtype=np.uint8)
         out = rt.worker.frame(Pair(stamp=7.0, images=(img,), state=np.zeros(7, np.float32),
                                    header_stamp=Time(sec=7), image_stamps=(7.0,), state_stamp=7.0))
         np.testing.assert_array_equal(out.actions, out.chunks["gr00t"])
         assert rt.player.horizon == 8  # GR00T's chunk of 8 steps is what plays
+        deadline = time.monotonic() + 10.0
+        while time.monotonic() < deadline and min(len(v) for v in sent.values()) < 1:
+            ex.spin_once(timeout_sec=0.05)
+        ex.remove_node(probe)
+        probe.destroy_node()
 
         def points(msgs):
             [msg] = msgs
