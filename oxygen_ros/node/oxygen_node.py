@@ -296,6 +296,9 @@ class OxygenNode(LifecycleNode):
             "state": self.state_label, "model": rt.built.model_name, "device": cfg.device,
             "dtype": cfg.dtype, "mode": cfg.mode, "k": cfg.decode_steps_per_frame,
             "N": cfg.max_decode_steps, "S": cfg.denoise_steps, "frames": w.frames,
+            # the commanded head, of the model's heads (StarVLA: one chunk topic each)
+            "action_head": cfg.action_head or rt.pubs.heads[0],
+            "heads": ", ".join(rt.pubs.heads),
             "action_rate_hz": float(w.action_rate), "frame_ms": float(w.last_frame_ms),
             "tokens_per_s": float(w.tokens_per_s),
             "batch_size": out.batch_size if out else 0,

@@ -153,6 +153,8 @@ def test_starvla_heads_each_on_a_topic_and_the_configured_one_commanded(ctx):
         assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
         rt = node.rt
         assert set(rt.pubs.head_chunks) == {"pi_v3", "gr00t"}
+        engine = next(s for s in node._diagnostics() if s[0] == "engine")
+        assert engine[3]["action_head"] == "gr00t" and engine[3]["heads"] == "pi_v3, gr00t"
         assert {node.resolve_topic_name(f"~/action_chunk/{h}") for h in ("pi_v3", "gr00t")} <= set(
             default_topics(node, ["/cam"], "/js", heads=("pi_v3", "gr00t")))
         # activated: the chunks cross DDS to a subscriber in this process
