@@ -94,6 +94,10 @@ class Engine:
             raise ValueError("a model was given without its tokenizer: pass the checkpoint's "
                              "tokenizer (the built-in tiny BPE is only for random presets)")
         self.tokenizer = tokenizer or build_tiny_tokenizer(min(model_config.vocab_size, 2048))
+        if model_config.qwen is None and self.tokenizer.bos_id is None:
+            raise ValueError(f"model {model_config.name!r} starts its prompts with a BOS token and "
+                             f"this tokenizer has none (a Qwen tokenizer?): pass the tokenizer the "
+                             f"checkpoint was trained with")
         if self.tokenizer.vocab_size > model_config.vocab_size:
             raise ValueError(f"tokenizer has {self.tokenizer.vocab_size} tokens, model vocab is "
                              f"{model_config.vocab_size}")

@@ -17,7 +17,7 @@ SPECIALS = ("<pad>", "<eos>", "<bos>")  # ids 0, 1, 2 (ModelConfig pad/eos/bos d
 
 class Tokenizer(Protocol):
     eos_id: int
-    bos_id: int
+    bos_id: int | None  # None: the tokenizer has no BOS (Qwen's; its prompts never start with one)
     pad_id: int
     vocab_size: int
 
@@ -29,14 +29,19 @@ class Tokenizer(Protocol):
 class HFTokenizer:
     """A ``tokenizers.Tokenizer`` (tokenizer.json) behind the Tokenizer interface."""
 
-    def __init__(self, tok, bos_id: int, eos_id: int, pad_id: int) -> None:
+    def __init__(self, tok, bos_id: int | None, eos_id: int, pad_id: int) -> None:
         self.tok = tok
         self.bos_id, self.eos_id, self.pad_id = bos_id, eos_id, pad_id
         self.vocab_size = tok.get_vocab_size(with_added_tokens=True)
 
     def encode(self, text: str, add_bos: bool = False) -> list[int]:
         ids = self.tok.encode(text, add_special_tokens=False).ids
-        return [self.bos_id, *ids] if add_bos else list(ids)
+        if not add_bos:
+            return list(ids)
+        if self.bos_id is None:
+            raise ValueError("this tokenizer has no BOS token (a Qwen tokenizer): it cannot "
+                             "serve a model whose prompts start with one")
+        return [self.bos_id, *ids]
 
     def decode(self, ids: Sequence[int]) -> str:
         # Called for every streaming request every frame: skip the copy for a list of ints.
@@ -99,11 +104,15 @@ def load_tokenizer(path: str | Path) -> Tokenizer:
                     val = val.get("content")
                 if isinstance(val, str):
                     names[key] = val
+        # Qwen's tokenizers have no BOS (bos_token null) and end text with <|endoftext|> /
+        # <|im_end|>: bos None, which only models whose prompts start with a BOS refuse
+        # (Engine); PaliGemma's have <bos> / <eos> / <pad>.
         bos = _find_id(tok, [names.get("bos_token", "<bos>"), "<bos>", "<s>"])
-        eos = _find_id(tok, [names.get("eos_token", "<eos>"), "<eos>", "</s>"])
-        pad = _find_id(tok, [names.get("pad_token", "<pad>"), "<pad>"])
-        if bos is None or eos is None:
-            raise ValueError(f"{json_file}: no bos/eos token found (looked for <bos>/<s>, <eos>/</s>)")
+        eos = _find_id(tok, [names.get("eos_token", "<eos>"), "<eos>", "</s>", "<|endoftext|>"])
+        pad = _find_id(tok, [names.get("pad_token", "<pad>"), "<pad>", "<|endoftext|>"])
+        if eos is None:
+            raise ValueError(f"{json_file}: no eos token found (looked for the tokenizer_config's "
+                             f"eos_token, <eos>, </s>, <|endoftext|>)")
         return HFTokenizer(tok, bos, eos, 0 if pad is None else pad)
     if sp_file.is_file():
         return SentencePieceTokenizer(sp_file)
@@ -210,8 +219,8 @@ def check_vocab(tokenizer: Tokenizer, embedding_rows: int, source: str) -> None:
         raise ValueError(f"tokenizer {source} has {n} tokens but the checkpoint's embedding has "
                          f"{embedding_rows} rows: it is not the tokenizer this model was trained "
                          f"with; {HOW_TO}")
-    bad = [name for name in ("bos_id", "eos_id", "pad_id")
-           if not 0 <= int(getattr(tokenizer, name)) < embedding_rows]
+    bad = [name for name in ("bos_id", "eos_id", "pad_id") if getattr(tokenizer, name) is not None
+           and not 0 <= int(getattr(tokenizer, name)) < embedding_rows]
     if bad:
         raise ValueError(f"tokenizer {source}: {bad} outside the embedding ({embedding_rows} rows)")
 

@@ -139,3 +139,47 @@ def test_vocab_must_fit_the_embedding(sp_model):
         check_vocab(tok, 257152, "x")
     with pytest.raises(ValueError, match="has 512 tokens"):
         check_vocab(tok, 256, "x")
+
+
+def _qwen_like_tokenizer(folder):
+    """A tokenizer.json shaped like Qwen's: byte-level BPE, <|endoftext|> / <|im_start|> /
+    <|im_end|> specials, and a tokenizer_config.json declaring no BOS (bos_token null)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+    numbers = " ".join(str(i) for i in range(-1, 256))  # the state's bins tokenise short
+    tok.train_from_iterator([TEXT, "what happened? the robot moved the cup", numbers] * 20,
+                            trainers.BpeTrainer(vocab_size=1000, special_tokens=specials,
+                                                initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    folder.mkdir(parents=True, exist_ok=True)
+    tok.save(str(folder / "tokenizer.json"))
+    (folder / "tokenizer_config.json").write_text(json.dumps(
+        {"bos_token": None, "eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"}))
+    return tok
+
+
+def test_a_tokenizer_without_bos_serves_qwen_models_and_is_refused_by_pi05(tmp_path):
+    """Qwen's tokenizers have no BOS: they load (bos_id None, eos <|im_end|>, pad <|endoftext|>),
+    a Qwen3-VL engine serves a frame with one (its prompts never start with a BOS), and a pi0.5
+    engine, whose prompts do, refuses it when it is built."""
+    from oxygen_ros.engine.config import PRESETS, EngineConfig
+    from oxygen_ros.engine.engine import Engine
+    from oxygen_ros.engine.synthetic import SyntheticStream
+
+    raw = _qwen_like_tokenizer(tmp_path / "qwen")
+    tok = load_tokenizer(tmp_path / "qwen")
+    assert tok.bos_id is None
+    assert (tok.eos_id, tok.pad_id) == (raw.token_to_id("<|im_end|>"), raw.token_to_id("<|endoftext|>"))
+    assert tok.decode(tok.encode(TEXT)) == TEXT
+    with pytest.raises(ValueError, match="no BOS"):
+        tok.encode(TEXT, add_bos=True)
+    with pytest.raises(ValueError, match="starts its prompts with a BOS"):
+        Engine(PRESETS["tiny"], EngineConfig(), tokenizer=tok)
+    mc = PRESETS["xr0-tiny"]
+    engine = Engine(mc, EngineConfig(denoise_steps=2, max_decode_steps=3, decode_steps_per_frame=3),
+                    tokenizer=tok)
+    out = engine.step(SyntheticStream(mc).frame(0))
+    assert np.isfinite(out.actions).all() and any(u.is_final for u in out.updates)
