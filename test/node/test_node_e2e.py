@@ -91,6 +91,15 @@ class Client:
         self.change = n.create_client(ChangeState, "/oxygen/change_state")
         self.get = n.create_client(GetState, "/oxygen/get_state")
         self.setp = n.create_client(SetParameters, "/oxygen/set_parameters")
+        # Made before the executor spins: rclpy's ActionClient registers itself with the node
+        # before it creates its lock, and an executor spinning in another thread can meet it
+        # half-built (AttributeError '_lock' kills the spin thread and every later wait times
+        # out: seen once in CI).
+        from rclpy.action import ActionClient
+
+        from oxygen_ros.action import Ask
+
+        self.ask_action = ActionClient(n, Ask, "/oxygen/ask")
         # single-threaded for the same reason as the node (see oxygen_ros/node/main.py)
         self.executor = SingleThreadedExecutor()
         self.executor.add_node(n)

@@ -22,7 +22,6 @@ from action_msgs.msg import GoalStatus  # noqa: E402
 from diagnostic_msgs.msg import DiagnosticStatus  # noqa: E402
 from lifecycle_msgs.srv import GetState  # noqa: E402
 from rcl_interfaces.srv import GetParameters  # noqa: E402
-from rclpy.action import ActionClient  # noqa: E402
 from rclpy.qos import QoSProfile  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
 from std_msgs.msg import String  # noqa: E402
@@ -229,7 +228,7 @@ def test_full_queue_refuses_never_drops(client):
 def test_ask_action_feedback_result_and_cancel(client):
     from oxygen_ros.action import Ask
 
-    ac = ActionClient(client.node, Ask, "/oxygen/ask")
+    ac = client.ask_action  # made before the client spins (Client.__init__ says why)
     assert ac.wait_for_server(timeout_sec=10)
     feedback = []
 
@@ -252,7 +251,6 @@ def test_ask_action_feedback_result_and_cancel(client):
     assert cancelled.status in (GoalStatus.STATUS_CANCELED, GoalStatus.STATUS_SUCCEEDED)
     if cancelled.status == GoalStatus.STATUS_CANCELED:
         assert cancelled.result.finish_reason == "cancelled"
-    ac.destroy()
 
 
 # -- time --------------------------------------------------------------------------------------
