@@ -180,8 +180,8 @@ def count_params(config: ModelConfig, expert: int = 1) -> ParamCounts:
     return ParamCounts(**groups)
 
 
-STAGES = ("prefill", "denoise_step", "adarms_once", "decode_step")  # kv-layerwise models
-# how many times a frame runs each stage: "1", "S" (denoise steps) or "k" (decode steps)
+# a kv-layerwise model's stages after the prefill and how many times a frame runs each: "1",
+# "S" (denoise steps) or "k" (decode steps)
 MOT_PER_FRAME = {"prefill": "1", "denoise_step": "S", "adarms_once": "1", "decode_step": "k"}
 
 
@@ -253,16 +253,15 @@ def stage_bytes(config: ModelConfig, dtype: str, batch: int, context_tokens: int
     return out
 
 
-def frame_bytes(b: dict, k: int, s: int, what: tuple[str, ...] = ("1", "S", "k")) -> int:
-    """Bytes of a frame's stages whose per-frame count is in ``what``, times that count."""
+def frame_bytes(b: dict, k: int, s: int, skip: tuple[str, ...] = ()) -> int:
+    """Bytes of a frame's stages (but ``skip``), each times its per-frame count (1, S or k)."""
     times = {"1": 1, "S": s, "k": k}
-    return sum(b[st] * times[n] for st, n in b["per_frame"].items() if n in what)
+    return sum(b[st] * times[n] for st, n in b["per_frame"].items() if st not in skip)
 
 
 def action_bytes(b: dict, s: int) -> int:
     """Bytes of a frame's action stage with S steps (everything but the prefill and decode)."""
-    return sum(b[st] * (s if n == "S" else 1) for st, n in b["per_frame"].items()
-               if st not in ("prefill", "decode_step"))
+    return frame_bytes(b, 0, s, skip=("prefill", "decode_step"))
 
 
 def denoise_kv_loads(config: ModelConfig, dtype: str, prefix_tokens: int | None = None) -> dict:
@@ -418,7 +417,6 @@ def main(argv: list[str] | None = None) -> int:
     table = floor_table(config, a.dtype, bw, a.k, a.N, a.S, a.batch)
     print(json.dumps(table, indent=1) if a.json else markdown(table), end="")
     return 0
-
 
 
 def report_section(results: dict, bandwidth_gbs: float | None, model_config: str | None = None) -> str:
