@@ -179,12 +179,12 @@ def expert_shapes(mc: ModelConfig) -> dict[str, tuple[int, ...]]:
     return {k: tuple(v.shape) for k, v in sd.items() if k.startswith("experts.")}
 
 
-def expert_file_problems(path: str | Path, mc: ModelConfig) -> list[str]:
-    """Why the experts' file at ``path`` does not hold ``mc``'s heads, from its header alone:
-    each missing, unexpected or mis-shaped tensor ([] when it fits)."""
+def expert_file_problems(path: str | Path, want: dict[str, tuple[int, ...]]) -> list[str]:
+    """Why the experts' file at ``path`` does not hold the tensors ``want`` (expert_shapes of
+    its config), from its header alone: each missing, unexpected or mis-shaped tensor ([] when
+    it fits)."""
     from safetensors import safe_open
 
-    want = expert_shapes(mc)
     with safe_open(str(path), "pt") as sf:
         got = {k: tuple(sf.get_slice(k).get_shape()) for k in sf.keys()}
     problems = [f"{k}: shape {got[k]} in the file, {want[k]} for its config"
@@ -264,7 +264,7 @@ def load_qwen3vl_folder(folder: str | Path, base: ModelConfig | None = None,
     mc = folder_config(folder, base)
     expert_file = folder / EXPERT_FILE
     if expert_file.is_file():
-        problems = expert_file_problems(expert_file, mc)
+        problems = expert_file_problems(expert_file, expert_shapes(mc))
         if problems:
             raise ValueError(_refusal(folder, problems))
     model = Qwen3VLModel(mc)
@@ -423,13 +423,14 @@ def inspect_qwen3vl(folder: str | Path, tokenizer: str | None = None) -> dict[st
     if not expert_file.is_file():
         out["action_expert"] = f"none ({EXPERT_FILE} absent: a RANDOM expert when loaded)"
         return out
+    want = {k: s for k, s in shapes.items() if k.startswith("experts.")}  # the meta model above
     try:
-        problems = expert_file_problems(expert_file, mc)
+        problems = expert_file_problems(expert_file, want)
     except Exception as err:  # a damaged header: safetensors raises its own error types
         problems = [f"{EXPERT_FILE}: {err}"]
     if not (folder / EXPERT_CONFIG).is_file():
         problems.insert(0, f"{EXPERT_CONFIG} absent: the heads' kinds and shapes are unknown")
-    out["action_expert"] = (f"{EXPERT_FILE}: {len(expert_shapes(mc))} tensors match "
+    out["action_expert"] = (f"{EXPERT_FILE}: {len(want)} tensors match "
                             f"{EXPERT_CONFIG}" if not problems else
                             f"{EXPERT_FILE}: {len(problems)} problem(s)")
     out["problems"] += [f"{EXPERT_FILE}: {p}" for p in problems[:10]]
