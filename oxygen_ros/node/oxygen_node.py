@@ -290,6 +290,7 @@ class OxygenNode(LifecycleNode):
         active = self.active
         timeout = float(P.get(self, "observation_timeout_s"))
         w, cfg, q = rt.worker, rt.built.engine.config, rt.text.questions
+        heads = head_names(rt.built.model_config)
         level, message = w.status(active, self.state_label, timeout)
         out = w.last_out
         engine_values = {
@@ -297,8 +298,8 @@ class OxygenNode(LifecycleNode):
             "dtype": cfg.dtype, "mode": cfg.mode, "k": cfg.decode_steps_per_frame,
             "N": cfg.max_decode_steps, "S": cfg.denoise_steps, "frames": w.frames,
             # the commanded head, of the model's heads (StarVLA: one chunk topic each)
-            "action_head": cfg.action_head or rt.pubs.heads[0],
-            "heads": ", ".join(rt.pubs.heads),
+            "action_head": cfg.action_head or heads[0],
+            "heads": ", ".join(heads),
             "action_rate_hz": float(w.action_rate), "frame_ms": float(w.last_frame_ms),
             "tokens_per_s": float(w.tokens_per_s),
             "batch_size": out.batch_size if out else 0,

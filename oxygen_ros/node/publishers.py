@@ -45,7 +45,6 @@ class Publishers:
         self.action_chunk = mk(JointTrajectory, "~/action_chunk", RELIABLE)
         # a model with several action heads (StarVLA): every head's chunk on its own topic
         # (~/action_chunk carries the commanded one, model.action_head)
-        self.heads = tuple(heads) or ("action",)
         self.head_chunks = {name: mk(JointTrajectory, head_topic(name), RELIABLE)
                             for name in (heads if len(heads) > 1 else ())}
         self.memory = mk(TextMemory, "~/memory", QoSProfile(depth=50))
