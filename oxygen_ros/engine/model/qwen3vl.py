@@ -154,6 +154,27 @@ def mrope_cos_sin(positions: torch.Tensor, head_dim: int, theta: float,
     return angles.cos(), angles.sin()
 
 
+def image_text_positions(ids: list[int], image_token_id: int, rows: int, cols: int
+                         ) -> torch.Tensor:
+    """[3, T] (t, h, w) rotary positions of ``ids`` whose images are runs of rows * cols
+    ``image_token_id``: an image starting at position s gets (s, s + row, s + col) and advances
+    positions by max(rows, cols); a text token gets its position on all axes (transformers'
+    get_rope_index for still images, Qwen3-VL and Qwen3.5)."""
+    out, i, pos = [], 0, 0
+    while i < len(ids):
+        if ids[i] == image_token_id:
+            r = torch.arange(rows).repeat_interleave(cols)
+            cc = torch.arange(cols).repeat(rows)
+            out.append(torch.stack([torch.zeros_like(r), r, cc]) + pos)
+            pos += max(rows, cols)
+            i += rows * cols
+        else:
+            out.append(torch.full((3, 1), pos))
+            pos += 1
+            i += 1
+    return torch.cat(out, dim=1)
+
+
 def patchify(images: torch.Tensor, patch: int, temporal: int, merge: int) -> torch.Tensor:
     """[N, 3, H, W] -> pixel rows [N * gh * gw, 3 * temporal * patch^2] in the order the
     Qwen2-VL image processor emits them (merge-block major; a still image repeated over the
@@ -285,20 +306,8 @@ class Qwen3VLModel(nn.Module):
 
     def prefix_positions(self, ids: list[int]) -> torch.Tensor:
         """[3, T] rotary positions of a prefix (transformers' get_rope_index for still images)."""
-        q, (rows, cols) = self.config.qwen, self.config.image_grid
-        out, i, pos = [], 0, 0
-        while i < len(ids):
-            if ids[i] == q.image_token_id:
-                r = torch.arange(rows).repeat_interleave(cols)
-                cc = torch.arange(cols).repeat(rows)
-                out.append(torch.stack([torch.zeros_like(r), r, cc]) + pos)
-                pos += max(rows, cols)
-                i += rows * cols
-            else:
-                out.append(torch.full((3, 1), pos))
-                pos += 1
-                i += 1
-        return torch.cat(out, dim=1)
+        rows, cols = self.config.image_grid
+        return image_text_positions(ids, self.config.qwen.image_token_id, rows, cols)
 
     def prefill_prefix(self, images: torch.Tensor, prompt_ids: list[int], ctx,
                        keep: dict[int, torch.Tensor] | None = None) -> torch.Tensor:
