@@ -12,6 +12,7 @@ expert, with a warning (what benchmarks need).
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import logging
@@ -62,8 +63,9 @@ def hf_config(mc: ModelConfig):
                                  mrope_section=list(q.mrope_section), mrope_interleaved=True)),
         vision_config=dict(
             depth=v.depth, hidden_size=v.width, intermediate_size=v.mlp_dim, num_heads=v.num_heads,
-            hidden_act=q.vision_hidden_act, patch_size=v.patch_size, spatial_merge_size=q.spatial_merge_size,
-            temporal_patch_size=q.temporal_patch_size, out_hidden_size=mc.vlm.width,
+            hidden_act=q.vision_hidden_act, patch_size=v.patch_size,
+            spatial_merge_size=q.spatial_merge_size, temporal_patch_size=q.temporal_patch_size,
+            out_hidden_size=mc.vlm.width,
             num_position_embeddings=q.num_position_embeddings,
             deepstack_visual_indexes=list(q.deepstack_visual_indexes)),
         image_token_id=q.image_token_id, vision_start_token_id=q.vision_start_token_id,
@@ -141,7 +143,7 @@ def _resolved_hf_config(d: dict[str, Any]):
     from transformers import Qwen3VLConfig
 
     try:
-        return Qwen3VLConfig.from_dict(dict(d))
+        return Qwen3VLConfig.from_dict(copy.deepcopy(d))  # it may edit nested dicts
     except (TypeError, ValueError, KeyError) as err:
         raise ValueError(f"transformers cannot read this Qwen3-VL config: {err}") from None
 
