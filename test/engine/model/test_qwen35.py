@@ -159,6 +159,31 @@ def test_chunked_and_recurrent_forms_agree(pair):
         torch.testing.assert_close(state_c, ref_state, atol=1e-5, rtol=0)
 
 
+def test_state_lives_where_the_caller_put_it(pair):
+    """A LinearState made of views into preallocated per-layer pools (slot 1 of 3, as a state
+    pool would hand out) is written in place: the same tokens as a fresh state, the slot's
+    storage holds the final state, the other slots are untouched."""
+    _, ours, _ = pair
+    (conv, rec), n = ours.state_shapes(), ours.num_linear_layers
+    conv_pool, rec_pool = torch.zeros(n, 3, *conv), torch.zeros(n, 3, *rec)
+    state = LinearState([conv_pool[i, 1] for i in range(n)], [rec_pool[i, 1] for i in range(n)])
+    images = _images(1, seed=5)
+    ids = _ids(ours, 1, [71, 72, 73])
+    ctx = ours.new_context()
+    with torch.no_grad():
+        hidden, delta = ours.prefill(ids, images, ctx, state)
+        tokens = [int(ours.lm_logits(hidden[-1:])[0].argmax())]
+        for i in range(5):
+            tokens.append(int(ours.decode(tokens[-1], len(ids) + i + delta, ctx, state).argmax()))
+    want, _, fresh = _greedy(ours, ids, images, 6)
+    assert tokens == want
+    for i in range(n):
+        assert state.conv[i].data_ptr() == conv_pool[i, 1].data_ptr()
+        assert torch.equal(conv_pool[i, 1], fresh.conv[i]) and torch.equal(rec_pool[i, 1], fresh.recurrent[i])
+        assert not conv_pool[i, [0, 2]].any() and not rec_pool[i, [0, 2]].any()
+    assert state.nbytes == n * 4 * (conv[0] * conv[1] + rec[0] * rec[1] * rec[2])
+
+
 def test_forked_prefix_state_gives_two_fresh_prefills_tokens(pair):
     """A prefix's state (K/V context + linear state) snapshotted once, each of two questions
     continued from its own copy: the same 8 greedy tokens and logits as two fresh prefills of
