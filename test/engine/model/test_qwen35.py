@@ -214,6 +214,19 @@ def test_forked_prefix_state_gives_two_fresh_prefills_tokens(pair):
         assert torch.equal(a, b)
 
 
+def test_weights_that_do_not_fit_the_config_are_refused(pair, tmp_path):
+    import shutil
+
+    _, _, folder = pair
+    for f in folder.iterdir():
+        shutil.copy(f, tmp_path / f.name)
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    cfg["text_config"]["intermediate_size"] = 96
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(ValueError, match="do not fit its Qwen3.5 config"):
+        load_qwen35_folder(tmp_path)
+
+
 def test_what_is_not_implemented_is_refused(tmp_path):
     with pytest.raises(ValueError, match="hidden_act 'prelu'"):
         Qwen35Model(tiny_config(hidden_act="prelu"))
