@@ -109,12 +109,17 @@ class QwenVLConfig:
     image_token_id: int = 151655
     vision_start_token_id: int = 151652
     vision_end_token_id: int = 151653
-    # "<|im_start|>user\n" before the images, "<|im_end|>\n<|im_start|>assistant\n" after the text
+    # "<|im_start|>user\n" before the images; "<|im_end|>\n<|im_start|>assistant\n" after a
+    # question (the frame's prefix ends inside the user turn: engine/intake.py)
     head_ids: tuple[int, ...] = (151644, 872, 198)
     tail_ids: tuple[int, ...] = (151645, 198, 151644, 77091, 198)
     tie_word_embeddings: bool = True
+    # the text MLP's and the vision tower's activations (transformers' ACT2FN names; config.json's
+    # text_config.hidden_act / vision_config.hidden_act)
+    hidden_act: str = "silu"
+    vision_hidden_act: str = "gelu_pytorch_tanh"
     state_tokens: int = 1  # DiT tokens carrying the proprioceptive state
-    # put after the prompt's text, before the template's tail: OFT's action-query placeholders
+    # put after the prompt's text, ending the prefix (and a question after them): OFT's placeholders
     # (docs/starvla.md); the StarVLA presets carry them whatever heads run, one prompt for E = 2..4
     action_query_ids: tuple[int, ...] = ()
 
@@ -129,6 +134,22 @@ class QwenVLConfig:
             raise ValueError(f"qwen.mrope_section must be 3 non-negative ints, got {self.mrope_section}")
         if self.state_tokens < 0:
             raise ValueError(f"qwen.state_tokens must be >= 0, got {self.state_tokens}")
+        check_activation("qwen.hidden_act", self.hidden_act)
+        check_activation("qwen.vision_hidden_act", self.vision_hidden_act)
+
+
+def check_activation(name: str, act: str) -> None:
+    """ValueError unless ``act`` is one of transformers' parameter-free ACT2FN activations (what
+    the Qwen MLPs apply; a parametric one, e.g. prelu, would carry weights no file maps)."""
+    if act in ("silu", "gelu_pytorch_tanh"):  # the defaults: the presets import no transformers
+        return
+    from transformers.activations import ACT2FN
+
+    if not isinstance(act, str) or act not in ACT2FN:
+        raise ValueError(f"{name} {act!r} is not an activation transformers knows "
+                         f"(ACT2FN: {', '.join(sorted(ACT2FN))})")
+    if any(True for _ in ACT2FN[act].parameters()):
+        raise ValueError(f"{name} {act!r} has learned parameters: not supported")
 
 
 @dataclass(frozen=True)

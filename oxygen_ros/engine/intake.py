@@ -22,6 +22,12 @@ from .scheduler import request_blocks
 from .tokenizer import Tokenizer
 
 MAX_NEW_TOKENS = 4096  # the most a caller may ask for one request (ask's cheap bound)
+# Qwen families: a question follows the instruction in the same user turn, on its own line.
+# Encoded apart from the shared prefix: with a GPT-2-style byte-level BPE (the tests') a newline
+# starts a new pre-token, so the ids equal those of the joined text; Qwen's own pre-tokenizer
+# joins a space before a newline (" \n"), so after a prompt ending in a space (pi0.5's
+# "Action: ") its ids differ from the joined text's at that one boundary (docs/qwen3-vl.md)
+QUESTION_SEPARATOR = "\n"
 
 
 @dataclass(frozen=True)
@@ -76,6 +82,10 @@ class Intake:
         self.encode_suffix(text)
 
     def encode_suffix(self, prompt: str) -> list[int]:
+        """A language request's tokens after the frame's prefix. pi0.5: the question's text.
+        Qwen (the prefix ends inside the user turn, after the images and the instruction): the
+        question on its own line, still in the user turn, then the chat template's tail closing
+        it and opening the assistant's turn (docs/qwen3-vl.md, "Prefix layout")."""
         if not isinstance(prompt, str) or not prompt.strip():
             raise ValueError("a language request needs a non-empty prompt")
         limit = self.model_config.max_prompt_tokens
@@ -84,9 +94,15 @@ class Intake:
         if len(prompt) > 64 * limit:
             raise ValueError(f"prompt is {len(prompt)} characters; it must be at most "
                              f"{limit} tokens (max_prompt_tokens)")
-        ids = self.tokenizer.encode(prompt, add_bos=False)
+        q = self.model_config.qwen
+        if q is None:
+            ids = self.tokenizer.encode(prompt, add_bos=False)
+        else:
+            ids = self.tokenizer.encode(QUESTION_SEPARATOR + prompt, add_bos=False) \
+                + list(q.tail_ids)
         if not ids or len(ids) > limit:
-            raise ValueError(f"prompt is {len(ids)} tokens; it must be 1..{limit} (max_prompt_tokens)")
+            raise ValueError(f"prompt is {len(ids)} tokens; it must be 1..{limit} (max_prompt_tokens"
+                             f"{', with the chat template' if q is not None else ''})")
         return ids
 
     def check_request_fits(self, max_new_tokens: int, cfg: EngineConfig) -> None:
@@ -135,10 +151,9 @@ class Intake:
     def prompt_ids(self, instruction: str, state: np.ndarray) -> list[int]:
         mc = self.model_config
         text = format_prompt(instruction, state, bins=mc.state_bins)
-        if mc.qwen is not None:  # the user turn's text, then the chat template's tail
+        if mc.qwen is not None:  # the user turn's text: the turn stays open for a question
             q = mc.qwen  # OFT's action queries end the text (docs/starvla.md)
-            return self.tokenizer.encode(text, add_bos=False) + list(q.action_query_ids) \
-                + list(q.tail_ids)
+            return self.tokenizer.encode(text, add_bos=False) + list(q.action_query_ids)
         return self.tokenizer.encode(text, add_bos=True)
 
     def guide(self, prior: ActionPrior | None, cfg: EngineConfig) -> Guide | None:

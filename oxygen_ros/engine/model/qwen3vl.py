@@ -59,20 +59,33 @@ class QwenAttention(nn.Module):
 
 
 class QwenMLP(GemmaMLP):
-    """The same projections as Gemma's MLP, with SiLU: down(silu(gate(x)) * up(x))."""
+    """The same projections as Gemma's MLP: down(act(gate(x)) * up(x)), act SiLU unless the
+    config says otherwise (transformers' ACT2FN, as its Qwen3-VL text MLP)."""
+
+    def __init__(self, width: int, mlp_dim: int, act: str = "silu") -> None:
+        super().__init__(width, mlp_dim)
+        self.act = F.silu if act == "silu" else _activation(act)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        return self.down_proj(self.act(self.gate_proj(x)) * self.up_proj(x))
+
+
+def _activation(name: str):
+    """transformers' parameter-free activation ``name`` (config.check_activation refused the
+    rest), kept out of the module tree so the state dict stays transformers'."""
+    from transformers.activations import ACT2FN
+
+    return ACT2FN[name].forward
 
 
 class QwenLayer(nn.Module):
     """One pre-norm decoder layer (the backbone's and the DiT's)."""
 
     def __init__(self, width: int, mlp_dim: int, heads: int, kv_heads: int, head_dim: int,
-                 eps: float) -> None:
+                 eps: float, act: str = "silu") -> None:
         super().__init__()
         self.self_attn = QwenAttention(width, heads, kv_heads, head_dim, eps)
-        self.mlp = QwenMLP(width, mlp_dim)
+        self.mlp = QwenMLP(width, mlp_dim, act)
         self.input_layernorm = QwenRMSNorm(width, eps)
         self.post_attention_layernorm = QwenRMSNorm(width, eps)
 
@@ -97,7 +110,8 @@ class TextModel(nn.Module):
         c = config
         self.embed_tokens = nn.Embedding(c.vocab_size, c.vlm.width)
         self.layers = nn.ModuleList(
-            QwenLayer(c.vlm.width, c.vlm.mlp_dim, c.num_heads, c.num_kv_heads, c.head_dim, c.rms_eps)
+            QwenLayer(c.vlm.width, c.vlm.mlp_dim, c.num_heads, c.num_kv_heads, c.head_dim, c.rms_eps,
+                      c.qwen.hidden_act)
             for _ in range(c.depth))
         self.norm = QwenRMSNorm(c.vlm.width, c.rms_eps)
 
@@ -140,6 +154,27 @@ def mrope_cos_sin(positions: torch.Tensor, head_dim: int, theta: float,
     return angles.cos(), angles.sin()
 
 
+def image_text_positions(ids: list[int], image_token_id: int, rows: int, cols: int
+                         ) -> torch.Tensor:
+    """[3, T] (t, h, w) rotary positions of ``ids`` whose images are runs of rows * cols
+    ``image_token_id``: an image starting at position s gets (s, s + row, s + col) and advances
+    positions by max(rows, cols); a text token gets its position on all axes (transformers'
+    get_rope_index for still images, Qwen3-VL and Qwen3.5)."""
+    out, i, pos = [], 0, 0
+    while i < len(ids):
+        if ids[i] == image_token_id:
+            r = torch.arange(rows).repeat_interleave(cols)
+            cc = torch.arange(cols).repeat(rows)
+            out.append(torch.stack([torch.zeros_like(r), r, cc]) + pos)
+            pos += max(rows, cols)
+            i += rows * cols
+        else:
+            out.append(torch.full((3, 1), pos))
+            pos += 1
+            i += 1
+    return torch.cat(out, dim=1)
+
+
 def patchify(images: torch.Tensor, patch: int, temporal: int, merge: int) -> torch.Tensor:
     """[N, 3, H, W] -> pixel rows [N * gh * gw, 3 * temporal * patch^2] in the order the
     Qwen2-VL image processor emits them (merge-block major; a still image repeated over the
@@ -155,7 +190,7 @@ def patchify(images: torch.Tensor, patch: int, temporal: int, merge: int) -> tor
 def vision_config(config: ModelConfig) -> Qwen3VLVisionConfig:
     v, q = config.vision, config.qwen
     vc = Qwen3VLVisionConfig(
-        depth=v.depth, hidden_size=v.width, hidden_act="gelu_pytorch_tanh",
+        depth=v.depth, hidden_size=v.width, hidden_act=q.vision_hidden_act,
         intermediate_size=v.mlp_dim, num_heads=v.num_heads, in_channels=3,
         patch_size=v.patch_size, spatial_merge_size=q.spatial_merge_size,
         temporal_patch_size=q.temporal_patch_size, out_hidden_size=config.vlm.width,
@@ -261,8 +296,9 @@ class Qwen3VLModel(nn.Module):
     # ---- the prefix layout (chat template + image placeholders) -------------------------------
     def prefix_ids(self, num_images: int, prompt_ids: list[int] | tuple[int, ...]) -> list[int]:
         """head + num_images x [<|vision_start|>, <|image_pad|> x rows*cols, <|vision_end|>] +
-        prompt: the token ids the Qwen3-VL processor and chat template give a user turn with
-        images first, then its text (the prompt carries the template's tail)."""
+        prompt: the token ids the Qwen3-VL processor and chat template give the start of a user
+        turn with images first, then its text. The engine's prefix ends there, inside the user
+        turn; a question (Intake.encode_suffix) or the tests' prompts add the template's tail."""
         q = self.config.qwen
         image = [q.vision_start_token_id] + [q.image_token_id] * self.config.image_grid_tokens \
             + [q.vision_end_token_id]
@@ -270,20 +306,8 @@ class Qwen3VLModel(nn.Module):
 
     def prefix_positions(self, ids: list[int]) -> torch.Tensor:
         """[3, T] rotary positions of a prefix (transformers' get_rope_index for still images)."""
-        q, (rows, cols) = self.config.qwen, self.config.image_grid
-        out, i, pos = [], 0, 0
-        while i < len(ids):
-            if ids[i] == q.image_token_id:
-                r = torch.arange(rows).repeat_interleave(cols)
-                cc = torch.arange(cols).repeat(rows)
-                out.append(torch.stack([torch.zeros_like(r), r, cc]) + pos)
-                pos += max(rows, cols)
-                i += rows * cols
-            else:
-                out.append(torch.full((3, 1), pos))
-                pos += 1
-                i += 1
-        return torch.cat(out, dim=1)
+        rows, cols = self.config.image_grid
+        return image_text_positions(ids, self.config.qwen.image_token_id, rows, cols)
 
     def prefill_prefix(self, images: torch.Tensor, prompt_ids: list[int], ctx,
                        keep: dict[int, torch.Tensor] | None = None) -> torch.Tensor:

@@ -12,6 +12,7 @@ expert, with a warning (what benchmarks need).
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import logging
@@ -57,13 +58,14 @@ def hf_config(mc: ModelConfig):
             vocab_size=mc.vocab_size, hidden_size=mc.vlm.width, intermediate_size=mc.vlm.mlp_dim,
             num_hidden_layers=mc.depth, num_attention_heads=mc.num_heads,
             num_key_value_heads=mc.num_kv_heads, head_dim=mc.head_dim, rms_norm_eps=mc.rms_eps,
-            tie_word_embeddings=q.tie_word_embeddings,
+            tie_word_embeddings=q.tie_word_embeddings, hidden_act=q.hidden_act,
             rope_parameters=dict(rope_type="default", rope_theta=mc.rope_theta,
                                  mrope_section=list(q.mrope_section), mrope_interleaved=True)),
         vision_config=dict(
             depth=v.depth, hidden_size=v.width, intermediate_size=v.mlp_dim, num_heads=v.num_heads,
-            patch_size=v.patch_size, spatial_merge_size=q.spatial_merge_size,
-            temporal_patch_size=q.temporal_patch_size, out_hidden_size=mc.vlm.width,
+            hidden_act=q.vision_hidden_act, patch_size=v.patch_size,
+            spatial_merge_size=q.spatial_merge_size, temporal_patch_size=q.temporal_patch_size,
+            out_hidden_size=mc.vlm.width,
             num_position_embeddings=q.num_position_embeddings,
             deepstack_visual_indexes=list(q.deepstack_visual_indexes)),
         image_token_id=q.image_token_id, vision_start_token_id=q.vision_start_token_id,
@@ -80,9 +82,13 @@ def model_config_from_hf(d: dict[str, Any], base: ModelConfig | None = None,
     if base is None:  # Qwen's own chat-template ids, or xr0-tiny's for a small random vocab
         base = PRESETS["xr0"] if t.get("vocab_size", 0) >= PRESETS["xr0"].vocab_size \
             else PRESETS["xr0-tiny"]
-    rope = t.get("rope_parameters") or t.get("rope_scaling") or {}
+    # tie_word_embeddings, the rotary parameters and the activations as transformers resolves
+    # them from this file (its defaults, not ours): only the top-level tie flag counts (default
+    # False), a missing rope_theta is Qwen3VLTextConfig.default_theta
+    hf = _resolved_hf_config(d)
+    rope = hf.text_config.rope_parameters
     heads = t["num_attention_heads"]
-    tie = bool(d.get("tie_word_embeddings", t.get("tie_word_embeddings", False)))
+    tie = bool(hf.tie_word_embeddings)
     image_size = base.vision.image_size
     cell = vis.get("patch_size", 16) * vis.get("spatial_merge_size", 2)
     image_size = max(cell, image_size // cell * cell)
@@ -96,7 +102,8 @@ def model_config_from_hf(d: dict[str, Any], base: ModelConfig | None = None,
         image_token_id=d.get("image_token_id", 151655),
         vision_start_token_id=d.get("vision_start_token_id", 151652),
         vision_end_token_id=d.get("vision_end_token_id", 151653),
-        tie_word_embeddings=tie)
+        tie_word_embeddings=tie, hidden_act=hf.text_config.hidden_act,
+        vision_hidden_act=hf.vision_config.hidden_act)
     fields = dict(
         name="qwen3vl", family="qwen3vl", vocab_size=t["vocab_size"],
         depth=t["num_hidden_layers"], num_heads=heads,
@@ -106,7 +113,7 @@ def model_config_from_hf(d: dict[str, Any], base: ModelConfig | None = None,
         vision=VisionConfig(image_size=image_size, patch_size=vis.get("patch_size", 16),
                             width=vis["hidden_size"], depth=vis["depth"],
                             num_heads=vis["num_heads"], mlp_dim=vis["intermediate_size"]),
-        rope_theta=float(rope.get("rope_theta", t.get("rope_theta", 5_000_000.0))),
+        rope_theta=float(rope["rope_theta"]),
         rms_eps=t.get("rms_norm_eps", 1e-6), qwen=qwen)
     for name in _ACTION_FIELDS:
         fields[name] = getattr(base, name)
@@ -128,6 +135,17 @@ def model_config_from_hf(d: dict[str, Any], base: ModelConfig | None = None,
 
     merged["vlm"], merged["vision"], merged["qwen"] = fields["vlm"], vision, qwen
     return model_config_from_dict(merged)
+
+
+def _resolved_hf_config(d: dict[str, Any]):
+    """transformers' Qwen3VLConfig of a config.json dict (its defaults filled in, its rotary
+    parameters standardised); ValueError when transformers cannot read it."""
+    from transformers import Qwen3VLConfig
+
+    try:
+        return Qwen3VLConfig.from_dict(copy.deepcopy(d))  # it may edit nested dicts
+    except (TypeError, ValueError, KeyError) as err:
+        raise ValueError(f"transformers cannot read this Qwen3-VL config: {err}") from None
 
 
 def folder_config(folder: str | Path, base: ModelConfig | None = None) -> ModelConfig:

@@ -102,3 +102,52 @@ def qwen3vl_pair(mc):
 @pytest.fixture(scope="session")
 def make_qwen3vl_pair():
     return qwen3vl_pair
+
+
+# The layout of Qwen's chat template for user turns whose content is a list (images as
+# <|vision_start|><|image_pad|><|vision_end|>, texts as they are, nothing between items; no
+# system message), then the generation prompt: the reference our prompt ids are checked against.
+QWEN_CHAT_TEMPLATE = (
+    "{%- for m in messages -%}{{ '<|im_start|>' + m.role + '\\n' }}"
+    "{%- for c in m.content -%}"
+    "{%- if c.type == 'image' -%}{{ '<|vision_start|><|image_pad|><|vision_end|>' }}"
+    "{%- elif c.type == 'text' -%}{{ c.text }}{%- endif -%}"
+    "{%- endfor -%}{{ '<|im_end|>\\n' }}{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{ '<|im_start|>assistant\\n' }}{%- endif -%}")
+# xr0-tiny's chat-template ids 2048..2055 (ModelConfig.qwen), and 2056 (the StarVLA presets' OFT
+# placeholder), as tokens of the tiny BPE's vocabulary
+QWEN_TINY_SPECIALS = ("<|im_start|>", "<|im_end|>", "user", "assistant", "\n", "<|vision_start|>",
+                      "<|vision_end|>", "<|image_pad|>", "<|oft|>")
+
+
+def qwen_chat_tokenizer(vocab_size: int):
+    """(our HFTokenizer, transformers' PreTrainedTokenizerFast) of the random presets' tiny BPE
+    (2048 tokens) with the chat template's tokens at the ids xr0-tiny's config gives them."""
+    from tokenizers import AddedToken
+    from transformers import PreTrainedTokenizerFast
+
+    from oxygen_ros.engine.tokenizer import HFTokenizer, build_tiny_tokenizer
+
+    tok = build_tiny_tokenizer(2048).tok
+    for name in QWEN_TINY_SPECIALS[:vocab_size - 2048]:
+        tok.add_tokens([AddedToken(name, special=name.startswith("<|"), normalized=False)])
+    assert tok.get_vocab_size() == vocab_size and tok.token_to_id("<|image_pad|>") == 2055
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<pad>")
+    return HFTokenizer(tok, None, tok.token_to_id("<|im_end|>"), 0), fast
+
+
+def chat_template_ids(fast, num_images: int, image_tokens: int, texts: list[str]) -> list[int]:
+    """The ids of one user turn holding ``num_images`` images then ``texts``, followed by the
+    generation prompt: the chat template's text, each <|image_pad|> expanded to the image's
+    merged tokens (what Qwen3VLProcessor does), tokenised as one string."""
+    content = [{"type": "image"}] * num_images + [{"type": "text", "text": t} for t in texts]
+    text = fast.apply_chat_template([{"role": "user", "content": content}],
+                                    chat_template=QWEN_CHAT_TEMPLATE, add_generation_prompt=True,
+                                    tokenize=False)
+    text = text.replace("<|image_pad|>", "<|image_pad|>" * image_tokens)
+    return fast(text, add_special_tokens=False)["input_ids"]
+
+
+@pytest.fixture(scope="session")
+def qwen_chat():
+    return qwen_chat_tokenizer, chat_template_ids

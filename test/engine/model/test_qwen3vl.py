@@ -123,10 +123,44 @@ def test_runner_pool_holds_transformers_kv(pair):
         torch.testing.assert_close(got, want, atol=ATOL, rtol=0)
 
 
-def _engine_tokens(model, mode: str, frames: int = 3) -> tuple[dict[int, list[int]], list, Engine]:
+@pytest.mark.parametrize("preset", ["xr0-tiny", "starvla-tiny-e4"])
+def test_question_sits_in_the_user_turn_as_the_chat_template_lays_it_out(qwen_chat, preset):
+    """Both Qwen families: the frame's prefix (images, instruction + state, OFT's queries) and a
+    question after it are the ids the chat template gives ONE user turn holding the images, the
+    instruction and the question on its own line, followed by the generation prompt; the
+    prefix alone is a start of that turn (it ends inside it, before <|im_end|>)."""
+    from oxygen_ros.engine.intake import Intake
+    from oxygen_ros.engine.model.prompt import format_prompt
+
+    mc = PRESETS[preset]
+    make_tokenizer, template_ids = qwen_chat
+    tok, fast = make_tokenizer(mc.vocab_size)
+    intake = Intake(mc, tok, num_blocks=1 << 20, reserved_blocks=0, device=torch.device("cpu"))
+    with torch.device("meta"):
+        model = Qwen3VLModel(mc)
+    cfg = EngineConfig()
+    obs = SyntheticStream(mc).frame(0)
+    n = obs.images.shape[0]
+    prefix = model.prefix_ids(n, intake.action_prompt(obs, cfg))
+    instruction = format_prompt(obs.instruction, obs.state, bins=mc.state_bins) \
+        + "<|oft|>" * len(mc.qwen.action_query_ids)
+    for question in ("what happened?", "Is the cup on the left?"):
+        want = template_ids(fast, n, mc.image_grid_tokens, [instruction, "\n" + question])
+        assert prefix + intake.encode_suffix(question) == want
+        assert want[:len(prefix)] == prefix and want[len(prefix)] == 2052  # "\n", same turn
+
+
+@pytest.fixture(scope="module")
+def chat_tokenizer(qwen_chat):
+    """The tiny BPE with the chat template's tokens at xr0-tiny's ids: (ours, transformers')."""
+    return qwen_chat[0](MC.vocab_size)
+
+
+def _engine_tokens(model, mode: str, tokenizer, frames: int = 3
+                   ) -> tuple[dict[int, list[int]], list, Engine]:
     cfg = EngineConfig(mode=mode, decode_steps_per_frame=2, max_decode_steps=5, denoise_steps=2,
                        max_active_requests=4)
-    engine = Engine(MC, cfg, model=model, tokenizer=build_tiny_tokenizer(2048))
+    engine = Engine(MC, cfg, model=model, tokenizer=tokenizer)
     stream = SyntheticStream(MC)
     tokens: dict[int, list[int]] = {}
     actions = []
@@ -142,20 +176,30 @@ def _engine_tokens(model, mode: str, frames: int = 3) -> tuple[dict[int, list[in
 
 
 @pytest.fixture(scope="module")
-def isolated_run(pair):
-    tokens, actions, _ = _engine_tokens(pair[1], "isolated")
+def isolated_run(pair, chat_tokenizer):
+    tokens, actions, _ = _engine_tokens(pair[1], "isolated", chat_tokenizer[0])
     return tokens, actions
 
 
 @pytest.mark.parametrize("mode", ["isolated", "parallel", "shared", "oxygen"])
-def test_engine_greedy_tokens_equal_transformers_generate(pair, isolated_run, mode):
+def test_engine_greedy_tokens_equal_transformers_generate(pair, isolated_run, chat_tokenizer,
+                                                         qwen_chat, mode):
+    """Frame 0's memory request: the engine's tokens equal transformers' generate on the ids
+    the chat template gives the user turn (images, instruction, the memory prompt) + the
+    generation prompt."""
+    from oxygen_ros.engine.model.prompt import format_prompt
+
     hf, ours = pair
-    tokens, actions, engine = _engine_tokens(ours, mode)
+    tokens, actions, engine = _engine_tokens(ours, mode, chat_tokenizer[0])
     stream = SyntheticStream(MC)
     obs = stream.frame(0)
-    prompt = engine.intake.action_prompt(obs, engine.config)
-    memory = engine.intake.memory_ids(engine.config.memory_prompt)
-    ids = ours.prefix_ids(obs.images.shape[0], prompt) + memory
+    cfg = engine.config
+    n = obs.images.shape[0]
+    ids = qwen_chat[1](chat_tokenizer[1], n, MC.image_grid_tokens,
+                            [format_prompt(obs.instruction, obs.state, bins=MC.state_bins),
+                             "\n" + cfg.memory_prompt])
+    assert ours.prefix_ids(n, engine.intake.action_prompt(obs, cfg)) \
+        + engine.intake.memory_ids(cfg.memory_prompt) == ids
     pix = torch.from_numpy(obs.images).permute(0, 3, 1, 2).float() / 255 * 2 - 1
     with torch.no_grad():
         gen = hf.generate(**_hf_inputs(ours, pix, ids), max_new_tokens=5, do_sample=False,
@@ -205,3 +249,78 @@ def test_oxygen_inspect_recognises_a_qwen3vl_folder(pair, tmp_path):
     report = inspect(tmp_path)
     assert report["format"] == "qwen3vl" and not report["problems"], report
     assert "depth 4" in report["model"] and "RANDOM" in report["action_expert"]
+
+
+def _edited_folder(hf, folder, edit) -> None:
+    """``hf`` saved by save_pretrained, then its config.json changed by ``edit(dict)``."""
+    import json
+
+    hf.save_pretrained(folder)
+    d = json.loads((folder / "config.json").read_text())
+    edit(d)
+    (folder / "config.json").write_text(json.dumps(d))
+
+
+def _logits_equal_transformers_from_the_folder(folder) -> float:
+    """Our loader's and transformers' from_pretrained logits on one image + prompt; returns the
+    largest difference (asserted <= ATOL)."""
+    ref = Qwen3VLForConditionalGeneration.from_pretrained(folder).eval()
+    mc, ours = load_qwen3vl_folder(folder, base=MC)
+    prompt, images = [3, 4, 5, 6], _images(1, seed=4)
+    ids = ours.prefix_ids(1, prompt)
+    with torch.no_grad():
+        ctx = LocalContext(mc.depth, ours.attn_scale, record=True, causal=True)
+        got = ours.lm_logits(ours.prefill_prefix(images, prompt, ctx))
+        want = ref(**_hf_inputs(ours, images, ids)).logits[0]
+    torch.testing.assert_close(got, want, atol=ATOL, rtol=0)
+    return float((got - want).abs().max())
+
+
+def test_tie_flag_read_as_transformers_does(pair, tmp_path):
+    """Only the top-level tie_word_embeddings counts (default False): a file whose text_config
+    says tie but whose top level says nothing keeps its own lm_head.weight, as transformers."""
+    hf, _ = pair
+    untied = Qwen3VLForConditionalGeneration(hf_config(MC.replace(
+        qwen=MC.qwen.__class__(**{**MC.qwen.__dict__, "tie_word_embeddings": False}))))
+    untied.load_state_dict(hf.state_dict(), strict=False)
+    with torch.no_grad():
+        untied.lm_head.weight.normal_(0.0, 0.1)  # its own head, not the embedding
+
+    def edit(d):
+        d.pop("tie_word_embeddings", None)
+        d["text_config"]["tie_word_embeddings"] = True
+
+    _edited_folder(untied, tmp_path, edit)
+    assert not Qwen3VLForConditionalGeneration.from_pretrained(tmp_path).config.tie_word_embeddings
+    _logits_equal_transformers_from_the_folder(tmp_path)
+
+
+def test_missing_rope_theta_is_transformers_default(pair, tmp_path):
+    def edit(d):
+        for key in ("rope_parameters", "rope_scaling"):
+            d["text_config"].get(key, {}).pop("rope_theta", None)
+        d["text_config"].pop("rope_theta", None)
+
+    _edited_folder(pair[0], tmp_path, edit)
+    from transformers import Qwen3VLTextConfig
+
+    mc, _ = load_qwen3vl_folder(tmp_path, base=MC)
+    assert mc.rope_theta == Qwen3VLTextConfig.default_theta == 500_000.0
+    _logits_equal_transformers_from_the_folder(tmp_path)
+
+
+def test_hidden_act_of_text_mlp_and_vision_tower_follow_the_file(pair, tmp_path):
+    """Another activation in config.json computes as transformers does (ACT2FN), where the old
+    code silently kept SiLU / GELU-tanh; an unknown or parametric one is refused naming it."""
+    def edit(d):
+        d["text_config"]["hidden_act"] = "gelu"
+        d["vision_config"]["hidden_act"] = "quick_gelu"
+
+    _edited_folder(pair[0], tmp_path, edit)
+    _logits_equal_transformers_from_the_folder(tmp_path)
+    mc, _ = load_qwen3vl_folder(tmp_path, base=MC)
+    assert (mc.qwen.hidden_act, mc.qwen.vision_hidden_act) == ("gelu", "quick_gelu")
+    for bad in ("swishy", "prelu"):
+        _edited_folder(pair[0], tmp_path, lambda d: d["text_config"].update(hidden_act=bad))
+        with pytest.raises(ValueError, match=f"hidden_act '{bad}'"):
+            load_qwen3vl_folder(tmp_path, base=MC)

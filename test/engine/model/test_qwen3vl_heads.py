@@ -109,14 +109,14 @@ def test_every_mode_gives_the_same_tokens_and_chunks_for_every_head(preset):
 def test_engine_chunks_equal_the_heads_on_the_prefill_hidden_states():
     """Frame 0's chunks from the engine equal starvla_heads' functions called directly on a
     prefill of the same observation and prompt (unpaged, with its own buffers), with the
-    frame's noise split by head and its state; the prompt ends its text with OFT's queries."""
+    frame's noise split by head and its state; the prompt (the prefix) ends with OFT's queries."""
     mc = PRESETS["starvla-tiny-e4"]
     model = init_qwen3vl(mc, seed=3)
     _, chunks, engine = _run(mc, "oxygen", model, frames=1)
     obs = SyntheticStream(mc).frame(0)
     prompt = engine.intake.action_prompt(obs, engine.config)
     q = mc.qwen
-    assert prompt[-len(q.tail_ids) - 9:] == list(q.action_query_ids) + list(q.tail_ids)
+    assert prompt[-9:] == list(q.action_query_ids)  # the prefix ends inside the user turn
     assert engine.runner.hidden_bytes == 4 * mc.max_prefix_tokens * mc.vlm.width * 4
     keep = {i: torch.zeros(mc.max_prefix_tokens, mc.vlm.width) for i in model.kept_layers}
     pix = torch.from_numpy(obs.images).permute(0, 3, 1, 2).float() / 255 * 2 - 1
@@ -137,9 +137,8 @@ def test_engine_chunks_equal_the_heads_on_the_prefill_hidden_states():
                 torch.tensor([ids]), mc.action_experts[2].head.query_token_id, 9))[0]}
     for name, w in want.items():
         np.testing.assert_allclose(chunks[0][name], w.numpy(), atol=1e-5, rtol=0, err_msg=name)
-    # the query positions are the 9 placeholders just before the template's tail
-    assert query_positions(torch.tensor([ids]), 2056, 9)[0].tolist() == \
-        list(range(p - len(q.tail_ids) - 9, p - len(q.tail_ids)))
+    # the query positions are the 9 placeholders ending the prefix
+    assert query_positions(torch.tensor([ids]), 2056, 9)[0].tolist() == list(range(p - 9, p))
 
 
 def test_action_head_picks_the_commanded_chunk_and_nothing_else():
