@@ -80,7 +80,7 @@ def test_clip_to_limits():
     p = ChunkPlayer(2, DT, crossfade_s=0.0, lower=np.array([-1.0, 0.0]), upper=np.array([1.0, 0.5]))
     p.set_chunk(np.array([[5.0, -5.0]]), 0.0, 0.0)
     assert np.allclose(p.value_at(0.0).values, [1.0, 0.0])
-    p.configure(lower=None, upper=None)
+    p.configure(p.config.replace(lower=(), upper=()))
     assert np.allclose(p.value_at(0.0).values, [5.0, -5.0])
 
 
@@ -193,8 +193,8 @@ def test_blend_is_checked():
         ChunkPlayer(1, DT, blend="smooth")
     p = ChunkPlayer(1, DT)
     with pytest.raises(ValueError, match="blend"):
-        p.configure(blend="rtc2")
-    p.configure(blend="rtc")
+        p.configure(p.config.replace(blend="rtc2"))
+    p.configure(p.config.replace(blend="rtc"))
     assert p.blend == "rtc"
 
 
