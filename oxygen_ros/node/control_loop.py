@@ -257,6 +257,7 @@ class ControlLoop:
             message += f"; velocity/acceleration limited: {', '.join(limited)}"
         return level, message, {
             "command_rate_hz": float(rate), "control_rate_hz": float(control_rate_hz),
+            "chunk_rate_hz": 1.0 / self.player.dt,  # the chunk's step rate (its own time axis)
             "commands": self.commands, "stale_ticks": self.stale_ticks,
             "rejected_chunks": self.player.rejected, "chunk_age_s": float(self.last_age_s),
             "limited_ticks": self.shaper.limited_ticks,

@@ -139,7 +139,13 @@ def _limits(draw):
     return {"joint_limits_lower": lo, "joint_limits_upper": hi}
 
 
-CHANGE = st.one_of(_limits(), *[_value(s).map(lambda v, n=s.name: {n: v}) for s in LIVE])
+def _changes(specs):
+    return st.one_of(*[_value(s).map(lambda v, n=s.name: {n: v}) for s in specs])
+
+
+# the command path's parameters drawn as often as all the others together
+CHANGE = st.one_of(_limits(), _changes([s for s in LIVE if s.name in P.COMMAND_KEYS]),
+                   _changes([s for s in LIVE if s.name not in P.COMMAND_KEYS]))
 
 
 def test_the_property_covers_every_live_parameter():
@@ -150,7 +156,7 @@ def test_the_property_covers_every_live_parameter():
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(changes=st.lists(st.tuples(CHANGE, st.integers(1, 6), st.floats(0.0, 0.3),
-                                  st.floats(1.5, 4.0)), min_size=1, max_size=10))
+                                  st.floats(1.5, 4.0)), min_size=3, max_size=10))
 def test_any_live_parameter_in_any_order_keeps_every_limit(node, changes):
     """Every live parameter, set in random order to random valid values (the same value again
     included), while chunks far outside the joint limits play: after each change the player's
@@ -159,6 +165,10 @@ def test_any_live_parameter_in_any_order_keeps_every_limit(node, changes):
     velocity limit (and, following, the acceleration limit) in effect; without velocity and
     acceleration limits every command is within the joint limits."""
     rt = node.rt
+    # every example starts from the same command parameters (the node is shared)
+    base = {**{k: P.SPECS[k].default for k in P.COMMAND_KEYS},
+            "joint_limits_lower": [-LIMIT] * J, "joint_limits_upper": [LIMIT] * J}
+    assert node.set_parameters_atomically([_param(k, v) for k, v in base.items()]).successful
     rec = Recorder(rt)
     tick = rt.player.tick_s
     for change, ticks, age, far in changes:
@@ -299,12 +309,51 @@ def test_node_commands_at_200_hz_from_a_50_hz_chunk(ctx):
         values = np.array([s[1] for s in sent])
         span = times[-1] - times[0]
         rate = (len(times) - 1) / span
-        assert rate > 150.0, rate  # 200 Hz asked (a loaded test machine: some ticks late)
+        # 200 Hz asked: the median period is 5 ms; on a loaded test machine some ticks come late
+        # (a tick more than a period late is skipped), so the mean rate is only bounded well
+        # above the chunk's 50 Hz
+        assert np.median(np.diff(times)) == pytest.approx(0.005, abs=0.001)
+        assert rate > 100.0, rate
         per_step = max(np.abs(np.diff(c, axis=0)).max() for c in chunks)
         per_tick = np.abs(np.diff(values, axis=0)).max()
         # interpolated: a quarter step per tick (x1.5 for the cubic's slope), and crossfades
         assert per_tick <= 0.75 * per_step, (per_tick, per_step)
         assert len(frames_at) >= 2
+    finally:
+        node.stop()
+        node.destroy_node()
+
+
+def test_chunk_rate_from_the_checkpoint_else_the_control_rate(ctx, tmp_path):
+    """chunk_rate_hz 0: the rate the checkpoint names (LeRobot train_config.json env.fps), else
+    control_rate_hz; a chunk_rate_hz given wins. The shaper runs on the control tick."""
+    import json
+
+    from oxygen_ros.engine.config import load_model_config
+    from oxygen_ros.engine.model import NormStats, init_model, save_lerobot_checkpoint
+    from oxygen_ros.engine.tokenizer import build_tiny_tokenizer
+
+    mc = load_model_config("tiny")
+    one = np.ones(J, np.float32)
+    folder = save_lerobot_checkpoint(init_model(mc, seed=1), mc, tmp_path / "tiny",
+                                     norm_stats=NormStats.quantiles(-one, one, -one, one),
+                                     tokenizer=build_tiny_tokenizer(mc.vocab_size))
+    (folder / "train_config.json").write_text(json.dumps({"env": {"type": "aloha", "fps": 25}}))
+    for extra, step in (((), 0.04), ((Parameter("chunk_rate_hz", value=40.0),), 0.025)):
+        node = _node(ctx, Parameter("model.checkpoint", value=str(folder)),
+                     Parameter("control_rate_hz", value=100.0), *extra)
+        try:
+            assert node.rt.player.dt == pytest.approx(step)
+            assert node.rt.player.tick_s == pytest.approx(0.01)
+            assert node.rt.control.shaper.dt == pytest.approx(0.01)
+            control = next(s for s in node._diagnostics() if s[0] == "control")
+            assert control[3]["chunk_rate_hz"] == pytest.approx(1 / step)
+        finally:
+            node.stop()
+            node.destroy_node()
+    node = _node(ctx, Parameter("control_rate_hz", value=100.0))  # a preset names no rate
+    try:
+        assert node.rt.player.dt == pytest.approx(0.01)
     finally:
         node.stop()
         node.destroy_node()
