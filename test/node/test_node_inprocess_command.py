@@ -26,11 +26,12 @@ J = 6
 LIMIT = 0.5
 
 
-def _node(ctx, *extra):
+def _node(ctx, *extra, limits: bool = True):
+    lim = [Parameter("joint_limits_lower", value=[-LIMIT] * J),
+           Parameter("joint_limits_upper", value=[LIMIT] * J)] if limits else []
     node = OxygenNode(context=ctx, parameter_overrides=[
         Parameter("model.num_threads", value=1), Parameter("memory.enabled", value=False),
-        Parameter("joint_limits_lower", value=[-LIMIT] * J),
-        Parameter("joint_limits_upper", value=[LIMIT] * J), *extra])
+        *lim, *extra])
     assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
     return node
 
@@ -271,54 +272,68 @@ def test_action_chunk_and_head_chunks_are_clipped_like_joint_command(ctx):
         node.destroy_node()
 
 
-def test_node_commands_at_200_hz_from_a_50_hz_chunk(ctx):
-    """Issue 26, item 8, end to end in-process: control_rate_hz 200 with chunk_rate_hz 50 and
-    the tiny model: the control thread publishes at ~200 Hz, the chunk's steps are interpolated
-    (a command moves a fraction of a chunk step per tick, never a whole one at once), and the
-    inference keeps its own rate."""
-    node = _node(ctx, Parameter("control_rate_hz", value=200.0), Parameter("chunk_rate_hz", value=50.0),
-                 Parameter("joint_limits_lower", value=[-3.0] * J),
-                 Parameter("joint_limits_upper", value=[3.0] * J), Parameter("crossfade_s", value=0.1))
+@pytest.mark.parametrize("control_hz", [200.0, 500.0])
+def test_node_commands_faster_than_a_50_hz_chunk(ctx, control_hz):
+    """Issue 26, item 8, end to end in-process: control_rate_hz 200 / 500 with chunk_rate_hz 50
+    and the tiny model: the control thread publishes at the control rate, the chunk's steps are
+    interpolated (a command moves a fraction of a chunk step per tick, never a whole one at
+    once), and the inference keeps its own rate (frames per second with the fast control loop
+    running against without it, on a machine other tests load too)."""
+    import threading
+
+    node = _node(ctx, Parameter("control_rate_hz", value=control_hz),
+                 Parameter("chunk_rate_hz", value=50.0),
+                 Parameter("crossfade_s", value=0.1), limits=False)
     try:
         rt = node.rt
-        assert rt.player.dt == pytest.approx(0.02) and rt.player.tick_s == pytest.approx(0.005)
-        assert rt.control.shaper.dt == pytest.approx(0.005)
+        assert rt.player.lower is None  # the model's own values: clipping would hide the curve
+        tick = 1.0 / control_hz
+        assert rt.player.dt == pytest.approx(0.02) and rt.player.tick_s == pytest.approx(tick)
+        assert rt.control.shaper.dt == pytest.approx(tick)
         sent: list[tuple[float, np.ndarray]] = []
         rt.control._publish = lambda names, values, stamp: sent.append((time.monotonic(), values))
-        import threading
-
-        stop = threading.Event()
-        rt.inputs.measured.update(node.get_clock().now().nanoseconds * 1e-9, np.zeros(J))
         rng = np.random.default_rng(7)
-        chunks = []
-        rt.control.start(stop, rt.player.tick_s, 0, False)
-        try:
-            frames_at = []
-            t_end = time.monotonic() + 2.0
-            while time.monotonic() < t_end:
+
+        def infer(seconds: float) -> tuple[int, list]:
+            chunks, n, end = [], 0, time.monotonic() + seconds
+            while time.monotonic() < end:
                 t = node.get_clock().now().nanoseconds * 1e-9
-                rt.inputs.measured.update(t, rt.control.shaper.last if rt.control.shaper.last
-                                          is not None else np.zeros(J))
+                last = rt.control.shaper.last
+                rt.inputs.measured.update(t, np.zeros(J) if last is None else last)
                 _frame(rt, t, rng, np.zeros(J, np.float32))
                 chunks.append(np.array(rt.player._chunk))
-                frames_at.append(time.monotonic())
+                n += 1
+            return n, chunks
+
+        alone, _ = infer(1.0)  # the inference rate without the control loop
+        stop = threading.Event()
+        rt.control.start(stop, rt.player.tick_s, 0, False)
+        try:
+            frames, chunks = infer(2.0)
         finally:
             stop.set()
             rt.control.stop()
         times = np.array([s[0] for s in sent])
         values = np.array([s[1] for s in sent])
-        span = times[-1] - times[0]
-        rate = (len(times) - 1) / span
-        # 200 Hz asked: the median period is 5 ms; on a loaded test machine some ticks come late
+        rate = (len(times) - 1) / (times[-1] - times[0])
+        # the median period is the control tick; on a loaded test machine some ticks come late
         # (a tick more than a period late is skipped), so the mean rate is only bounded well
         # above the chunk's 50 Hz
-        assert np.median(np.diff(times)) == pytest.approx(0.005, abs=0.001)
+        assert np.median(np.diff(times)) == pytest.approx(tick, rel=0.2)
         assert rate > 100.0, rate
         per_step = max(np.abs(np.diff(c, axis=0)).max() for c in chunks)
-        per_tick = np.abs(np.diff(values, axis=0)).max()
-        # interpolated: a quarter step per tick (x1.5 for the cubic's slope), and crossfades
-        assert per_tick <= 0.75 * per_step, (per_tick, per_step)
-        assert len(frames_at) >= 2
+        # the move per tick elapsed (a late tick, skipped ticks: time moved on by more)
+        elapsed = np.maximum(np.round(np.diff(times) / tick), 1.0)
+        per_tick = (np.abs(np.diff(values, axis=0)).max(axis=1) / elapsed).max()
+        # interpolated: a fraction of a chunk step per tick (the monotone cubic's slope stays
+        # within twice the steps' secants; a cross-fade moves tick / crossfade_s of the way)
+        assert per_tick <= 0.5 * per_step, (per_tick, per_step)
+        # (a Python control thread at 500 Hz takes its share of the interpreter lock)
+        assert frames / 2.0 >= 0.35 * alone, (frames / 2.0, alone)
+        print(f"control {control_hz:g} Hz: {rate:.0f} commands/s, median period "
+              f"{np.median(np.diff(times)) * 1e3:.2f} ms; inference {alone:.1f} frames/s alone, "
+              f"{frames / 2.0:.1f} with the control loop; max step per tick {per_tick:.3f} "
+              f"(per chunk step {per_step:.3f})")
     finally:
         node.stop()
         node.destroy_node()
