@@ -220,15 +220,18 @@ def test_replayed_commands_are_shaped_like_the_node(tmp_path, capsys):
     assert np.abs(np.diff(values, axis=0)).max() <= 0.5 * 0.02 + 1e-9
 
 
-def test_rtc_blend_continues_the_executed_chunk(tmp_path, capsys):
+@pytest.mark.parametrize("rates", [(), ("--control-rate-hz", "200", "--chunk-rate-hz", "50")],
+                         ids=["50Hz", "200Hz-from-50Hz-chunk"])
+def test_rtc_blend_continues_the_executed_chunk(tmp_path, capsys, rates):
     """Two blends on one bag: with --chunk-blend rtc every inference is given what the replayed
     player executes from its observation on, and the seams between consecutive chunks (at the
-    replayed control ticks) shrink to a fraction of the cross-fade run's."""
+    replayed control ticks) shrink to a fraction of the cross-fade run's; also with the control
+    loop at 200 Hz and the chunk's steps at 50 Hz (d and the leftover in chunk steps)."""
     write_run(tmp_path / "in", "mcap", seconds=0.5)
     seams = {}
     for blend in ("crossfade", "rtc"):
         rc, _ = _replay(capsys, tmp_path / "in", tmp_path / blend, "--chunk-blend", blend,
-                        "--memory-every", "0", "--S", "4")
+                        "--memory-every", "0", "--S", "4", *rates)
         assert rc == 0
         seams[blend] = evaluate(read_bag(tmp_path / blend)).summary["seam_error"]
     assert seams["rtc"] < 0.5 * seams["crossfade"], seams
