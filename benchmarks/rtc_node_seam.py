@@ -127,7 +127,7 @@ def main() -> int:
         stop_node(node_proc)
         close_client(ex, node)
 
-    dt = 1.0 / 50.0  # config/oxygen.yaml control_rate_hz
+    dt = 1.0 / 50.0  # the chunk step: chunk_rate_hz 0 and a preset names no rate -> control_rate_hz
     with lock:
         got, tick_t = list(chunks), np.sort(np.array(ticks))
     per: dict[str, list[np.ndarray]] = {"crossfade": [], "rtc": []}

@@ -19,7 +19,8 @@ does, and:
   would have produced live (pairs arriving during a frame are dropped and counted).
 A chunk becomes available at its pair's time + the measured frame time (rate 0) or when the
 worker finished (rate > 0, mapped back to recorded time); the node's ChunkPlayer produces
-joint_command at control_rate_hz over the recorded time span, ticked along with the inferences
+joint_command at control_rate_hz (chunk steps on their own axis, chunk_rate_hz, interpolated
+as in the node) over the recorded time span, ticked along with the inferences
 (chunk_blend as the node's parameter), through the node's CommandShaper (velocity / acceleration
 limits, start from the newest recorded joint state, the chunk gate at each chunk's arrival), so
 the replayed commands are what the robot would have been sent. The deadman is not replayed
@@ -41,6 +42,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from oxygen_ros.robot.chunk_player import BLENDS, ChunkPlayer
+from oxygen_ros.robot.command_config import CommandConfig
 from oxygen_ros.robot.images import CameraError, CameraFrame, decode_frames, parse_transports
 from oxygen_ros.robot.inference import PairInference
 from oxygen_ros.robot.pairing import Mailbox, Pair, Pairer
@@ -61,6 +63,7 @@ class ReplayConfig:
     stamp_tolerance_s: float = 0.05
     max_stamp_offset_s: float = 1.0  # the node's input check against its clock (log time here); 0: off
     control_rate_hz: float = 50.0
+    chunk_rate_hz: float = 0.0  # the chunk's step rate (the node's chunk_rate_hz); 0 = control_rate_hz
     crossfade_s: float = 0.1
     chunk_blend: str = "crossfade"  # crossfade | rtc | none, as the node's parameter
     observation_timeout_s: float = 0.5
@@ -90,8 +93,26 @@ class ReplayConfig:
             raise ValueError(f"rate must be >= 0 (0 = as fast as possible), got {self.rate}")
         if not self.control_rate_hz > 0:
             raise ValueError(f"control_rate_hz must be > 0, got {self.control_rate_hz}")
+        if not self.chunk_rate_hz >= 0:
+            raise ValueError(f"chunk_rate_hz must be >= 0 (0 = control_rate_hz), got {self.chunk_rate_hz}")
         if self.chunk_blend not in BLENDS:
             raise ValueError(f"chunk_blend must be one of {', '.join(BLENDS)}, got {self.chunk_blend!r}")
+
+    @property
+    def step_s(self) -> float:
+        """The chunk's step period (chunk_rate_hz, else the control period)."""
+        return 1.0 / (self.chunk_rate_hz or self.control_rate_hz)
+
+    def command_config(self, mapping: StateMapping) -> CommandConfig:
+        """The command path's configuration, as the node builds it from its parameters."""
+        return CommandConfig(
+            len(self.joint_names), self.step_s, 1.0 / self.control_rate_hz,
+            lower=() if mapping.lower is None else mapping.lower,
+            upper=() if mapping.upper is None else mapping.upper, crossfade_s=self.crossfade_s,
+            observation_timeout_s=self.observation_timeout_s, blend=self.chunk_blend,
+            velocity_limits=self.joint_velocity_limits,
+            acceleration_limits=self.joint_acceleration_limits,
+            max_start_deviation=self.max_start_deviation)
 
 
 @dataclass
@@ -148,12 +169,9 @@ class Replayer:
         # the node's inference worker's own step (robot/inference.py): cameras in model order,
         # the rtc prior, the checkpoint's n_action_steps of the chunk in robot units
         self._inference = PairInference(tuple(cfg.camera_slots), cfg.n_action_steps)
-        self.player = ChunkPlayer(len(cfg.joint_names), dt=1.0 / cfg.control_rate_hz,
-                                  crossfade_s=cfg.crossfade_s,
-                                  observation_timeout_s=cfg.observation_timeout_s,
-                                  lower=mapping.lower, upper=mapping.upper, blend=cfg.chunk_blend)
-        self.shaper = CommandShaper(len(cfg.joint_names), self.player.dt, cfg.joint_velocity_limits,
-                                    cfg.joint_acceleration_limits, cfg.max_start_deviation)
+        command = cfg.command_config(mapping)
+        self.player = ChunkPlayer.from_config(command)
+        self.shaper = CommandShaper(len(cfg.joint_names), command.tick_s, *command.shaper_limits())
         self._pose = MeasuredPose()  # the newest joint state stamped up to the current tick
         # joint states fed but stamped after the current tick (consumed as the ticks pass them)
         self._poses: collections.deque[tuple[int, np.ndarray]] = collections.deque()
@@ -357,8 +375,9 @@ class Replayer:
                 fr = heapq.heappop(self._ready)[2]
                 self._poses_until(fr.done_ns)
                 measured = self._pose.fresh(fr.done_ns * 1e-9, cfg.observation_timeout_s)
-                if self.shaper.gate(fr.chunk, fr.header_ns * 1e-9, fr.done_ns * 1e-9, measured,
-                                    self.player.lower, self.player.upper) is None:
+                first = self.player.first_value(fr.chunk, fr.header_ns * 1e-9, fr.done_ns * 1e-9)
+                if self.shaper.gate(first[None], fr.done_ns * 1e-9, fr.done_ns * 1e-9,
+                                    measured) is None:
                     self.player.set_chunk(fr.chunk, fr.header_ns * 1e-9, fr.done_ns * 1e-9)
             self._poses_until(now)
             sample = self.player.tick(now * 1e-9)

@@ -50,6 +50,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="refuse inputs stamped further than this from their log time, as the node "
                         "does against its clock (0: not checked)")
     p.add_argument("--control-rate-hz", type=float, default=50.0)
+    p.add_argument("--chunk-rate-hz", type=float, default=0.0,
+                   help="rate of the action chunk's steps (the node's chunk_rate_hz); 0 = the "
+                        "checkpoint's when it names one, else --control-rate-hz")
     p.add_argument("--crossfade-s", type=float, default=0.1)
     p.add_argument("--chunk-blend", choices=BLENDS, default="crossfade",
                    help="as the node's chunk_blend: crossfade, rtc (real-time chunking, docs/rtc.md; "
@@ -118,11 +121,15 @@ def config_from(args: argparse.Namespace, bag: BagData, num_cameras: int, action
                         max_start_deviation=list(args.max_start_deviation))
 
 
-def write_outputs(path: Path, storage: str, res: ReplayResult, cfg: ReplayConfig, node: str) -> dict:
-    """The node's output topics for every replayed frame; returns counts."""
+def write_outputs(path: Path, storage: str, res: ReplayResult, cfg: ReplayConfig, node: str,
+                  clip: Any = None) -> dict:
+    """The node's output topics for every replayed frame; returns counts. `clip`: the joint
+    limits' clip of the player (CommandConfig.clip): ~/action_chunk carries what the node's
+    does, clipped like ~/joint_command."""
     w = BagWriter(path, storage)
     s = w.store
-    dt = 1.0 / cfg.control_rate_hz
+    dt = cfg.step_s
+    clip = clip or (lambda values: values)
     rows: list[tuple[int, str, str, Any]] = []
     rate, tps, prev = 0.0, 0.0, None
     texts = {"memory": 0, "answer": 0}
@@ -146,10 +153,10 @@ def write_outputs(path: Path, storage: str, res: ReplayResult, cfg: ReplayConfig
             tps = 0.8 * tps + 0.2 * out.tokens_this_frame / d
         prev = fr.done_ns
         rows.append((fr.done_ns, f"{node}/action_chunk", TRAJECTORY,
-                     M.trajectory(s, fr.chunk, cfg.joint_names, fr.header_ns, dt)))
+                     M.trajectory(s, clip(fr.chunk), cfg.joint_names, fr.header_ns, dt)))
         for name, values in fr.heads.items():  # the node's ~/action_chunk/<head> topics
             rows.append((fr.done_ns, f"{node}/action_chunk/{name}", TRAJECTORY,
-                         M.trajectory(s, values, cfg.joint_names, fr.header_ns, dt)))
+                         M.trajectory(s, clip(values), cfg.joint_names, fr.header_ns, dt)))
         t = out.timings_ms
         rows.append((fr.done_ns, f"{node}/frame_stats", FRAME_STATS, M.frame_stats(
             s, fr.header_ns, frame=int(out.frame), mode=str(out.mode), k=int(out.k), n=int(out.n),
@@ -189,6 +196,9 @@ def main(argv: list[str] | None = None) -> int:
 
         cfg.camera_slots = camera_slots(cfg.camera_topics, list(args.camera_keys or []), built.camera_keys)
         cfg.n_action_steps = built.n_action_steps
+        cfg.chunk_rate_hz = float(args.chunk_rate_hz or built.fps or 0.0)  # 0: the control rate
+        if cfg.chunk_rate_hz < 0:
+            raise ValueError(f"--chunk-rate-hz must be >= 0, got {args.chunk_rate_hz}")
         from oxygen_ros.robot.values import StateMapping
 
         lo = np.asarray(args.joint_limits_lower, np.float32) if args.joint_limits_lower else None
@@ -215,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     for e in bag.errors:
         print(f"oxygen-replay: {e}", file=sys.stderr)
     wall = time.perf_counter() - start
-    counts = write_outputs(out, args.storage, res, cfg, args.node)
+    counts = write_outputs(out, args.storage, res, cfg, args.node, replayer.player.config.clip)
     summary: dict[str, Any] = {
         "bag": str(args.bag), "out": str(out), "mode": args.mode, "k": args.k, "N": args.N, "S": args.S,
         "rate": args.rate, "pairs": res.pairs, "frames": len(res.frames), "dropped": res.dropped,
@@ -230,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
             ref = read_bag(args.bag, topics=[args.reference_topic])
             rt, rv = reference_series(ref.get(args.reference_topic), cfg.joint_names)
             sc = score([(f.header_ns, f.chunk) for f in res.frames], rt, rv,
-                       1.0 / cfg.control_rate_hz, cfg.joint_names)
+                       cfg.step_s, cfg.joint_names)
         except ValueError as exc:
             print(f"oxygen-replay: cannot score against {args.reference_topic}: {exc}", file=sys.stderr)
             rc = 1

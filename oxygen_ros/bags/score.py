@@ -1,7 +1,7 @@
 """Open-loop scoring of predicted action chunks against a reference command topic.
 
 For a chunk predicted from the observation stamped t0, step i is meant for t0 + i*dt (the node's
-convention: dt = 1/control_rate_hz). The reference (e.g. a teleoperator's JointState commands) is
+convention: dt = the chunk step period, 1/chunk_rate_hz). The reference (e.g. a teleoperator's JointState commands) is
 linearly interpolated at that time, joint by joint (ordered by joint names); steps outside the
 reference's time span are not scored. MSE and MAE per joint (over every scored step) and per
 horizon step (over joints and chunks), plus the overall numbers.

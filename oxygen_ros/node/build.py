@@ -29,6 +29,7 @@ class Built:
     n_action_steps: int = 0  # chunk steps meant to be executed (0 = all)
     tokenizer_source: str = ""
     camera_transports: tuple[str, ...] = ()  # raw | compressed of each camera topic
+    fps: float | None = None  # the checkpoint's action rate when it names one
 
 
 def check_joints(names: list[str], state_dim: int | None, action_dim: int | None, padded: int) -> None:
@@ -69,4 +70,4 @@ def build(p: dict[str, Any]) -> Built:
     # first frames allocate and pick kernels: pay that now, not in the first control frames
     b.engine.warmup()
     return Built(b.engine, b.engine.model_config, b.norm, b.model_name, slots, b.n_action_steps,
-                 b.tokenizer_source, transports)
+                 b.tokenizer_source, transports, b.fps)

@@ -45,7 +45,7 @@ class ControlLoop:
         self._names = list(joint_names)
         self._publish = publish  # (names, values, stamp msg) -> None
         self._warn = warn
-        self.shaper = shaper or CommandShaper(len(self._names), player.dt)
+        self.shaper = shaper or CommandShaper(len(self._names), player.tick_s)
         self.measured = measured or MeasuredPose()
         self.deadman_topic = deadman_topic
         self.deadman = Deadman(bool(deadman_topic), deadman_timeout_s)
@@ -155,7 +155,9 @@ class ControlLoop:
     def gate(self, chunk: np.ndarray, stamp: float, now: float) -> str | None:
         """None when the chunk may be played; else why not (counted, warned, diagnosed)."""
         measured = self.measured.fresh(now, self.player.observation_timeout_s)
-        r = self.shaper.gate(chunk, stamp, now, measured, self.player.lower, self.player.upper)
+        # the value the player would play first (on the chunk's axis, interpolated, clipped)
+        first = self.player.first_value(chunk, stamp, now)
+        r = self.shaper.gate(first[None], now, now, measured)
         if r is None:
             return None
         if r.joint < 0:
@@ -255,6 +257,7 @@ class ControlLoop:
             message += f"; velocity/acceleration limited: {', '.join(limited)}"
         return level, message, {
             "command_rate_hz": float(rate), "control_rate_hz": float(control_rate_hz),
+            "chunk_rate_hz": 1.0 / self.player.dt,  # the chunk's step rate (its own time axis)
             "commands": self.commands, "stale_ticks": self.stale_ticks,
             "rejected_chunks": self.player.rejected, "chunk_age_s": float(self.last_age_s),
             "limited_ticks": self.shaper.limited_ticks,

@@ -142,7 +142,8 @@ class InferenceWorker:
 
         self._pubs.frame(out, chunk, self._names, stamp, self.player.dt, self.frame_id,
                          self.action_rate, self.tokens_per_s, publish_chunk=publish,
-                         heads=self._infer.head_chunks(out, mapping) if publish else None)
+                         heads=self._infer.head_chunks(out, mapping) if publish else None,
+                         lower=self.player.lower, upper=self.player.upper)
         for up in out.updates:
             src = self._stamps.get(up.birth_frame, stamp)
             self._text.route(up, src)

@@ -174,19 +174,17 @@ class OxygenNode(LifecycleNode):
             raise ValueError(f"chunk_blend rtc: {unsupported_reason(built.model_config.family)}")
         names = list(p["joint_names"])
         mapping = self._mapping(p, len(names), built.norm)
-        player = ChunkPlayer(len(names), dt=1.0 / float(p["control_rate_hz"]),
-                             crossfade_s=p["crossfade_s"],
-                             observation_timeout_s=p["observation_timeout_s"],
-                             lower=mapping.lower, upper=mapping.upper,
-                             future_tolerance_s=p["max_stamp_offset_s"], blend=p["chunk_blend"])
+        # the chunk's time axis (chunk_rate_hz / the checkpoint's fps) apart from the control tick
+        tick_s = 1.0 / float(p["control_rate_hz"])
+        command = P.command_config(p, P.chunk_step_s(p, built.fps), tick_s)
+        player = ChunkPlayer.from_config(command)
         heads = head_names(built.model_config)
         pubs = Publishers(self, p["command_type"], heads)
         inputs = Inputs(self, p["camera_topics"], p["joint_state_topic"], names,
                         p["stamp_tolerance_s"], p["max_stamp_offset_s"], self._warn,
                         transports=built.camera_transports)
         text = TextIO(self, pubs, Questions(int(p["ask.max_open"])), built.engine, self._warn)
-        shaper = CommandShaper(len(names), player.dt, p["joint_velocity_limits"],
-                               p["joint_acceleration_limits"], p["max_start_deviation"])
+        shaper = CommandShaper(len(names), tick_s, *command.shaper_limits())
         control = ControlLoop(self, player, names, pubs.command, self._warn, shaper, inputs.measured,
                               p["deadman.topic"], p["deadman.timeout_s"])
         # self.rt.mapping is read per frame: joint limits are live for normalisation too
@@ -252,6 +250,11 @@ class OxygenNode(LifecycleNode):
                 reason = text_bound_reason(key, changes[key], max_tokens)
                 if reason:
                     return reason
+        if rt is not None and any(k in P.COMMAND_KEYS for k in changes):
+            try:  # the whole command path's configuration, as _command would build it
+                P.command_config(merged, rt.player.dt, rt.player.tick_s)
+            except ValueError as exc:
+                return str(exc)
         if rt is not None and changes.get("chunk_blend") == "rtc":
             reason = unsupported_reason(rt.built.model_config.family)
             if reason:
@@ -340,16 +343,14 @@ class OxygenNode(LifecycleNode):
         return f"use_sim_time: /clock has not advanced for {stopped:.1f} s" if stopped > 2.0 else ""
 
 
-def _player(node: OxygenNode, rt: Runtime, changes: dict[str, Any], m: dict[str, Any]) -> None:
+def _command(node: OxygenNode, rt: Runtime, changes: dict[str, Any], m: dict[str, Any]) -> None:
+    """Any command-path parameter: a NEW CommandConfig from the FULL map `m`, handed whole to
+    the player and the shaper (a partial configure once dropped the joint limits)."""
     if "joint_limits_lower" in changes or "joint_limits_upper" in changes:
         rt.mapping = node._mapping(m, len(rt.joint_names), rt.built.norm)
-    rt.player.configure(crossfade_s=m["crossfade_s"], observation_timeout_s=m["observation_timeout_s"],
-                        lower=rt.mapping.lower, upper=rt.mapping.upper)
-
-
-def _stamp_offset(node: OxygenNode, rt: Runtime, changes: dict[str, Any], m: dict[str, Any]) -> None:
-    rt.inputs.max_offset_s = float(m["max_stamp_offset_s"])
-    rt.player.configure(future_tolerance_s=float(m["max_stamp_offset_s"]))
+    command = P.command_config(m, rt.player.dt, rt.player.tick_s)
+    rt.player.configure(command)
+    rt.control.shaper.configure(*command.shaper_limits())
 
 
 def _set(target: Callable[[Runtime], Any], attr: str, name: str, cast: Callable = lambda v: v):
@@ -363,13 +364,11 @@ def _set(target: Callable[[Runtime], Any], attr: str, name: str, cast: Callable 
 LIVE_APPLIERS: tuple[tuple[tuple[str, ...], Callable[..., None]], ...] = (
     (("instruction",), _set(lambda rt: rt.worker, "instruction", "instruction")),
     (("markers.frame_id",), _set(lambda rt: rt.worker, "frame_id", "markers.frame_id")),
-    (("crossfade_s", "observation_timeout_s", "joint_limits_lower", "joint_limits_upper"), _player),
-    (("chunk_blend",), lambda node, rt, c, m: rt.player.configure(blend=m["chunk_blend"])),
+    (P.COMMAND_KEYS, _command),  # the player's and the shaper's settings, replaced whole
     (("stamp_tolerance_s",), _set(lambda rt: rt.inputs.pairer, "tolerance_s", "stamp_tolerance_s",
                                   float)),
-    (("max_stamp_offset_s",), _stamp_offset),
-    (tuple(P.SHAPER_LIMITS), lambda node, rt, c, m: rt.control.shaper.configure(
-        *(c.get(k) for k in P.SHAPER_LIMITS))),  # None: keep
+    (("max_stamp_offset_s",), _set(lambda rt: rt.inputs, "max_offset_s", "max_stamp_offset_s",
+                                   float)),  # the inputs' check (the player's: _command)
     (("deadman.timeout_s",), _set(lambda rt: rt.control.deadman, "timeout_s", "deadman.timeout_s",
                                   float)),
     (("ask.max_open",), _set(lambda rt: rt.text.questions, "capacity", "ask.max_open", int)),

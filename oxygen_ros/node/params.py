@@ -30,7 +30,7 @@ from typing import Any, Callable
 
 from oxygen_ros.engine.config import ENGINE_KNOBS, RUNNABLE_PRESETS
 from oxygen_ros.engine.knobs import Knob, num_text
-from oxygen_ros.robot.chunk_player import BLENDS
+from oxygen_ros.robot.command_config import BLENDS, CommandConfig
 from oxygen_ros.robot.shaper import per_joint  # pure numpy: the shaper's own check
 from oxygen_ros.node.recorder import STORAGES  # no rosbags import: the writer loads lazily
 
@@ -38,6 +38,11 @@ CAMERA_TRANSPORTS = ("raw", "compressed")
 COMMAND_TYPES = ("joint_state", "float64_array")
 SHAPER_LIMITS = {"joint_velocity_limits": False, "joint_acceleration_limits": False,
                  "max_start_deviation": True}  # name -> zero allowed (0 = off)
+
+# the live parameters that make the command path's CommandConfig (robot/command_config.py): a
+# change of any of them builds a new one from ALL of them (command_config below)
+COMMAND_KEYS = ("joint_limits_lower", "joint_limits_upper", "crossfade_s", "observation_timeout_s",
+                "max_stamp_offset_s", "chunk_blend", *SHAPER_LIMITS)
 
 LIVE, CONFIGURE, READ_ONLY = "live", "configure", "read_only"
 
@@ -130,8 +135,13 @@ NODE_PARAMETERS: tuple[Spec, ...] = (
     Spec("deadman.timeout_s", "double", 0.5, "with deadman.topic: commands hold when no true "
          "arrived for this long", LIVE, (0.01, 60.0), unit="s"),
     # configure-time
-    Spec("control_rate_hz", "double", 50.0, "rate of ~/joint_command; chunk step dt = 1/rate",
-         CONFIGURE, (1.0, 1000.0), unit="Hz"),
+    Spec("control_rate_hz", "double", 50.0, "rate of ~/joint_command; may be several times "
+         "chunk_rate_hz: the player interpolates between chunk steps", CONFIGURE, (1.0, 1000.0),
+         unit="Hz"),
+    Spec("chunk_rate_hz", "double", 0.0, "rate of the action chunk's steps (step i is meant for "
+         "stamp + i / rate): the rate the checkpoint was trained at; 0 = the checkpoint's when it "
+         "names one (LeRobot train_config.json env.fps), else control_rate_hz", CONFIGURE,
+         (0.0, 1000.0), unit="Hz"),
     Spec("control_priority", "int", 0, "SCHED_FIFO priority of the control thread, the inference "
          "thread gets one less (0 = normal scheduling; needs rtprio permission, else a warning)",
          CONFIGURE, (0, 99)),
@@ -271,6 +281,28 @@ def validate(changes: dict[str, Any], current: dict[str, Any], configured: bool)
             except ValueError as exc:
                 return str(exc)
     return None
+
+
+def command_config(values: dict[str, Any], step_s: float, tick_s: float) -> CommandConfig:
+    """The command path's whole configuration from the FULL parameter map (every COMMAND_KEYS
+    value, never a partial change); ValueError names what is wrong."""
+    return CommandConfig(
+        len(values["joint_names"]), step_s, tick_s,
+        lower=values["joint_limits_lower"] or (), upper=values["joint_limits_upper"] or (),
+        crossfade_s=float(values["crossfade_s"]),
+        observation_timeout_s=float(values["observation_timeout_s"]),
+        future_tolerance_s=float(values["max_stamp_offset_s"]), blend=values["chunk_blend"],
+        velocity_limits=values["joint_velocity_limits"] or (),
+        acceleration_limits=values["joint_acceleration_limits"] or (),
+        max_start_deviation=values["max_start_deviation"] or ())
+
+
+def chunk_step_s(values: dict[str, Any], checkpoint_fps: float | None) -> float:
+    """The chunk's step period: chunk_rate_hz, else the checkpoint's fps, else the control
+    period (the chunk steps at the control rate, as before chunk_rate_hz existed)."""
+    rate = float(values["chunk_rate_hz"]) or float(checkpoint_fps or 0.0) \
+        or float(values["control_rate_hz"])
+    return 1.0 / rate
 
 
 _CAST = {"double": float, "int": int}

@@ -19,6 +19,7 @@ from trajectory_msgs.msg import JointTrajectory
 from visualization_msgs.msg import MarkerArray
 
 from oxygen_ros.msg import FrameStats, TextMemory
+from oxygen_ros.robot.command_config import clip_to_limits
 
 from . import conversions as conv
 
@@ -73,15 +74,19 @@ class Publishers:
     # -- per inference frame --------------------------------------------------------------------
     def frame(self, out: Any, chunk: np.ndarray, names: Sequence[str], stamp: Any, dt: float,
               frame_id: str, action_rate_hz: float, tokens_per_s: float,
-              publish_chunk: bool = True, heads: dict[str, np.ndarray] | None = None) -> None:
-        """An engine frame's chunk and stats (`stamp`: the source observation's header stamp);
-        `heads`: every head's robot chunk by name (a model with several heads); publish_chunk
-        False: only the stats (a chunk refused by the gate or the deadman: no head's either)."""
+              publish_chunk: bool = True, heads: dict[str, np.ndarray] | None = None,
+              lower: np.ndarray | None = None, upper: np.ndarray | None = None) -> None:
+        """An engine frame's chunk and stats (`stamp`: the source observation's header stamp;
+        `dt`: the chunk's step period); `heads`: every head's robot chunk by name (a model with
+        several heads); publish_chunk False: only the stats (a chunk refused by the gate or the
+        deadman: no head's either). `lower` / `upper`: the joint limits, clipped exactly as
+        ~/joint_command is (command_config.clip_to_limits)."""
         if publish_chunk:
-            self.action_chunk.publish(conv.chunk_to_trajectory(chunk, names, stamp, dt, frame_id))
+            self.action_chunk.publish(conv.chunk_to_trajectory(
+                clip_to_limits(chunk, lower, upper), names, stamp, dt, frame_id))
             for name, values in (heads or {}).items():
-                self.head_chunks[name].publish(
-                    conv.chunk_to_trajectory(values, names, stamp, dt, frame_id))
+                self.head_chunks[name].publish(conv.chunk_to_trajectory(
+                    clip_to_limits(values, lower, upper), names, stamp, dt, frame_id))
         self.frame_stats.publish(conv.frame_stats(out, stamp, action_rate_hz, tokens_per_s))
 
     def text(self, update: Any, stamp: Any) -> Any:

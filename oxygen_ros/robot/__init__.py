@@ -4,7 +4,9 @@
 - pairing: camera / joint-state mailboxes and the Pairer (one observation per inferred frame)
 - images: camera messages (raw, jpeg / png) checked cheaply on arrival, decoded once per frame
 - values: joint vectors, StateMapping, camera placement (message fields as plain values)
-- chunk_player: action chunks -> a fixed-rate command stream (chunk blending)
+- command_config: the command path's one immutable configuration, and THE joint-limit clip
+- chunk_player: action chunks (on their own time axis) -> a fixed-rate command stream (chunk
+  blending, interpolation between steps)
 - shaper: command shaping (velocity / acceleration limits, start from the measured pose, gate)
 - rtc_prior, seam: real-time chunking's executed steps, and the seam error between chunks
 - rates: rates over the last seconds (diagnostics)

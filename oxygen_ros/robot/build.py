@@ -40,6 +40,7 @@ class BuiltEngine:
     tokenizer_source: str = ""
     state_dim: int | None = None  # the checkpoint's state / action sizes (None: a preset)
     action_dim: int | None = None
+    fps: float | None = None  # the checkpoint's action rate when it names one (chunk_rate_hz 0)
 
 
 def build_engine(source: ModelSource, config: Any, warmup: bool = False) -> BuiltEngine:
@@ -67,7 +68,7 @@ def build_engine(source: ModelSource, config: Any, warmup: bool = False) -> Buil
         engine = Engine(ck.config, config, model=ck.model, tokenizer=ck.tokenizer)
         built = BuiltEngine(engine, ck.norm_stats, source.checkpoint, tuple(ck.info.camera_keys),
                             int(ck.info.n_action_steps or 0), ck.tokenizer_source,
-                            ck.info.state_dim, ck.info.action_dim)
+                            ck.info.state_dim, ck.info.action_dim, ck.info.fps)
     else:
         for name, value in ((tok_name, source.tokenizer), (asset_name, source.asset_id)):
             if value:

@@ -1,8 +1,18 @@
 """ChunkPlayer: turns action chunks (one per inference) into a fixed-rate command stream. Pure (no rclpy).
 
-- A chunk is `[horizon, joints]` in robot units, stamped with its SOURCE observation's stamp;
-  step i is meant for time `stamp + i * dt`. `value_at(now)` plays step floor((now - stamp) / dt):
-  steps already in the past when the chunk arrives (inference latency) are skipped.
+Two clocks (robot/command_config.py, CommandConfig):
+- the chunk's time axis, `step_s` (the checkpoint's action period): a chunk is `[horizon, joints]`
+  in robot units, stamped with its SOURCE observation's stamp, and step i is meant for
+  `stamp + i * step_s`;
+- the control tick, `tick_s` (1 / control_rate_hz), which may be several times shorter.
+The player plays a *position* on the chunk's axis, in chunk steps, and interpolates between
+steps: a monotone cubic Hermite curve through the steps (PCHIP tangents), so positions and
+velocities are continuous inside a chunk and never overshoot two neighbouring steps. A whole
+position is the step itself: with tick_s == step_s every tick plays exactly a step, as before.
+
+- Position by time (``crossfade`` and ``none``): the tick slot of the chunk's age,
+  floor(age / tick_s) * tick_s / step_s. Steps already in the past when the chunk arrives
+  (inference latency) are skipped.
 - A new chunk replacing the current one is blended in linearly over `crossfade_s`, starting
   from the exact value the player was outputting at that moment (so never a jump, even when a
   chunk arrives during a running fade).
@@ -13,63 +23,113 @@
   jumped back, or a stamp from the future slipped in) is never played: the player holds the last
   value it output (stale, `future=True`), and a newer-arriving chunk replaces it even though its
   stamp is older. Within the tolerance a negative age plays step 0.
-- Optional per-joint limits clip every output. A chunk with NaN/inf (or the wrong shape) is
-  rejected (`set_chunk` returns False) and the last good chunk keeps playing; `value_at` never
-  returns a non-finite value.
-- `blend` chooses how a new chunk replaces the current one: ``crossfade`` (above), ``none``
-  (switch at once, no fade) or ``rtc`` (real-time chunking: the new chunk takes over at step d
-  without a fade, where d is the number of control steps played between its observation's stamp
-  and the moment it is handed over, counted from the ticks actually played, never estimated
-  from latency; it then advances one step per tick). `leftover(stamp)` gives the steps that
-  are executed from an observation's stamp on (already played ones as played, then the current
-  chunk's remaining plan): what the engine's next chunk should continue (docs/rtc.md).
-- `tick(now)` is the control loop's call (one per control step: it is what is counted);
+- The joint limits clip every output (command_config.clip_to_limits). A chunk with NaN/inf (or
+  the wrong shape) is rejected (`set_chunk` returns False) and the last good chunk keeps
+  playing; `value_at` never returns a non-finite value.
+- ``rtc`` (real-time chunking): the new chunk takes over at position d without a fade, where d
+  is the ticks played between its observation's stamp and the hand-over, counted (never
+  estimated from latency) and converted to chunk steps (d = ticks * tick_s / step_s); it then
+  advances tick_s / step_s steps per tick. A live switch to rtc continues from the position
+  the time axis gives at the next tick (it never restarts from a stale count).
+  `leftover(stamp)` gives, on the chunk's axis (one entry per chunk step from the stamp on),
+  what is executed: the values already played, then the current chunk's remaining plan: what
+  the engine's next chunk should continue (docs/rtc.md).
+- `tick(now)` is the control loop's call (one per control tick: it is what is counted);
   `value_at(now)` only looks.
+Every setting comes in one CommandConfig, replaced whole by `configure` (never merged).
 All times are seconds on one clock (the node uses its ROS clock, as the stamps do).
 """
 from __future__ import annotations
 
 import collections
+import math
 import threading
 from dataclasses import dataclass
 
 import numpy as np
 
-from .values import command_stream
+from .command_config import BLENDS, CommandConfig, clip_to_limits  # noqa: F401 - BLENDS re-exported
+
+EPS = 1e-9  # float noise on positions and time slots
 
 
 @dataclass(frozen=True)
 class Sample:
     values: np.ndarray  # [joints] float64, finite, clipped
     stale: bool  # newest chunk older than observation_timeout_s (holding)
-    index: int  # chunk step played (-1 while holding a stale value)
+    index: int  # chunk step played (floor of the position; -1 while holding a stale value)
     fading: bool  # inside a cross-fade window
     chunk_age_s: float  # now - the current chunk's observation stamp
     future: bool = False  # the chunk's stamp is ahead of now beyond the tolerance (held)
+    position: float = -1.0  # the position on the chunk's axis, in chunk steps (-1 while holding)
 
 
-BLENDS = ("crossfade", "rtc", "none")
-HISTORY_TICKS = 4096  # played ticks remembered for delays and leftovers (bounded; > any horizon)
+HISTORY_TICKS = 8192  # played ticks remembered for delays and leftovers (bounded; > any horizon)
+
+
+def pchip_slopes(chunk: np.ndarray) -> np.ndarray:
+    """[horizon, joints] -> the tangent at every step (per step) of the monotone cubic Hermite
+    curve through them (Fritsch-Carlson / PCHIP on a uniform grid: 0 at a local extremum, else
+    the harmonic mean of the neighbouring secants; one-sided secants at the ends)."""
+    h = chunk.shape[0]
+    m = np.zeros_like(chunk)
+    if h < 2:
+        return m
+    d = np.diff(chunk, axis=0)  # secants
+    m[0], m[-1] = d[0], d[-1]
+    a, b = d[:-1], d[1:]
+    same = a * b > 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        harm = np.where(same, 2.0 * a * b / (a + b), 0.0)
+    m[1:-1] = np.where(same, harm, 0.0)
+    return m
+
+
+def hermite_at(chunk: np.ndarray, slopes: np.ndarray, position: float) -> np.ndarray:
+    """The curve at `position` (chunk steps, clamped to [0, horizon - 1]); a whole position is
+    that step exactly."""
+    last = chunk.shape[0] - 1
+    s = min(max(float(position), 0.0), float(last))
+    i = min(int(math.floor(s + EPS)), last)
+    u = s - i
+    if i >= last or u <= EPS:
+        return chunk[i].copy()
+    u2, u3 = u * u, u * u * u
+    return ((2 * u3 - 3 * u2 + 1) * chunk[i] + (u3 - 2 * u2 + u) * slopes[i]
+            + (-2 * u3 + 3 * u2) * chunk[i + 1] + (u3 - u2) * slopes[i + 1])
 
 
 class ChunkPlayer:
     def __init__(self, num_joints: int, dt: float, crossfade_s: float = 0.1,
                  observation_timeout_s: float = 0.5, lower: np.ndarray | None = None,
                  upper: np.ndarray | None = None, future_tolerance_s: float = 1.0,
-                 blend: str = "crossfade") -> None:
-        self.num_joints, self.dt = command_stream(num_joints, dt)
+                 blend: str = "crossfade", tick_s: float | None = None) -> None:
+        """A player with a fresh CommandConfig (dt: the chunk's step period; tick_s: the
+        control period, None = dt). `ChunkPlayer.from_config` takes a config as it is."""
+        self._init(CommandConfig(num_joints, dt, tick_s, () if lower is None else lower,
+                                 () if upper is None else upper, crossfade_s, observation_timeout_s,
+                                 future_tolerance_s, blend))
+
+    @classmethod
+    def from_config(cls, config: CommandConfig) -> "ChunkPlayer":
+        player = cls.__new__(cls)
+        player._init(config)
+        return player
+
+    def _init(self, config: CommandConfig) -> None:
         self._lock = threading.Lock()
-        self.configure(crossfade_s=crossfade_s, observation_timeout_s=observation_timeout_s,
-                       lower=lower, upper=upper, future_tolerance_s=future_tolerance_s,
-                       blend=blend)
-        # rtc: the played ticks (time, value), the current chunk's start step and ticks since
+        self._config = config
+        self._lower, self._upper = config.lower_array, config.upper_array
+        # rtc: the played ticks (time, value), the current chunk's take-over position, ticks since
         self._played_t: collections.deque[float] = collections.deque(maxlen=HISTORY_TICKS)
         self._played_v: collections.deque[np.ndarray] = collections.deque(maxlen=HISTORY_TICKS)
-        self._start = 0
+        self._start = 0.0
         self._ticks = 0
+        self._rebase = False  # blend switched to rtc: the next tick starts counting from time
         self._holding = False  # the last tick held a stale / future value
-        self.last_delay = 0  # d counted at the last hand-over (clamped to that chunk's length)
+        self.last_delay = 0  # d counted at the last hand-over, chunk steps (clamped to its length)
         self._chunk: np.ndarray | None = None
+        self._slopes: np.ndarray | None = None
         self._stamp = 0.0
         self._fade_from: np.ndarray | None = None
         self._fade_start = 0.0
@@ -77,58 +137,68 @@ class ChunkPlayer:
         self.accepted = 0
         self.rejected = 0
 
-    def configure(self, crossfade_s: float | None = None, observation_timeout_s: float | None = None,
-                  lower: np.ndarray | None = None, upper: np.ndarray | None = None,
-                  future_tolerance_s: float | None = None, blend: str | None = None) -> None:
-        """Change the live settings. lower/upper: both None = no limits (pass both to set)."""
-        if blend is not None:
-            if blend not in BLENDS:
-                raise ValueError(f"blend must be one of {', '.join(BLENDS)}, got {blend!r}")
-            self.blend = blend
-        if future_tolerance_s is not None:
-            if not future_tolerance_s >= 0:
-                raise ValueError(f"future_tolerance_s must be >= 0, got {future_tolerance_s}")
-            self.future_tolerance_s = float(future_tolerance_s)
-        if crossfade_s is not None:
-            if crossfade_s < 0:
-                raise ValueError(f"crossfade_s must be >= 0, got {crossfade_s}")
-            self.crossfade_s = float(crossfade_s)
-        if observation_timeout_s is not None:
-            if not observation_timeout_s > 0:
-                raise ValueError(f"observation_timeout_s must be > 0, got {observation_timeout_s}")
-            self.observation_timeout_s = float(observation_timeout_s)
-        lo = None if lower is None or len(lower) == 0 else np.asarray(lower, dtype=np.float64)
-        hi = None if upper is None or len(upper) == 0 else np.asarray(upper, dtype=np.float64)
-        for name, arr in (("lower", lo), ("upper", hi)):
-            if arr is not None and (arr.shape != (self.num_joints,) or not np.all(np.isfinite(arr))):
-                raise ValueError(f"{name} limits must be {self.num_joints} finite values")
-        if lo is not None and hi is not None and np.any(lo > hi):
-            raise ValueError("lower limits must be <= upper limits")
-        self.lower, self.upper = lo, hi
+    # -- settings (one immutable CommandConfig) -------------------------------------------------
+    def configure(self, config: CommandConfig) -> None:
+        """Replace EVERY live setting with `config` (nothing is kept from the old one). Its
+        joints and time axes must be the player's own (they are fixed at configure time)."""
+        if not isinstance(config, CommandConfig):
+            raise TypeError(f"configure takes a whole CommandConfig, got {type(config).__name__}")
+        old = self._config
+        if (config.num_joints, config.step_s, config.tick_s) != (old.num_joints, old.step_s, old.tick_s):
+            raise ValueError("a live change cannot change the joints, the chunk's step or the "
+                             f"control tick ({old.num_joints}, {old.step_s}, {old.tick_s} s)")
+        with self._lock:
+            if config.blend == "rtc" and old.blend != "rtc":
+                self._rebase = True  # continue from where the time axis is, not a stale count
+            self._config = config
+            self._lower, self._upper = config.lower_array, config.upper_array
+
+    @property
+    def config(self) -> CommandConfig:
+        return self._config
+
+    # read-only views of the config for callers (the gate, the diagnostics, the rtc prior)
+    num_joints = property(lambda self: self._config.num_joints)
+    dt = property(lambda self: self._config.step_s, doc="the chunk's step period (s)")
+    tick_s = property(lambda self: self._config.tick_s, doc="the control tick period (s)")
+    blend = property(lambda self: self._config.blend)
+    observation_timeout_s = property(lambda self: self._config.observation_timeout_s)
+    crossfade_s = property(lambda self: self._config.crossfade_s)
+    future_tolerance_s = property(lambda self: self._config.future_tolerance_s)
+
+    @property
+    def lower(self) -> np.ndarray | None:
+        return None if self._lower is None else self._lower.copy()
+
+    @property
+    def upper(self) -> np.ndarray | None:
+        return None if self._upper is None else self._upper.copy()
 
     # -- input ----------------------------------------------------------------------------------
     def set_chunk(self, chunk: np.ndarray, stamp: float, now: float) -> bool:
         """Replace the chunk (observation stamp `stamp`, arriving at `now`). False if rejected."""
         a = np.asarray(chunk, dtype=np.float64)
-        if a.ndim != 2 or a.shape[0] < 1 or a.shape[1] != self.num_joints or not np.all(np.isfinite(a)):
+        cfg = self._config
+        if a.ndim != 2 or a.shape[0] < 1 or a.shape[1] != cfg.num_joints or not np.all(np.isfinite(a)):
             with self._lock:
                 self.rejected += 1
             return False
         with self._lock:
-            in_future = self._chunk is not None and self._stamp - now > self.future_tolerance_s
+            cfg = self._config
+            in_future = self._chunk is not None and self._stamp - now > cfg.future_tolerance_s
             if self._chunk is not None and stamp < self._stamp and not in_future:
                 self.rejected += 1  # older than what plays: out of order, ignore
                 return False
             current = self._value_locked(now) if self._chunk is not None else None
-            if current is not None and self.crossfade_s > 0 and self.blend == "crossfade":
+            if current is not None and cfg.crossfade_s > 0 and cfg.blend == "crossfade":
                 self._fade_from, self._fade_start = current.values.copy(), float(now)
             else:
                 self._fade_from = None
-            if self.blend == "rtc":  # take over at step d: the ticks played since its stamp
-                d = self._ticks_since(float(stamp))
-                self.last_delay = min(d, a.shape[0])
-                self._start, self._ticks = min(d, a.shape[0] - 1), 0
-            self._chunk, self._stamp = a.copy(), float(stamp)
+            if cfg.blend == "rtc":  # take over at d: the ticks played since its stamp, in steps
+                d = self._ticks_since(float(stamp)) * cfg.steps_per_tick
+                self.last_delay = min(math.ceil(d - EPS), a.shape[0])
+                self._start, self._ticks, self._rebase = min(d, a.shape[0] - 1.0), 0, False
+            self._chunk, self._slopes, self._stamp = a.copy(), pchip_slopes(a), float(stamp)
             self.accepted += 1
             return True
 
@@ -142,34 +212,51 @@ class ChunkPlayer:
         return n
 
     def delay_since(self, stamp: float) -> int:
-        """Control steps played since an observation's stamp (counted ticks)."""
+        """Chunk steps played since an observation's stamp (counted ticks, converted; a step
+        begun counts)."""
         with self._lock:
-            return self._ticks_since(float(stamp))
+            return math.ceil(self._ticks_since(float(stamp)) * self._config.steps_per_tick - EPS)
 
     def leftover(self, stamp: float) -> np.ndarray | None:
-        """[n, joints] robot units: what is executed from `stamp` on, as far as known now: the
-        values played by the ticks at or after it, then the current chunk's steps not yet
-        played (rtc: from the next counted step; otherwise from the step due now). None
+        """[n, joints] robot units, one entry per chunk step from `stamp` on, as far as known
+        now: the values played by the ticks at or after it (the tick of each step), then the
+        current chunk's plan from the next tick on (rtc: the next counted position; otherwise
+        the position due at the next tick, or at `stamp` before any tick since it). None
         without a chunk, while holding (stale / future) or when nothing is left."""
         with self._lock:
             if self._chunk is None or self._last is None or self._holding:
                 return None
+            cfg = self._config
+            r = cfg.steps_per_tick
             n = self._ticks_since(float(stamp))
             played = list(self._played_v)[len(self._played_v) - n:] if n else []
-            if self.blend == "rtc":
-                nxt = self._start + self._ticks
-            else:  # the step due at the next tick (or at `stamp`, before any tick since it)
-                due = self._played_t[-1] + self.dt if played else max(float(stamp), self._stamp)
-                nxt = int(np.floor((due - self._stamp) / self.dt + 1e-9))
-            length = self._chunk.shape[0]
-            rest = self._clip(self._chunk[min(nxt, length - 1):]) if nxt < length or not played \
-                else np.zeros((0, self.num_joints))
-            out = np.concatenate([np.asarray(played).reshape(-1, self.num_joints), rest])
-            return out if out.shape[0] else None
+            if cfg.blend == "rtc" and not self._rebase:
+                nxt = self._start + self._ticks * r
+            else:
+                due = self._played_t[-1] + cfg.tick_s if played else max(float(stamp), self._stamp)
+                nxt = self._time_position(due)
+            last = self._chunk.shape[0] - 1
+            done = n * r  # chunk steps played since the stamp
+            out = [played[min(int(math.floor(i / r + EPS)), n - 1)]
+                   for i in range(math.ceil(done - EPS))]
+            i = len(out)
+            while nxt + i - done <= last + EPS:
+                out.append(self._clip(hermite_at(self._chunk, self._slopes, nxt + i - done)))
+                i += 1
+            if not out:  # nothing played since and the plan is over: its last step
+                out.append(self._clip(self._chunk[last]))
+            return np.asarray(out, dtype=np.float64).reshape(-1, cfg.num_joints)
+
+    def first_value(self, chunk: np.ndarray, stamp: float, now: float) -> np.ndarray:
+        """What `chunk` (observation `stamp`) would play first if handed over at `now`: the
+        position by time, clipped (the start gate compares it with the measured pose)."""
+        a = np.asarray(chunk, dtype=np.float64)
+        pos = self._time_position(now, stamp)
+        return self._clip(hermite_at(a, pchip_slopes(a), pos))
 
     def clear(self) -> None:
         with self._lock:
-            self._chunk, self._fade_from, self._last = None, None, None
+            self._chunk, self._slopes, self._fade_from, self._last = None, None, None, None
             self._played_t.clear()
             self._played_v.clear()
 
@@ -193,7 +280,7 @@ class ChunkPlayer:
             return self._value_locked(now)
 
     def tick(self, now: float) -> Sample | None:
-        """One control step: the command for `now`, counted as played (rtc advances one step)."""
+        """One control tick: the command for `now`, counted as played (rtc advances)."""
         with self._lock:
             if self._chunk is None:
                 return None
@@ -203,26 +290,36 @@ class ChunkPlayer:
                 self._played_v.append(sample.values.copy())
                 self._holding = sample.stale
                 if not sample.stale:
+                    if self._rebase and self._config.blend == "rtc":
+                        self._start, self._ticks, self._rebase = sample.position, 0, False
                     self._ticks += 1
             return sample
 
+    def _time_position(self, now: float, stamp: float | None = None) -> float:
+        """The position by time: the tick slot of the age, in chunk steps."""
+        cfg = self._config
+        age = max(now - (self._stamp if stamp is None else stamp), 0.0)
+        return math.floor(age / cfg.tick_s + EPS) * cfg.steps_per_tick
+
     def _value_locked(self, now: float) -> Sample | None:
+        cfg = self._config
         age = now - self._stamp
-        if -age > self.future_tolerance_s:  # never trust a negative age: hold
+        if -age > cfg.future_tolerance_s:  # never trust a negative age: hold
             if self._last is None:
                 return None
-            return Sample(self._last.copy(), True, -1, False, age, future=True)
-        if age > self.observation_timeout_s and self._last is not None:
-            return Sample(self._last.copy(), True, -1, False, age)
-        if self.blend == "rtc":  # counted steps from the take-over step
-            idx = self._start + self._ticks
+            return Sample(self._held(), True, -1, False, age, future=True)
+        if age > cfg.observation_timeout_s and self._last is not None:
+            return Sample(self._held(), True, -1, False, age)
+        if cfg.blend == "rtc" and not self._rebase:  # counted ticks from the take-over
+            pos = self._start + self._ticks * cfg.steps_per_tick
         else:
-            idx = int(np.floor(max(age, 0.0) / self.dt + 1e-9))
-        idx = min(idx, self._chunk.shape[0] - 1)
-        target = self._chunk[idx]
+            pos = self._time_position(now)
+        last = self._chunk.shape[0] - 1
+        pos = min(pos, float(last))
+        target = hermite_at(self._chunk, self._slopes, pos)
         fading = False
         if self._fade_from is not None:
-            a = (now - self._fade_start) / self.crossfade_s if self.crossfade_s > 0 else 1.0
+            a = (now - self._fade_start) / cfg.crossfade_s if cfg.crossfade_s > 0 else 1.0
             if a < 1.0:
                 a = max(a, 0.0)
                 target = (1.0 - a) * self._fade_from + a * target
@@ -231,12 +328,13 @@ class ChunkPlayer:
                 self._fade_from = None
         values = self._clip(target)
         self._last = values
-        return Sample(values.copy(), age > self.observation_timeout_s, idx, fading, age)
+        return Sample(values.copy(), age > cfg.observation_timeout_s,
+                      min(int(math.floor(pos + EPS)), last), fading, age, position=pos)
+
+    def _held(self) -> np.ndarray:
+        """The last output, held: clipped again (the limits may have changed live since)."""
+        self._last = self._clip(self._last)
+        return self._last.copy()
 
     def _clip(self, v: np.ndarray) -> np.ndarray:
-        out = np.asarray(v, dtype=np.float64)
-        if self.lower is not None:
-            out = np.maximum(out, self.lower)
-        if self.upper is not None:
-            out = np.minimum(out, self.upper)
-        return out
+        return clip_to_limits(v, self._lower, self._upper)

@@ -3,7 +3,8 @@
 With chunk_blend rtc, each inference is given the steps executed from its observation's stamp
 on (ChunkPlayer.leftover: played values, then the current chunk's remaining plan), converted
 back to model units, and the delay d counted at the last hand-over (ChunkPlayer.last_delay): the
-control steps the previous inference let pass, the best count of what this one will let pass.
+chunk steps (counted control ticks, converted) the previous inference let pass, the best count
+of what this one will let pass. Both are on the chunk's own time axis.
 """
 from __future__ import annotations
 

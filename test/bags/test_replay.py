@@ -220,15 +220,18 @@ def test_replayed_commands_are_shaped_like_the_node(tmp_path, capsys):
     assert np.abs(np.diff(values, axis=0)).max() <= 0.5 * 0.02 + 1e-9
 
 
-def test_rtc_blend_continues_the_executed_chunk(tmp_path, capsys):
+@pytest.mark.parametrize("rates", [(), ("--control-rate-hz", "200", "--chunk-rate-hz", "50")],
+                         ids=["50Hz", "200Hz-from-50Hz-chunk"])
+def test_rtc_blend_continues_the_executed_chunk(tmp_path, capsys, rates):
     """Two blends on one bag: with --chunk-blend rtc every inference is given what the replayed
     player executes from its observation on, and the seams between consecutive chunks (at the
-    replayed control ticks) shrink to a fraction of the cross-fade run's."""
+    replayed control ticks) shrink to a fraction of the cross-fade run's; also with the control
+    loop at 200 Hz and the chunk's steps at 50 Hz (d and the leftover in chunk steps)."""
     write_run(tmp_path / "in", "mcap", seconds=0.5)
     seams = {}
     for blend in ("crossfade", "rtc"):
         rc, _ = _replay(capsys, tmp_path / "in", tmp_path / blend, "--chunk-blend", blend,
-                        "--memory-every", "0", "--S", "4")
+                        "--memory-every", "0", "--S", "4", *rates)
         assert rc == 0
         seams[blend] = evaluate(read_bag(tmp_path / blend)).summary["seam_error"]
     assert seams["rtc"] < 0.5 * seams["crossfade"], seams
@@ -251,3 +254,26 @@ def test_every_head_of_a_starvla_model_gets_its_topic(tmp_path, capsys):
     assert main([str(tmp_path / "in"), "--out", str(tmp_path / "bad"), *ENGINE, "--preset",
                  "starvla-tiny-e3", "--action-head", "oft"]) == 2
     assert "its heads are pi_v3, gr00t" in capsys.readouterr().err
+
+
+def test_replayed_action_chunk_is_clipped_and_control_runs_faster_than_the_chunk(tmp_path, capsys):
+    """As the node (issue 26, items 6 and 8): action_chunk carries the chunk clipped like
+    joint_command; --control-rate-hz 200 with --chunk-rate-hz 50 commands every 5 ms while the
+    chunk's points stay 20 ms apart."""
+    write_run(tmp_path / "in", "mcap", seconds=0.5)
+    lim = ["--joint-limits-lower", *["-0.05"] * 3, "--joint-limits-upper", *["0.05"] * 3]
+    rc, r = _replay(capsys, tmp_path / "in", tmp_path / "out", *lim, "--memory-every", "0",
+                    "--control-rate-hz", "200", "--chunk-rate-hz", "50")
+    assert rc == 0 and r["frames"] >= 1
+    b, chunks, _ = _outputs(tmp_path / "out")
+    # (replay's limits are its StateMapping's float32 values: 0.05 -> 0.0500000007)
+    assert np.abs(chunks).max() <= 0.05 + 1e-8
+    assert np.isclose(np.abs(chunks).max(), 0.05)  # the model went beyond: clipped, not scaled
+    [(_, first), *_] = b.get("/oxygen/action_chunk")
+    assert first.points[1].time_from_start.nanosec == 20_000_000
+    cmds = b.get("/oxygen/joint_command")
+    ns = np.array([m.header.stamp.sec * 10**9 + m.header.stamp.nanosec for _, m in cmds])
+    assert np.median(np.diff(ns)) == 5_000_000
+    values = np.array([m.position for _, m in cmds])
+    # after the first command (the shaper's start: the recorded joint state) within the limits
+    assert np.abs(values[1:]).max() <= 0.05 + 1e-8

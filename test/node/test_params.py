@@ -66,6 +66,7 @@ def test_choices_match_the_engine():
     ({"max_start_deviation": [float("inf")]}, ["finite"]),
     ({"deadman.timeout_s": 0.0}, ["deadman.timeout_s"]),
     ({"command_type": "trajectory"}, ["command_type must be one of", "float64_array"]),
+    ({"chunk_rate_hz": -1.0}, ["chunk_rate_hz", "[0, 1000]"]),
     # a joint_names change re-checks the limits' length (while unconfigured)
     ({"joint_names": ["a", "b"], "joint_velocity_limits": [1.0] * 6}, ["6 entries", "(2)"]),
 ])
@@ -193,3 +194,30 @@ def test_every_live_parameter_is_applied_on_a_running_node():
     live = {s.name for s in P.PARAMETERS if s.kind == P.LIVE}
     assert live - applied == set()
     assert applied - live == set()  # nothing applies a parameter that is not live
+
+
+def test_every_command_key_reaches_the_command_config():
+    """A change of any COMMAND_KEYS parameter changes the CommandConfig built from the full
+    map (none is left out of it), and the map's other values are all carried."""
+    base = {**CURRENT, "joint_limits_lower": [-1.0] * 6, "joint_limits_upper": [1.0] * 6}
+    ref = P.command_config(base, 0.02, 0.005)
+    other = {"joint_limits_lower": [-0.5] * 6, "joint_limits_upper": [0.5] * 6, "crossfade_s": 0.3,
+             "observation_timeout_s": 2.0, "max_stamp_offset_s": 5.0, "chunk_blend": "rtc",
+             "joint_velocity_limits": [2.0], "joint_acceleration_limits": [20.0],
+             "max_start_deviation": [0.3]}
+    assert set(other) == set(P.COMMAND_KEYS)
+    for key, value in other.items():
+        changed = P.command_config({**base, key: value}, 0.02, 0.005)
+        assert changed != ref, key
+        # everything is what the map says (nothing reset: the limits stay whatever is changed)
+        m = {**base, key: value}
+        assert (changed.lower, changed.upper, changed.blend, changed.velocity_limits) == (
+            tuple(m["joint_limits_lower"]), tuple(m["joint_limits_upper"]), m["chunk_blend"],
+            tuple(m["joint_velocity_limits"]))
+
+
+def test_chunk_step_from_the_parameter_the_checkpoint_or_the_control_rate():
+    p = {**CURRENT, "control_rate_hz": 200.0}
+    assert P.chunk_step_s(p, None) == 1 / 200.0
+    assert P.chunk_step_s(p, 50.0) == 1 / 50.0
+    assert P.chunk_step_s({**p, "chunk_rate_hz": 25.0}, 50.0) == 1 / 25.0

@@ -80,7 +80,7 @@ def test_clip_to_limits():
     p = ChunkPlayer(2, DT, crossfade_s=0.0, lower=np.array([-1.0, 0.0]), upper=np.array([1.0, 0.5]))
     p.set_chunk(np.array([[5.0, -5.0]]), 0.0, 0.0)
     assert np.allclose(p.value_at(0.0).values, [1.0, 0.0])
-    p.configure(lower=None, upper=None)
+    p.configure(p.config.replace(lower=(), upper=()))
     assert np.allclose(p.value_at(0.0).values, [5.0, -5.0])
 
 
@@ -193,8 +193,8 @@ def test_blend_is_checked():
         ChunkPlayer(1, DT, blend="smooth")
     p = ChunkPlayer(1, DT)
     with pytest.raises(ValueError, match="blend"):
-        p.configure(blend="rtc2")
-    p.configure(blend="rtc")
+        p.configure(p.config.replace(blend="rtc2"))
+    p.configure(p.config.replace(blend="rtc"))
     assert p.blend == "rtc"
 
 
@@ -205,3 +205,148 @@ def test_rtc_leftover_is_none_while_holding():
     assert p.leftover(0.0) is not None
     assert p.tick(1.0).stale  # the chunk went stale: no plan to continue
     assert p.leftover(1.0) is None
+
+
+# -- live blend switches (issue 26, item 5) ------------------------------------------------------
+from itertools import permutations  # noqa: E402
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from oxygen_ros.robot.chunk_player import BLENDS  # noqa: E402
+
+
+@settings(max_examples=25, deadline=None)
+@given(switch_at=st.integers(0, 60), every=st.integers(2, 9), latency=st.integers(0, 6),
+       per_step=st.sampled_from([1, 4]))
+def test_every_blend_switch_plays_the_right_step(switch_at, every, latency, per_step):
+    """Each of the 6 ordered switches between crossfade, rtc and none, at a random tick, after
+    several hand-overs: with regular ticks every blend plays the chunk's step due by time (the
+    chunk's value there when not fading); a switch to rtc continues from that step and never
+    plays a count left over from earlier chunks (the old player played the chunk's last step)."""
+    tick = DT / per_step
+    for before, after in permutations(BLENDS, 2):
+        p = ChunkPlayer(1, DT, crossfade_s=0.03, observation_timeout_s=10.0, blend=before,
+                        tick_s=tick)
+        stamp, n_chunks = 0.0, 0
+        for k in range(switch_at + 40):
+            t = k * tick
+            if k == switch_at:
+                p.configure(p.config.replace(blend=after))
+            if k % every == 0:  # a chunk observed `latency` ticks ago: chunk c's step i is 1000c + i
+                stamp = max(k - latency, 0) * tick
+                assert p.set_chunk(ramp(12, 1, start=1000.0 * n_chunks), stamp, t)
+                n_chunks += 1
+            s = p.tick(t)
+            due = min(round((t - stamp) / tick) / per_step, 11.0)
+            assert s.position == pytest.approx(due), (before, after, k, s.position, due)
+            if not s.fading:
+                assert s.values[0] == pytest.approx(1000.0 * (n_chunks - 1) + due), (before, after, k)
+
+
+def test_switch_to_rtc_continues_from_the_time_axis_not_an_old_count():
+    """The exact scenario of item 5: crossfade for a while (many chunks), then rtc: the next tick
+    plays the step due now, not the chunk's last step."""
+    p = ChunkPlayer(1, DT, crossfade_s=0.0, observation_timeout_s=10.0)
+    for k in range(40):
+        if k % 5 == 0:
+            p.set_chunk(ramp(10, 1), k * DT, k * DT)
+        p.tick(k * DT)
+    p.configure(p.config.replace(blend="rtc"))
+    # the last chunk (stamped 35 dt) played its steps 0..4 at ticks 35..39: step 5 is due now
+    assert p.tick(40 * DT).index == 5
+    assert p.tick(41 * DT).index == 6
+
+
+# -- control rate apart from the chunk's step (issue 26, item 8) --------------------------------
+CHUNK_HZ = 50.0
+
+
+def smooth(t):
+    """A smooth joint trajectory (rad) of time (s): ~1 rad/s at most."""
+    return 0.3 * np.sin(2.0 * np.pi * 0.5 * np.asarray(t, dtype=np.float64))
+
+
+@pytest.mark.parametrize("control_hz", [200.0, 500.0])
+def test_faster_control_interpolates_positions_and_velocities_continuously(control_hz):
+    """A 50 Hz chunk played at 200 / 500 Hz: every tick plays the curve through the chunk's
+    steps at its own time (not the next step: 4 / 10 ticks per step), the step per tick stays
+    bounded by the trajectory's speed, and the velocity changes little from tick to tick
+    (a step-and-hold stream would jump by a whole chunk step every 4 / 10 ticks)."""
+    tick = 1.0 / control_hz
+    p = ChunkPlayer(1, 1.0 / CHUNK_HZ, crossfade_s=0.0, observation_timeout_s=10.0, tick_s=tick)
+    steps = smooth(np.arange(50) / CHUNK_HZ)[:, None]
+    assert p.set_chunk(steps, 0.0, 0.0)
+    ts = np.arange(int(0.9 * control_hz)) * tick  # 0.9 s: within the chunk's 0.98 s
+    out = np.array([p.tick(t).values[0] for t in ts])
+    np.testing.assert_allclose(out, smooth(ts), atol=2e-4)  # on the trajectory, at each tick
+    v = np.diff(out) / tick
+    vmax = 0.3 * 2.0 * np.pi * 0.5
+    assert np.abs(v).max() <= vmax * 1.02  # bounded step per tick
+    assert np.abs(np.diff(v)).max() <= 0.05 * vmax  # continuous velocity
+    # the step played is the chunk's step by time on its own axis
+    assert p.value_at(0.1).index == 5 and p.value_at(0.1 + tick).position == pytest.approx(
+        5 + tick * CHUNK_HZ)
+
+
+def test_latency_skipping_is_on_the_chunk_axis():
+    """A chunk arriving 0.05 s after its observation at 200 Hz control: 2.5 chunk steps are
+    already past, so the first tick plays the curve between steps 2 and 3."""
+    p = ChunkPlayer(1, 1.0 / CHUNK_HZ, crossfade_s=0.0, observation_timeout_s=10.0, tick_s=1 / 200)
+    p.set_chunk(ramp(10, 1), 100.0, 100.05)
+    s = p.tick(100.05)
+    assert s.position == pytest.approx(2.5) and s.index == 2 and s.values[0] == pytest.approx(2.5)
+
+
+def test_rtc_delay_and_leftover_are_in_chunk_steps():
+    """rtc at 200 Hz from a 50 Hz chunk: 12 ticks since the stamp are 3 chunk steps: d = 3, the
+    new chunk takes over at its step 3 and advances a quarter step per tick; the leftover has
+    one entry per chunk step (the played ticks at the step times, then the plan)."""
+    tick = 1 / 200
+    p = ChunkPlayer(1, 1.0 / CHUNK_HZ, observation_timeout_s=10.0, blend="rtc", tick_s=tick)
+    p.set_chunk(ramp(20, 1), 0.0, 0.0)
+    for k in range(20):
+        p.tick(k * tick)  # old positions 0, 0.25, ..., 4.75
+    stamp = 8 * tick  # old position 2 was played then
+    assert p.delay_since(stamp) == 3
+    left = p.leftover(stamp)
+    np.testing.assert_allclose(left[:, 0], np.arange(2.0, 20.0))  # step times on the old chunk
+    assert p.set_chunk(ramp(20, 1, start=100.0), stamp, 20 * tick)
+    assert p.last_delay == 3
+    s = p.tick(20 * tick)
+    assert s.position == pytest.approx(3.0) and s.values[0] == pytest.approx(103.0)
+    assert p.tick(21 * tick).position == pytest.approx(3.25)
+    # an observation stamped 2 ticks (half a step) before the hand-over's last tick
+    # ticks 19, 20, 21 played (0.75 step: one entry), then the plan at the step times: tick 23
+    # (one step after the stamp) will play position 3.75
+    left = p.leftover(19 * tick)
+    np.testing.assert_allclose(left[:, 0], [4.75] + list(np.arange(103.75, 118.8, 1.0)))
+
+
+@pytest.mark.parametrize("control_hz", [200.0, 500.0])
+def test_rtc_at_fast_control_tracks_and_keeps_d_inside_the_chunk(control_hz):
+    """The node's loop at 200 / 500 Hz with 10 Hz inference (120 ms latency) of 16-step, 50 Hz
+    chunks (320 ms; played at the control rate they lasted 80 / 32 ms) from a policy that predicts the trajectory: d is the latency in chunk steps (6), not
+    capped at the horizon, and the commands stay on the trajectory (no seam jumps)."""
+    tick, step = 1.0 / control_hz, 1.0 / CHUNK_HZ
+    p = ChunkPlayer(1, step, observation_timeout_s=1.0, blend="rtc", tick_s=tick)
+    per_frame, latency = int(round(0.1 / tick)), int(round(0.12 / tick))
+    pending: list[tuple[int, float]] = []
+    out, delays = [], []
+    for k in range(int(2.0 * control_hz)):
+        t = k * tick
+        if k % per_frame == 0:  # an observation now; its chunk arrives `latency` later
+            pending.append((k + latency, t))
+        while pending and pending[0][0] == k:
+            stamp = pending.pop(0)[1]
+            assert p.set_chunk(smooth(stamp + np.arange(16) * step)[:, None], stamp, t)
+            delays.append(p.last_delay)
+        s = p.tick(t)
+        if s is not None:
+            out.append((t, s.values[0]))
+    # 120 ms = 6 chunk steps (the second chunk's: 5, no tick before the first chunk came)
+    assert delays[:2] == [0, 5] and set(delays[2:]) == {6}
+    t, v = np.array(out).T
+    late = t > 0.32  # from the third hand-over (the second counted no tick before the first)
+    assert np.abs(v[late] - smooth(t[late])).max() < 1e-3
+    assert np.abs(np.diff(v[late])).max() <= 0.95 * tick * 1.02  # bounded step per tick

@@ -26,7 +26,7 @@ def test_prior_is_the_executed_leftover_in_model_units_with_the_counted_delay():
     # step 0: the value played at 2 dt (old chunk, step 2), then the new chunk from its step 2
     np.testing.assert_allclose(prior.actions[0], model_chunk[2], atol=1e-6)
     np.testing.assert_allclose(prior.actions[1:], model_chunk[2:11], atol=1e-6)
-    p.configure(blend="crossfade")
+    p.configure(p.config.replace(blend="crossfade"))
     assert rtc_prior(p, mapping, 2 * DT, horizon=10) is None
 
 

@@ -43,6 +43,7 @@ class CheckpointInfo:
     tokenizer_repos: tuple[str, ...]  # repo ids the checkpoint names for its tokenizer
     asset_id: str | None = None  # openpi statistics used
     dtype: str | None = None  # what the config says the weights are
+    fps: float | None = None  # the rate its actions' steps were trained at, when the folder says
 
 
 def detect_format(folder: Path) -> str:
@@ -79,6 +80,21 @@ def _step(steps: list[dict], registry_name: str) -> dict | None:
 def _feature_dim(features: dict, key: str) -> int | None:
     shape = (features.get(key) or {}).get("shape")
     return int(shape[0]) if shape else None
+
+
+def train_fps(folder: Path) -> float | None:
+    """The action rate a LeRobot training run names: train_config.json (saved next to
+    config.json by LeRobot's training) -> env.fps; None when it names none (no env, no file)."""
+    f = folder / "train_config.json"
+    if not f.is_file():
+        return None
+    env = json.loads(f.read_text()).get("env") or {}
+    fps = env.get("fps") if isinstance(env, dict) else None
+    if fps is None:
+        return None
+    if isinstance(fps, bool) or not isinstance(fps, (int, float)) or not 0 < fps <= 1000:
+        raise ValueError(f"{f}: env.fps {fps!r} is not a rate in (0, 1000] Hz")
+    return float(fps)
 
 
 def read_lerobot(folder: Path) -> tuple[ModelConfig, CheckpointInfo, NormStats | None]:
@@ -127,7 +143,7 @@ def read_lerobot(folder: Path) -> tuple[ModelConfig, CheckpointInfo, NormStats |
         state_dim=(stats.state_dim if stats is not None else None) or _feature_dim(inputs, "observation.state"),
         action_dim=(stats.action_dim if stats is not None else None) or _feature_dim(outputs, "action"),
         n_action_steps=int(cfg.get("n_action_steps", mc.action_horizon)), image_resolution=res,
-        tokenizer_repos=repos, dtype=cfg.get("dtype"))
+        tokenizer_repos=repos, dtype=cfg.get("dtype"), fps=train_fps(folder))
     return mc, info, stats
 
 

@@ -283,3 +283,22 @@ def test_lean_read_in_blocks_matches_a_plain_cast(tiny_model, tmp_path, monkeypa
     for name, t in model.state_dict().items():
         assert t.dtype == torch.bfloat16
         assert torch.equal(t, ref[name].to(file_dtype).to(torch.bfloat16)), name
+
+
+def test_lerobot_train_config_names_the_action_rate(saved, tmp_path):
+    """A LeRobot training run saves train_config.json next to config.json; its env.fps is the
+    rate of the chunk's steps (the node's chunk_rate_hz 0 takes it); none without it."""
+    import shutil
+
+    from oxygen_ros.engine.model.formats import read_checkpoint_files
+
+    assert read_checkpoint_files(saved)[1].fps is None
+    folder = tmp_path / "c"
+    shutil.copytree(saved, folder)
+    (folder / "train_config.json").write_text(json.dumps({"env": {"type": "aloha", "fps": 50}}))
+    assert read_checkpoint_files(folder)[1].fps == 50.0
+    (folder / "train_config.json").write_text(json.dumps({"env": None, "dataset": {}}))
+    assert read_checkpoint_files(folder)[1].fps is None
+    (folder / "train_config.json").write_text(json.dumps({"env": {"fps": -3}}))
+    with pytest.raises(ValueError, match="env.fps"):
+        read_checkpoint_files(folder)

@@ -1,0 +1,119 @@
+"""CommandConfig: every setting of the command path (ChunkPlayer + CommandShaper) in one immutable
+value. Pure (numpy, no rclpy).
+
+A live parameter change never edits one setting in place: the node builds a NEW CommandConfig
+from the FULL current parameter map and hands it whole to the player and the shaper
+(ChunkPlayer.configure, CommandShaper.configure), so that no parameter can reset another (a
+partial update used to drop the joint limits: issue 26).
+
+`clip_to_limits` is THE joint-limit clip: ~/joint_command (the player), ~/action_chunk (the
+node's publishers) and oxygen-replay's commands and chunks all go through it.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from .shaper import per_joint
+
+BLENDS = ("crossfade", "rtc", "none")
+
+
+def clip_to_limits(values: np.ndarray, lower: np.ndarray | None, upper: np.ndarray | None
+                   ) -> np.ndarray:
+    """values (any leading shape, joints last) clipped to the per-joint limits (None = none),
+    float64."""
+    out = np.asarray(values, dtype=np.float64)
+    if lower is not None:
+        out = np.maximum(out, lower)
+    if upper is not None:
+        out = np.minimum(out, upper)
+    return out
+
+
+def _floats(values: Sequence[float] | np.ndarray | None) -> tuple[float, ...]:
+    return () if values is None else tuple(float(v) for v in np.asarray(values, np.float64).ravel())
+
+
+@dataclass(frozen=True)
+class CommandConfig:
+    num_joints: int
+    step_s: float  # the chunk's time axis: step i of a chunk is meant for stamp + i * step_s
+    tick_s: float | None = None  # the control tick period (None = step_s: one step per tick)
+    lower: tuple[float, ...] = ()  # per-joint joint limits (both empty = none)
+    upper: tuple[float, ...] = ()
+    crossfade_s: float = 0.1
+    observation_timeout_s: float = 0.5
+    future_tolerance_s: float = 1.0
+    blend: str = "crossfade"
+    # the shaper's limits as the parameters give them: one value or one per joint; () = off
+    velocity_limits: tuple[float, ...] = ()
+    acceleration_limits: tuple[float, ...] = ()
+    max_start_deviation: tuple[float, ...] = ()
+
+    def __post_init__(self) -> None:
+        n = self.num_joints
+        if not (isinstance(n, (int, np.integer)) and n >= 1):
+            raise ValueError(f"num_joints must be an integer >= 1, got {n!r}")
+        tick = self.step_s if self.tick_s is None else self.tick_s
+        for name, value in (("step_s", self.step_s), ("tick_s", tick)):
+            if not (np.isfinite(value) and value > 0):
+                raise ValueError(f"{name} must be a finite period > 0 s, got {value!r}")
+        set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 - frozen: normalise once
+        set_("num_joints", int(n))
+        set_("step_s", float(self.step_s))
+        set_("tick_s", float(tick))
+        for name in ("lower", "upper", "velocity_limits", "acceleration_limits",
+                     "max_start_deviation"):
+            set_(name, _floats(getattr(self, name)))
+        lo, hi = self.lower, self.upper
+        if bool(lo) != bool(hi):
+            raise ValueError("joint limits need both lower and upper (or neither)")
+        for name, arr in (("lower", lo), ("upper", hi)):
+            if arr and (len(arr) != n or not np.all(np.isfinite(arr))):
+                raise ValueError(f"{name} joint limits must be {n} finite values, got {list(arr)}")
+        if lo and any(a > b for a, b in zip(lo, hi)):
+            raise ValueError("lower joint limits must be <= upper joint limits for every joint")
+        if self.blend not in BLENDS:
+            raise ValueError(f"blend must be one of {', '.join(BLENDS)}, got {self.blend!r}")
+        if not (np.isfinite(self.crossfade_s) and self.crossfade_s >= 0):
+            raise ValueError(f"crossfade_s must be >= 0, got {self.crossfade_s!r}")
+        if not (np.isfinite(self.observation_timeout_s) and self.observation_timeout_s > 0):
+            raise ValueError(f"observation_timeout_s must be > 0, got {self.observation_timeout_s!r}")
+        if not (np.isfinite(self.future_tolerance_s) and self.future_tolerance_s >= 0):
+            raise ValueError(f"future_tolerance_s must be >= 0, got {self.future_tolerance_s!r}")
+        set_("crossfade_s", float(self.crossfade_s))
+        set_("observation_timeout_s", float(self.observation_timeout_s))
+        set_("future_tolerance_s", float(self.future_tolerance_s))
+        per_joint(self.velocity_limits, n, "joint_velocity_limits", zero_ok=False)
+        per_joint(self.acceleration_limits, n, "joint_acceleration_limits", zero_ok=False)
+        per_joint(self.max_start_deviation, n, "max_start_deviation", zero_ok=True)
+
+    # -- derived (arrays are fresh copies: the config itself never changes) -------------------
+    @property
+    def lower_array(self) -> np.ndarray | None:
+        return np.asarray(self.lower, dtype=np.float64) if self.lower else None
+
+    @property
+    def upper_array(self) -> np.ndarray | None:
+        return np.asarray(self.upper, dtype=np.float64) if self.upper else None
+
+    @property
+    def steps_per_tick(self) -> float:
+        """Chunk steps one control tick advances (1 when the control rate is the chunk's rate;
+        0.25 for 200 Hz control from a 50 Hz chunk)."""
+        return self.tick_s / self.step_s
+
+    def clip(self, values: np.ndarray) -> np.ndarray:
+        return clip_to_limits(values, self.lower_array, self.upper_array)
+
+    def shaper_limits(self) -> tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...]]:
+        """CommandShaper.configure's arguments, all three, every time."""
+        return self.velocity_limits, self.acceleration_limits, self.max_start_deviation
+
+    def replace(self, **changes: Any) -> "CommandConfig":
+        """A new config with `changes` (validated again); this one is unchanged."""
+        return dataclasses.replace(self, **changes)
