@@ -364,7 +364,8 @@ class Replayer:
             sample = self.player.tick(now * 1e-9)
             hold = "stale" if sample is not None and sample.stale else ""
             shaped = self.shaper.step(None if sample is None else sample.values,
-                                      self._pose.fresh(now * 1e-9, cfg.observation_timeout_s), hold)
+                                      self._pose.fresh(now * 1e-9, cfg.observation_timeout_s), hold,
+                                      now=now * 1e-9)
             if shaped is not None and sample is not None:
                 self.result.commands.append((now, shaped.values, bool(shaped.holding)))
             self._tick_ns += self._period_ns

@@ -186,7 +186,8 @@ class OxygenNode(LifecycleNode):
                         transports=built.camera_transports)
         text = TextIO(self, pubs, Questions(int(p["ask.max_open"])), built.engine, self._warn)
         shaper = CommandShaper(len(names), player.dt, p["joint_velocity_limits"],
-                               p["joint_acceleration_limits"], p["max_start_deviation"])
+                               p["joint_acceleration_limits"], p["max_start_deviation"],
+                               p[P.TRACKING])
         control = ControlLoop(self, player, names, pubs.command, self._warn, shaper, inputs.measured,
                               p["deadman.topic"], p["deadman.timeout_s"])
         # self.rt.mapping is read per frame: joint limits are live for normalisation too
@@ -369,7 +370,8 @@ LIVE_APPLIERS: tuple[tuple[tuple[str, ...], Callable[..., None]], ...] = (
                                   float)),
     (("max_stamp_offset_s",), _stamp_offset),
     (tuple(P.SHAPER_LIMITS), lambda node, rt, c, m: rt.control.shaper.configure(
-        *(c.get(k) for k in P.SHAPER_LIMITS))),  # None: keep
+        *(m[k] for k in P.SHAPER_LIMITS))),  # replaced whole
+    ((P.TRACKING,), lambda node, rt, c, m: rt.control.shaper.configure_tracking(m[P.TRACKING])),
     (("deadman.timeout_s",), _set(lambda rt: rt.control.deadman, "timeout_s", "deadman.timeout_s",
                                   float)),
     (("ask.max_open",), _set(lambda rt: rt.text.questions, "capacity", "ask.max_open", int)),
