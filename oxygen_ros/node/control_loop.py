@@ -60,6 +60,7 @@ class ControlLoop:
                  measured: MeasuredPose | None = None, deadman_topic: str = "",
                  deadman_timeout_s: float = 0.5) -> None:
         self._node = node
+        self.monotonic: Callable[[], float] = time.monotonic  # deadman, diagnostics (tests swap it)
         self.player = player
         self._names = list(joint_names)
         self._publish = publish  # (names, values, stamp msg) -> None
@@ -79,7 +80,7 @@ class ControlLoop:
             # with the message info: the sender's gid tells publishers apart
             self._deadman_sub = node.create_subscription(
                 Bool, deadman_topic,
-                lambda m, info: self.deadman.press(bool(m.data), time.monotonic(), _gid(info)), qos)
+                lambda m, info: self.deadman.press(bool(m.data), self.monotonic(), _gid(info)), qos)
         self.deadman_why = ""  # why the deadman holds now ("" = go)
         self._counted_at = self._named_at = -np.inf  # monotonic: publishers counted / named
         # the last check (robot/command_guard.py): the last command sent and its time (node clock)
@@ -181,7 +182,7 @@ class ControlLoop:
         chunk the gate refuses, or one made while the deadman holds, is not published there
         either, so that a trajectory controller wired to it gets neither."""
         refusal = self.gate(chunk, stamp, now)
-        return refusal, refusal is None and self.deadman.go(time.monotonic())[0]
+        return refusal, refusal is None and self.deadman.go(self.monotonic())[0]
 
     def gate(self, chunk: np.ndarray, stamp: float, now: float) -> str | None:
         """None when the chunk may be played; else why not (counted, warned, diagnosed)."""
@@ -195,7 +196,7 @@ class ControlLoop:
             why = (f"{self._names[r.joint]} would start {r.distance:.3f} rad from the measured pose "
                    f"(max_start_deviation {r.limit:g})")
         self.gate_message = f"action chunk refused: {why}"
-        self.last_gated = time.monotonic()
+        self.last_gated = self.monotonic()
         self._warn("gate", f"{self.gate_message}: holding the last command")
         return self.gate_message
 
@@ -203,7 +204,7 @@ class ControlLoop:
         now = self._node.get_clock().now()
         t = now.nanoseconds * 1e-9
         sample = self.player.tick(t)  # a played step (rtc counts them)
-        mono = time.monotonic()
+        mono = self.monotonic()
         self._count_deadman_publishers(mono)
         go, self.deadman_why = self.deadman.go(mono)
         if not go:
@@ -308,7 +309,7 @@ class ControlLoop:
         """WARN while commands are held (stale or future chunk, end of chunk) or were held in
         the last HELD_WINDOW_S; ERROR when no command went out for a second while active or a
         hold lasts longer than HOLD_ERROR_S."""
-        now = time.monotonic()
+        now = self.monotonic()
         rate = recent_rate(self.ticks, now)
         last_tick = self.ticks[-1] if self.ticks else None
         horizon = self.player.horizon
