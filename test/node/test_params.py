@@ -64,6 +64,13 @@ def test_choices_match_the_engine():
     ({"joint_acceleration_limits": [2.0, 3.0]}, ["2 entries"]),
     ({"max_start_deviation": [-0.1]}, ["max_start_deviation must be >= 0"]),
     ({"max_start_deviation": [float("inf")]}, ["finite"]),
+    # issue 26: a limit whose per-tick step underflows (a x dt^2 = 0) is refused, not NaN later
+    ({"joint_acceleration_limits": [5e-324]}, ["joint_acceleration_limits", "per control tick",
+                                               "at 50 Hz"]),
+    ({"joint_velocity_limits": [1e-12]}, ["joint_velocity_limits", "per control tick"]),
+    ({"control_rate_hz": 1000.0, "joint_acceleration_limits": [1e-7]}, ["at 1000 Hz"]),
+    ({"max_tracking_error": [0.0]}, ["max_tracking_error must be > 0"]),
+    ({"max_tracking_error": [0.1, 0.2]}, ["max_tracking_error has 2 entries"]),
     ({"deadman.timeout_s": 0.0}, ["deadman.timeout_s"]),
     ({"command_type": "trajectory"}, ["command_type must be one of", "float64_array"]),
     # a joint_names change re-checks the limits' length (while unconfigured)
@@ -163,6 +170,8 @@ def test_shaper_parameters_live_one_value_or_one_per_joint():
                            "max_start_deviation": [0.0, 0.5, 0.5, 0.5, 0.5, 0.5],
                            "deadman.timeout_s": 0.2}, CURRENT, configured) is None
         assert P.validate({"joint_velocity_limits": []}, CURRENT, configured) is None
+        assert P.validate({"max_tracking_error": [0.1] * 6}, CURRENT, configured) is None
+        assert P.validate({"max_tracking_error": []}, CURRENT, configured) is None  # off
     assert "configure" in P.validate({"deadman.topic": "/x"}, CURRENT, configured=True)
     assert "configure" in P.validate({"command_type": "float64_array"}, CURRENT, configured=True)
 
