@@ -159,6 +159,9 @@ class Replayer:
         self._poses: collections.deque[tuple[int, np.ndarray]] = collections.deque()
         self._period_ns = int(round(1e9 / cfg.control_rate_hz))
         self._tick_ns: int | None = None  # the next control tick (recorded clock)
+        # the shaper's time origin: seconds since the first tick keep float precision (an epoch
+        # in float seconds has ~0.2 us steps, which the per-elapsed-time limits would feel)
+        self._origin_ns: int | None = None
         self._ready: list[tuple[int, int, Frame]] = []  # chunks not yet handed over (heap by time)
 
     def _feed(self, ts: int, topic: str, msg: Any) -> Pair | None:
@@ -351,6 +354,8 @@ class Replayer:
         cfg = self.cfg
         if self._tick_ns is None:
             self._tick_ns = until_ns
+        if self._origin_ns is None:
+            self._origin_ns = self._tick_ns
         while self._tick_ns <= until_ns:
             now = self._tick_ns
             while self._ready and self._ready[0][0] <= now:
@@ -365,7 +370,7 @@ class Replayer:
             hold = "stale" if sample is not None and sample.stale else ""
             shaped = self.shaper.step(None if sample is None else sample.values,
                                       self._pose.fresh(now * 1e-9, cfg.observation_timeout_s), hold,
-                                      now=now * 1e-9)
+                                      now=(now - self._origin_ns) * 1e-9)
             if shaped is not None and sample is not None:
                 self.result.commands.append((now, shaped.values, bool(shaped.holding)))
             self._tick_ns += self._period_ns

@@ -86,6 +86,9 @@ class ControlLoop:
         # the last check (robot/command_guard.py): the last command sent and its time (node clock)
         self._sent: np.ndarray | None = None
         self._sent_t = 0.0
+        # the shaper's and the check's time origin (node clock ns, set per run): seconds since it
+        # keep float precision, an epoch in float seconds has ~0.2 us steps
+        self._origin_ns: int | None = None
         self.guard_refused = 0  # commands not sent (since configure)
         self.last_guard: float | None = None  # monotonic time of the newest refusal
         self.guard_message = ""
@@ -124,7 +127,7 @@ class ControlLoop:
 
     def start(self, stop: threading.Event, period: float, priority: int, use_sim_time: bool) -> None:
         self.shaper.reset()  # the run's first command is the measured pose
-        self._sent = None  # ... and the last check compares it with that pose
+        self._sent, self._origin_ns = None, None  # ... and the last check compares it with that pose
         if use_sim_time:
             # the timer runs on the node's clock (sim time); the default callback group
             self._timer = self._node.create_timer(period, self.tick)
@@ -213,8 +216,12 @@ class ControlLoop:
         else:
             hold = "stale" if sample is not None and sample.stale else ""
         measured = self.measured.fresh(t, self.player.observation_timeout_s)
+        if self._origin_ns is None:
+            self._origin_ns = now.nanoseconds
+        run_t = (now.nanoseconds - self._origin_ns) * 1e-9  # the shaper's and the check's time
         before = self.shaper.limits
-        shaped = self.shaper.step(None if sample is None else sample.values, measured, hold, now=t)
+        shaped = self.shaper.step(None if sample is None else sample.values, measured, hold,
+                                  now=run_t)
         self.waiting_pose = sample is not None and measured is None and (
             shaped is None or shaped.holding == "no measured joint pose")
         if self.waiting_pose:
@@ -223,7 +230,7 @@ class ControlLoop:
             return
         if shaped.holding == GLITCH:
             self._glitch(mono)
-        values = self._guard(shaped.values, measured, t, mono, before)
+        values = self._guard(shaped.values, measured, run_t, mono, before)
         if values is None:
             return
         self._publish(self._names, values, now.to_msg())

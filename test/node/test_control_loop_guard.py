@@ -140,20 +140,31 @@ def test_the_first_command_is_checked_against_the_measured_pose():
 
 
 def test_a_measured_pose_jump_is_an_error_naming_the_joint():
-    rig = Rig()
+    rig = Rig(deadman_topic="/deadman")
     rig.loop.shaper.configure_tracking([0.2])
-    for _ in range(20):  # a robot that follows
+
+    def tick(pressed: bool, glitch: float = 0.0):  # a robot that follows, its joint 2 glitching
+        if pressed:
+            rig.node.sub.callback(type("M", (), {"data": True})(), {})
         rig.node.t += DT
-        rig.loop.measured.update(rig.node.t, rig.sent[-1][1] if rig.sent else np.zeros(J))
+        pose = rig.sent[-1][1] if rig.sent else np.zeros(J)
+        rig.loop.measured.update(rig.node.t, pose + np.array([0.0, glitch, 0.0]))
         rig.loop.tick()
-    last = rig.sent[-1][1]
-    rig.loop.shaper.step(None, None, "stale", now=rig.node.t)  # a hold ...
-    rig.node.t += DT
-    rig.loop.measured.update(rig.node.t, last + np.array([0.0, 0.5, 0.0]))  # ... and a glitch
-    rig.loop.tick()
+
+    for _ in range(20):
+        tick(True)
+    for _ in range(25):  # released: a hold
+        tick(False)
+    for _ in range(5):  # pressed again, the joint state 0.5 rad off
+        tick(True, 0.5)
     level, message, values = rig.loop.status(True, 50.0)
     assert level == "ERROR" and "j2 is 0.5" in message and "max_tracking_error 0.2" in message
-    assert values["pose_jump_ticks"] == 1
+    assert values["pose_jump_ticks"] == 5
+    held = rig.sent[-1][1]
+    assert all(np.array_equal(v, held) for _, v in rig.sent[-5:])
+    for _ in range(5):  # the glitch is over: resume
+        tick(True)
+    assert not np.array_equal(rig.sent[-1][1], held)
     assert_all_sent_within_limits(rig.sent)
 
 
