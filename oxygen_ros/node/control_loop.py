@@ -268,8 +268,11 @@ class ControlLoop:
         velocity = (None if before.velocity is None or after.velocity is None
                     else np.maximum(before.velocity, after.velocity))
         prev = self._sent if self._sent is not None else measured
-        problem = command_problem(values, prev, t - self._sent_t if self._sent is not None else 0.0,
-                                  self.player.lower, self.player.upper, velocity)
+        if prev is None:  # a first command, and no measured pose to check it against
+            problem: tuple[int, str] | None = (-1, "a first command without a fresh measured pose")
+        else:
+            problem = command_problem(values, prev, t - self._sent_t if self._sent is not None
+                                      else 0.0, self.player.lower, self.player.upper, velocity)
         if problem is None:
             self._sent, self._sent_t = np.array(values, dtype=np.float64), t
             return values
@@ -303,12 +306,18 @@ class ControlLoop:
         if sub is None or mono - self._counted_at < PUBLISHERS_PERIOD_S:
             return
         self._counted_at = mono
-        count = sub.get_publisher_count()
-        names = self.deadman.publisher_names if count > 1 else ""
-        if count > 1 and mono - self._named_at >= NAMES_PERIOD_S:
-            self._named_at = mono
-            infos = self._node.get_publishers_info_by_topic(sub.topic_name)
-            names = ", ".join(sorted(f"{i.node_namespace.rstrip('/')}/{i.node_name}" for i in infos))
+        try:
+            count = sub.get_publisher_count()
+            names = self.deadman.publisher_names if count > 1 else ""
+            if count > 1 and mono - self._named_at >= NAMES_PERIOD_S:
+                self._named_at = mono
+                infos = self._node.get_publishers_info_by_topic(sub.topic_name)
+                names = ", ".join(sorted(f"{i.node_namespace.rstrip('/')}/{i.node_name}"
+                                         for i in infos))
+        except Exception as exc:  # noqa: BLE001 - a graph query failing must not stop the tick
+            self._warn("deadman_graph", f"deadman {self.deadman_topic}: counting its publishers "
+                       f"failed ({type(exc).__name__}: {exc}); the senders heard still count")
+            return
         self.deadman.set_publishers(count, names)
 
     # -- diagnostics ----------------------------------------------------------------------------

@@ -5,7 +5,10 @@
 - images: camera messages (raw, jpeg / png) checked cheaply on arrival, decoded once per frame
 - values: joint vectors, StateMapping, camera placement (message fields as plain values)
 - chunk_player: action chunks -> a fixed-rate command stream (chunk blending)
-- shaper: command shaping (velocity / acceleration limits, start from the measured pose, gate)
+- shaper: command shaping (velocity / acceleration limits per elapsed time, start from the
+  measured pose, restarts from the last command, measured-pose jumps, gate)
+- command_guard: the last check of a command before it is published
+- deadman: the operator's heartbeat (a release wins, a second publisher holds)
 - rtc_prior, seam: real-time chunking's executed steps, and the seam error between chunks
 - rates: rates over the last seconds (diagnostics)
 
