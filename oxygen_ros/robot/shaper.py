@@ -31,7 +31,7 @@ decides what is sent:
 - MeasuredPose: the newest measured joint position and its stamp.
 (robot/command_guard.py: the control loop's last check of a command before it is published;
 robot/deadman.py: the operator's heartbeat.)
-Limits whose per-tick step is below MIN_TICK_STEP are refused (`limits`); non-finite targets
+Limits whose per-tick step is below MIN_TICK_STEP are refused (`limit`); non-finite targets
 are treated as a hold and non-finite measured poses as none; a state that is not finite is never
 stored (and is forgotten if it ever was): no NaN is ever returned. Empty limits leave the
 commands as the player made them, except for the start from the measured pose.
@@ -101,6 +101,17 @@ class Limits:
     acceleration: np.ndarray | None = None  # rad/s^2 per joint
     deviation: np.ndarray | None = None  # rad per joint (0: that joint unchecked)
     tracking: np.ndarray | None = None  # rad per joint: max measured-vs-command at a restart
+
+    def __post_init__(self) -> None:
+        # `limit` says why in parameter terms; this is the shape of what may be stored at all
+        for name in ("velocity", "acceleration", "deviation", "tracking"):
+            a = getattr(self, name)
+            if a is None:
+                continue
+            ok = (a >= 0) if name == "deviation" else (a > 0)
+            if a.ndim != 1 or not np.all(np.isfinite(a)) or not np.all(ok):
+                raise ValueError(f"Limits.{name} must be a finite vector "
+                                 f"{'>= 0' if name == 'deviation' else '> 0'}, got {a!r}")
 
 
 @dataclass(frozen=True)
