@@ -44,7 +44,7 @@ from oxygen_ros.robot.chunk_player import BLENDS, ChunkPlayer
 from oxygen_ros.robot.images import CameraError, CameraFrame, decode_frames, parse_transports
 from oxygen_ros.robot.inference import PairInference
 from oxygen_ros.robot.pairing import Mailbox, Pair, Pairer
-from oxygen_ros.robot.shaper import CommandShaper, MeasuredPose, per_joint
+from oxygen_ros.robot.shaper import DEFAULT_TRACKING_ERROR, CommandShaper, MeasuredPose, per_joint
 from oxygen_ros.robot.values import StateMapping, joint_state_to_vector
 
 from .messages import stamp_ns
@@ -72,6 +72,7 @@ class ReplayConfig:
     joint_velocity_limits: list[float] = field(default_factory=list)
     joint_acceleration_limits: list[float] = field(default_factory=list)
     max_start_deviation: list[float] = field(default_factory=list)
+    max_tracking_error: list[float] = field(default_factory=lambda: list(DEFAULT_TRACKING_ERROR))
     camera_transports: tuple[str, ...] = ()  # raw | compressed per camera topic; () = all raw
 
     def __post_init__(self) -> None:
@@ -79,6 +80,7 @@ class ReplayConfig:
         per_joint(self.joint_acceleration_limits, len(self.joint_names), "joint_acceleration_limits",
                   False)
         per_joint(self.max_start_deviation, len(self.joint_names), "max_start_deviation", True)
+        per_joint(self.max_tracking_error, len(self.joint_names), "max_tracking_error", False)
         if not self.camera_topics:
             raise ValueError("replay needs at least one camera topic")
         self.camera_transports = parse_transports(list(self.camera_transports), len(self.camera_topics))
@@ -153,7 +155,8 @@ class Replayer:
                                   observation_timeout_s=cfg.observation_timeout_s,
                                   lower=mapping.lower, upper=mapping.upper, blend=cfg.chunk_blend)
         self.shaper = CommandShaper(len(cfg.joint_names), self.player.dt, cfg.joint_velocity_limits,
-                                    cfg.joint_acceleration_limits, cfg.max_start_deviation)
+                                    cfg.joint_acceleration_limits, cfg.max_start_deviation,
+                                    cfg.max_tracking_error)
         self._pose = MeasuredPose()  # the newest joint state stamped up to the current tick
         # joint states fed but stamped after the current tick (consumed as the ticks pass them)
         self._poses: collections.deque[tuple[int, np.ndarray]] = collections.deque()
