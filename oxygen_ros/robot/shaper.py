@@ -345,7 +345,10 @@ class CommandShaper:
                 d = np.abs(rel)
                 with np.errstate(over="ignore"):  # d / amax may be inf: then no step (cap 0)
                     brake = 2.0 * d * h / (h + np.sqrt(h * h + 2.0 * (d / amax)))
-                cap = np.where(d <= amax * h * h, d, np.minimum(d, brake))  # close: land exactly
+                # no "land exactly" shortcut: its velocity d / h could not be braked within the
+                # limit if the next tick came sooner; near the target this converges
+                # quadratically (what is left after a step is about d^2 / (2 a h^2))
+                cap = np.minimum(d, brake)
                 desired = u + np.sign(rel) * cap
             s = desired
             if amax is not None:

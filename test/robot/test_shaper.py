@@ -178,6 +178,20 @@ def test_bounded_acceleration_stops_at_a_standing_target_without_overshoot():
         check_limits(x[1:, None].repeat(J, 1), v, a, np.zeros(J))
 
 
+def test_braking_under_jitter_never_overshoots_a_standing_target():
+    """Ticks 0 to 3 periods apart: the braking keeps v h + v^2 / (2 a) <= distance, which any
+    later tick spacing can brake (landing exactly with velocity d / h could not, were the next
+    tick sooner: up to 2 a dt^2 beyond the target)."""
+    for seed in range(5):
+        rng = np.random.default_rng(seed)
+        for v, a, goal in ((1.0, 2.0, 0.7), (0.5, 100.0, 0.01), (5.0, 100.0, 0.3)):
+            sh = CommandShaper(1, DT, [v], [a])
+            times = np.cumsum(rng.uniform(0.0, 3 * DT, 1500))
+            x = np.array([sh.step(np.array([goal]), np.zeros(1), now=t).values[0] for t in times])
+            assert np.all(np.sign(goal) * x <= abs(goal)), (seed, v, a, x.max() - goal)
+            assert x[-1] == pytest.approx(goal, abs=1e-9)
+
+
 def test_follows_a_smooth_chunk_within_the_limits():
     """A chunk slower than the limits is played exactly once the start ramp caught up."""
     player = ChunkPlayer(J, DT, crossfade_s=0.0, observation_timeout_s=100.0)
