@@ -14,9 +14,9 @@ import numpy as np
 
 from oxygen_ros.engine_args import engine_config, model_source
 from oxygen_ros.robot.build import build_engine
-from oxygen_ros.robot.shaper import DEFAULT_TRACKING_ERROR
 
 from ..robot.chunk_player import BLENDS
+from ..robot.shaper import DEFAULT_TRACKING_ERROR
 from . import messages as M
 from .reader import BagData, bag_topics, messages, read_bag
 from .replay import ReplayConfig, Replayer, ReplayResult

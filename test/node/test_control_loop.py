@@ -92,9 +92,10 @@ def client(tmp_path_factory):
 
 
 def assert_within_limit(cmds: np.ndarray, stamps: np.ndarray, start: np.ndarray = POSE) -> None:
-    """The first command within V_MAX x 3 dt of `start` (the most a late tick moves), each later one within V_MAX x the time
-    between their stamps of the previous one (limits per elapsed time: a tick that comes late
-    under load may move further than V_MAX*dt, one that comes early less)."""
+    """The first command within V_MAX x 3 dt of `start` (the most a late tick moves), each
+    later one within V_MAX x the time between their stamps of the previous one (limits per
+    elapsed time: a tick that comes late under load may move further than V_MAX*dt, one that
+    comes early less)."""
     assert len(cmds)
     assert np.abs(cmds[0] - start).max() <= V_MAX * 3 * DT + TOL, cmds[0]  # a late tick at most
     step = np.abs(np.diff(cmds, axis=0)).max(axis=1)
