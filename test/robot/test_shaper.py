@@ -89,6 +89,7 @@ op = st.one_of(
     st.tuples(st.just("reset"), st.just(0)),
     st.tuples(st.just("glitch"), st.floats(-1.0, 1.0)),
     st.tuples(st.just("stale_pose"), st.just(0)),
+    st.tuples(st.just("bad_limits"), st.sampled_from([5e-324, 1e-300, 0.0, -1.0, float("nan")])),
     st.tuples(st.just("limits"), st.tuples(
         st.floats(0.01, 10.0), st.one_of(st.none(), st.floats(0.01, 100.0)),
         st.one_of(st.none(), st.floats(0.01, 1.0)))),
@@ -100,7 +101,7 @@ op = st.one_of(
        pose=st.lists(finite, min_size=J, max_size=J))
 def test_any_sequence_of_operations_never_leaves_the_limits(ops, pose):
     """Targets, holds, non-finite targets, activations, measured-pose glitches, stale poses,
-    live limit changes, at jittered times (0 to 5 periods apart), with a robot following 2 ticks
+    live limit changes (refused ones included), at jittered times (0 to 5 periods apart), with a robot following 2 ticks
     late: every command is finite, every step within the velocity limit in force for the time
     since the previous command, every change of velocity within the acceleration limit (except
     where the velocity limit was lowered live below the current speed: the velocity limit wins),
@@ -125,6 +126,9 @@ def test_any_sequence_of_operations_never_leaves_the_limits(ops, pose):
             measured = measured + arg
         elif kind == "stale_pose":
             measured = None
+        elif kind == "bad_limits":  # refused whole: nothing changes
+            with pytest.raises(ValueError):
+                sh.configure([1.0], [arg], [])
         else:
             v, a, track = arg
             sh.configure([v], [] if a is None else [a], [])
