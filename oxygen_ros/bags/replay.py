@@ -46,7 +46,7 @@ from oxygen_ros.robot.command_config import CommandConfig
 from oxygen_ros.robot.images import CameraError, CameraFrame, decode_frames, parse_transports
 from oxygen_ros.robot.inference import PairInference
 from oxygen_ros.robot.pairing import Mailbox, Pair, Pairer
-from oxygen_ros.robot.shaper import CommandShaper, MeasuredPose, per_joint
+from oxygen_ros.robot.shaper import DEFAULT_TRACKING_ERROR, CommandShaper, MeasuredPose, per_joint
 from oxygen_ros.robot.values import StateMapping, joint_state_to_vector
 
 from .messages import stamp_ns
@@ -75,6 +75,7 @@ class ReplayConfig:
     joint_velocity_limits: list[float] = field(default_factory=list)
     joint_acceleration_limits: list[float] = field(default_factory=list)
     max_start_deviation: list[float] = field(default_factory=list)
+    max_tracking_error: list[float] = field(default_factory=lambda: list(DEFAULT_TRACKING_ERROR))
     camera_transports: tuple[str, ...] = ()  # raw | compressed per camera topic; () = all raw
 
     def __post_init__(self) -> None:
@@ -82,6 +83,7 @@ class ReplayConfig:
         per_joint(self.joint_acceleration_limits, len(self.joint_names), "joint_acceleration_limits",
                   False)
         per_joint(self.max_start_deviation, len(self.joint_names), "max_start_deviation", True)
+        per_joint(self.max_tracking_error, len(self.joint_names), "max_tracking_error", False)
         if not self.camera_topics:
             raise ValueError("replay needs at least one camera topic")
         self.camera_transports = parse_transports(list(self.camera_transports), len(self.camera_topics))
@@ -112,7 +114,8 @@ class ReplayConfig:
             observation_timeout_s=self.observation_timeout_s, blend=self.chunk_blend,
             velocity_limits=self.joint_velocity_limits,
             acceleration_limits=self.joint_acceleration_limits,
-            max_start_deviation=self.max_start_deviation)
+            max_start_deviation=self.max_start_deviation,
+            max_tracking_error=self.max_tracking_error)
 
 
 @dataclass
@@ -177,6 +180,9 @@ class Replayer:
         self._poses: collections.deque[tuple[int, np.ndarray]] = collections.deque()
         self._period_ns = int(round(1e9 / cfg.control_rate_hz))
         self._tick_ns: int | None = None  # the next control tick (recorded clock)
+        # the shaper's time origin: seconds since the first tick keep float precision (an epoch
+        # in float seconds has ~0.2 us steps, which the per-elapsed-time limits would feel)
+        self._origin_ns: int | None = None
         self._ready: list[tuple[int, int, Frame]] = []  # chunks not yet handed over (heap by time)
 
     def _feed(self, ts: int, topic: str, msg: Any) -> Pair | None:
@@ -369,6 +375,8 @@ class Replayer:
         cfg = self.cfg
         if self._tick_ns is None:
             self._tick_ns = until_ns
+        if self._origin_ns is None:
+            self._origin_ns = self._tick_ns
         while self._tick_ns <= until_ns:
             now = self._tick_ns
             while self._ready and self._ready[0][0] <= now:
@@ -383,7 +391,8 @@ class Replayer:
             sample = self.player.tick(now * 1e-9)
             hold = "stale" if sample is not None and sample.stale else ""
             shaped = self.shaper.step(None if sample is None else sample.values,
-                                      self._pose.fresh(now * 1e-9, cfg.observation_timeout_s), hold)
+                                      self._pose.fresh(now * 1e-9, cfg.observation_timeout_s), hold,
+                                      now=(now - self._origin_ns) * 1e-9)
             if shaped is not None and sample is not None:
                 self.result.commands.append((now, shaped.values, bool(shaped.holding)))
             self._tick_ns += self._period_ns

@@ -16,6 +16,7 @@ from oxygen_ros.engine_args import engine_config, model_source
 from oxygen_ros.robot.build import build_engine
 
 from ..robot.chunk_player import BLENDS
+from ..robot.shaper import DEFAULT_TRACKING_ERROR
 from . import messages as M
 from .reader import BagData, bag_topics, messages, read_bag
 from .replay import ReplayConfig, Replayer, ReplayResult
@@ -64,6 +65,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="rad/s^2, one value or one per joint (joint_acceleration_limits)")
     p.add_argument("--max-start-deviation", nargs="+", type=float, default=[],
                    help="rad, one value or one per joint, 0 = off (max_start_deviation)")
+    p.add_argument("--max-tracking-error", nargs="*", type=float, default=list(DEFAULT_TRACKING_ERROR),
+                   help="rad, one value or one per joint; given with no value = off "
+                        "(max_tracking_error)")
     p.add_argument("--rate", type=float, default=0.0,
                    help="0: as fast as possible, every paired observation inferred (default); "
                         "R > 0: recorded timing x R with the node's drop-oldest hand-over")
@@ -118,7 +122,8 @@ def config_from(args: argparse.Namespace, bag: BagData, num_cameras: int, action
                         rate=args.rate, drain=not args.no_drain,
                         joint_velocity_limits=list(args.joint_velocity_limits),
                         joint_acceleration_limits=list(args.joint_acceleration_limits),
-                        max_start_deviation=list(args.max_start_deviation))
+                        max_start_deviation=list(args.max_start_deviation),
+                        max_tracking_error=list(args.max_tracking_error))
 
 
 def write_outputs(path: Path, storage: str, res: ReplayResult, cfg: ReplayConfig, node: str,

@@ -1,10 +1,14 @@
 """The control loop: publishes ~/joint_command from the ChunkPlayer at control_rate_hz.
 
 Per tick: the player's value for now -> the CommandShaper (robot/shaper.py: velocity and
-acceleration limits, start from the newest measured joint pose, hold while the observation is
-stale, a chunk was refused by the start gate or the deadman is not pressed) -> publish. The
-gate itself runs on the inference thread (`gate`, before the player gets a chunk); the deadman
-subscription (deadman.topic, std_msgs/Bool) lives here.
+acceleration limits per elapsed time, start from the newest measured joint pose, resume after a
+hold from the last command, hold while the observation is stale, a chunk was refused by the
+start gate, the measured pose jumped or the deadman is not pressed) -> the last check
+(robot/command_guard.py: a non-finite command, one outside the joint limits or a step beyond
+the velocity limit is not sent; the last good command is sent again) -> publish. The gate
+itself runs on the inference thread (`gate`, before the player gets a chunk); the deadman
+subscription (deadman.topic, std_msgs/Bool; robot/deadman.py: a release wins, a second
+publisher holds) lives here.
 
 A dedicated thread with absolute monotonic deadlines (optionally SCHED_FIFO, parameter
 control_priority; the inference thread then runs one level below it so that it is never
@@ -27,12 +31,27 @@ from typing import Callable, Sequence
 import numpy as np
 
 from oxygen_ros.robot.chunk_player import ChunkPlayer
+from oxygen_ros.robot.command_guard import command_problem
+from oxygen_ros.robot.deadman import Deadman
 from oxygen_ros.robot.rates import recent_rate
-from oxygen_ros.robot.shaper import CommandShaper, Deadman, MeasuredPose
+from oxygen_ros.robot.shaper import GLITCH, CommandShaper, MeasuredPose
 
 HELD_WINDOW_S = 2.0  # the diagnostic reports holds within this many seconds
 HOLD_ERROR_S = 5.0  # a hold this long is an error, not a warning
 LIMITED_WINDOW_S = 2.0  # joints that hit a limit within this many seconds are reported
+ERROR_WINDOW_S = 2.0  # a refused command or a measured-pose jump is an ERROR for this long
+PUBLISHERS_PERIOD_S = 0.1  # how often the deadman topic's publishers are counted
+NAMES_PERIOD_S = 1.0  # ... and, when more than one, named (a graph query)
+
+
+def _gid(info) -> object:
+    """The sending publisher's gid from rclpy's MessageInfo (None when not given)."""
+    gid = info.get("publisher_gid") if isinstance(info, dict) else None
+    data = gid.get("data") if isinstance(gid, dict) else gid
+    try:
+        return None if data is None else bytes(data)
+    except (TypeError, ValueError):
+        return None
 
 
 class ControlLoop:
@@ -41,6 +60,7 @@ class ControlLoop:
                  measured: MeasuredPose | None = None, deadman_topic: str = "",
                  deadman_timeout_s: float = 0.5) -> None:
         self._node = node
+        self.monotonic: Callable[[], float] = time.monotonic  # deadman, diagnostics (tests swap it)
         self.player = player
         self._names = list(joint_names)
         self._publish = publish  # (names, values, stamp msg) -> None
@@ -57,9 +77,23 @@ class ControlLoop:
             # best effort matches reliable and best-effort publishers
             qos = QoSProfile(depth=5, reliability=ReliabilityPolicy.BEST_EFFORT,
                              history=HistoryPolicy.KEEP_LAST)
+            # with the message info: the sender's gid tells publishers apart
             self._deadman_sub = node.create_subscription(
-                Bool, deadman_topic, lambda m: self.deadman.press(bool(m.data), time.monotonic()), qos)
+                Bool, deadman_topic,
+                lambda m, info: self.deadman.press(bool(m.data), self.monotonic(), _gid(info)), qos)
         self.deadman_why = ""  # why the deadman holds now ("" = go)
+        self._counted_at = self._named_at = -np.inf  # monotonic: publishers counted / named
+        # the last check (robot/command_guard.py): the last command sent and its time (node clock)
+        self._sent: np.ndarray | None = None
+        self._sent_t = 0.0
+        # the shaper's and the check's time origin (node clock ns, set per run): seconds since it
+        # keep float precision, an epoch in float seconds has ~0.2 us steps
+        self._origin_ns: int | None = None
+        self.guard_refused = 0  # commands not sent (since configure)
+        self.last_guard: float | None = None  # monotonic time of the newest refusal
+        self.guard_message = ""
+        self.last_glitch_at: float | None = None  # monotonic: the measured pose was beyond tolerance
+        self.glitch_message = ""
         self.limited_at = np.full(len(self._names), -np.inf)  # monotonic, per joint
         # monotonic times of limited ticks (bounded: the window at the highest control rate)
         self.limited_times: collections.deque[float] = collections.deque(
@@ -93,6 +127,7 @@ class ControlLoop:
 
     def start(self, stop: threading.Event, period: float, priority: int, use_sim_time: bool) -> None:
         self.shaper.reset()  # the run's first command is the measured pose
+        self._sent, self._origin_ns = None, None  # ... and the last check compares it with that pose
         if use_sim_time:
             # the timer runs on the node's clock (sim time); the default callback group
             self._timer = self._node.create_timer(period, self.tick)
@@ -150,7 +185,7 @@ class ControlLoop:
         chunk the gate refuses, or one made while the deadman holds, is not published there
         either, so that a trajectory controller wired to it gets neither."""
         refusal = self.gate(chunk, stamp, now)
-        return refusal, refusal is None and self.deadman.go(time.monotonic())[0]
+        return refusal, refusal is None and self.deadman.go(self.monotonic())[0]
 
     def gate(self, chunk: np.ndarray, stamp: float, now: float) -> str | None:
         """None when the chunk may be played; else why not (counted, warned, diagnosed)."""
@@ -166,7 +201,7 @@ class ControlLoop:
             why = (f"{self._names[r.joint]} would start {r.distance:.3f} rad from the measured pose "
                    f"(max_start_deviation {r.limit:g})")
         self.gate_message = f"action chunk refused: {why}"
-        self.last_gated = time.monotonic()
+        self.last_gated = self.monotonic()
         self._warn("gate", f"{self.gate_message}: holding the last command")
         return self.gate_message
 
@@ -174,7 +209,8 @@ class ControlLoop:
         now = self._node.get_clock().now()
         t = now.nanoseconds * 1e-9
         sample = self.player.tick(t)  # a played step (rtc counts them)
-        mono = time.monotonic()
+        mono = self.monotonic()
+        self._count_deadman_publishers(mono)
         go, self.deadman_why = self.deadman.go(mono)
         if not go:
             hold = "deadman"
@@ -182,14 +218,24 @@ class ControlLoop:
         else:
             hold = "stale" if sample is not None and sample.stale else ""
         measured = self.measured.fresh(t, self.player.observation_timeout_s)
-        shaped = self.shaper.step(None if sample is None else sample.values, measured, hold)
+        if self._origin_ns is None:
+            self._origin_ns = now.nanoseconds
+        run_t = (now.nanoseconds - self._origin_ns) * 1e-9  # the shaper's and the check's time
+        before = self.shaper.limits
+        shaped = self.shaper.step(None if sample is None else sample.values, measured, hold,
+                                  now=run_t)
         self.waiting_pose = sample is not None and measured is None and (
             shaped is None or shaped.holding == "no measured joint pose")
         if self.waiting_pose:
             self._warn("pose", "no fresh measured joint pose (joint states): commands do not start")
         if shaped is None or sample is None:
             return
-        self._publish(self._names, shaped.values, now.to_msg())
+        if shaped.holding == GLITCH:
+            self._glitch(mono)
+        values = self._guard(shaped.values, measured, run_t, mono, before)
+        if values is None:
+            return
+        self._publish(self._names, values, now.to_msg())
         self.holding = shaped.holding
         if shaped.limited.any():
             self.limited_at[shaped.limited] = mono
@@ -213,12 +259,75 @@ class ControlLoop:
         else:
             self.held_since = None
 
+    def _guard(self, values: np.ndarray, measured: np.ndarray | None, t: float, mono: float,
+               before) -> np.ndarray | None:
+        """The command to send: `values` when the last check passes; else the last command sent
+        again (None before the first), the refusal counted, warned and diagnosed, and the shaper
+        told what was really sent. The check compares with the last command sent (at the first
+        command of a run: the measured pose) and the velocity limit in force before or after
+        the step (a live change between the two reads: the shaper used one of them)."""
+        after = self.shaper.limits
+        velocity = (None if before.velocity is None or after.velocity is None
+                    else np.maximum(before.velocity, after.velocity))
+        prev = self._sent if self._sent is not None else measured
+        if prev is None:  # a first command, and no measured pose to check it against
+            problem: tuple[int, str] | None = (-1, "a first command without a fresh measured pose")
+        else:
+            problem = command_problem(values, prev, t - self._sent_t if self._sent is not None
+                                      else 0.0, self.player.lower, self.player.upper, velocity)
+        if problem is None:
+            self._sent, self._sent_t = np.array(values, dtype=np.float64), t
+            return values
+        j, what = problem
+        name = self._names[j] if 0 <= j < len(self._names) else "command"
+        self.guard_refused += 1
+        self.last_guard = mono
+        self.guard_message = f"command not sent: {name}: {what}"
+        self._warn("guard", f"{self.guard_message}: holding the last good command")
+        if self._sent is None:
+            self.shaper.reset()  # nothing sent yet: start again from the measured pose
+            return None
+        self.shaper.override(self._sent, t)
+        self._sent_t = t
+        return self._sent.copy()
+
+    def _glitch(self, mono: float) -> None:
+        g = self.shaper.last_glitch
+        if g is None:
+            return
+        self.last_glitch_at = mono
+        self.glitch_message = (f"measured pose jumped: {self._names[g.joint]} is {g.distance:.3f} rad "
+                               f"from the last command (max_tracking_error {g.limit:g}): holding, "
+                               "not a target")
+        self._warn("glitch", self.glitch_message)
+
+    def _count_deadman_publishers(self, mono: float) -> None:
+        """Publishers on the deadman topic from the ROS graph (every PUBLISHERS_PERIOD_S; named
+        every NAMES_PERIOD_S while there are more than one)."""
+        sub = self._deadman_sub
+        if sub is None or mono - self._counted_at < PUBLISHERS_PERIOD_S:
+            return
+        self._counted_at = mono
+        try:
+            count = sub.get_publisher_count()
+            names = self.deadman.publisher_names if count > 1 else ""
+            if count > 1 and mono - self._named_at >= NAMES_PERIOD_S:
+                self._named_at = mono
+                infos = self._node.get_publishers_info_by_topic(sub.topic_name)
+                names = ", ".join(sorted(f"{i.node_namespace.rstrip('/')}/{i.node_name}"
+                                         for i in infos))
+        except Exception as exc:  # noqa: BLE001 - a graph query failing must not stop the tick
+            self._warn("deadman_graph", f"deadman {self.deadman_topic}: counting its publishers "
+                       f"failed ({type(exc).__name__}: {exc}); the senders heard still count")
+            return
+        self.deadman.set_publishers(count, names)
+
     # -- diagnostics ----------------------------------------------------------------------------
     def status(self, active: bool, control_rate_hz: float, clock_problem: str = "") -> tuple[str, str, dict]:
         """WARN while commands are held (stale or future chunk, end of chunk) or were held in
         the last HELD_WINDOW_S; ERROR when no command went out for a second while active or a
         hold lasts longer than HOLD_ERROR_S."""
-        now = time.monotonic()
+        now = self.monotonic()
         rate = recent_rate(self.ticks, now)
         last_tick = self.ticks[-1] if self.ticks else None
         horizon = self.player.horizon
@@ -226,6 +335,9 @@ class ControlLoop:
             level, message = "OK", "inactive: no commands"
         elif clock_problem:
             level, message = "ERROR", clock_problem
+        elif self.last_guard is not None and now - self.last_guard < ERROR_WINDOW_S:
+            level, message = "ERROR", (f"{self.guard_message} ({now - self.last_guard:.1f} s ago): "
+                                       "the last good command was held")
         elif self.deadman_why:
             level, message = "ERROR", (f"deadman {self.deadman_topic}: {self.deadman_why}: commands "
                                        "hold (not following the chunks)")
@@ -236,6 +348,8 @@ class ControlLoop:
                                        "only from the measured pose")
         elif last_tick is None or now - last_tick > 1.0:
             level, message = "ERROR", "no command published for over 1 s"
+        elif self.last_glitch_at is not None and now - self.last_glitch_at < ERROR_WINDOW_S:
+            level, message = "ERROR", self.glitch_message
         elif self.shaper.gate_holding:
             level, message = "WARN", f"{self.gate_message}: holding the last command"
         elif self.last_stale:
@@ -267,4 +381,7 @@ class ControlLoop:
             "control_scheduling": self.scheduling,
             "deadman": ("off" if not self.deadman.enabled else
                         f"holding: {self.deadman_why}" if self.deadman_why else "go"),
+            "deadman_publishers": self.deadman.publishers,
+            "refused_commands": self.guard_refused, "last_refused_command": self.guard_message,
+            "pose_jump_ticks": self.shaper.glitches, "last_pose_jump": self.glitch_message,
         }

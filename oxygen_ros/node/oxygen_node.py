@@ -350,7 +350,7 @@ def _command(node: OxygenNode, rt: Runtime, changes: dict[str, Any], m: dict[str
         rt.mapping = node._mapping(m, len(rt.joint_names), rt.built.norm)
     command = P.command_config(m, rt.player.dt, rt.player.tick_s)
     rt.player.configure(command)
-    rt.control.shaper.configure(*command.shaper_limits())
+    rt.control.shaper.configure(*command.shaper_limits())  # all four limits, one swap
 
 
 def _set(target: Callable[[Runtime], Any], attr: str, name: str, cast: Callable = lambda v: v):

@@ -31,18 +31,19 @@ from typing import Any, Callable
 from oxygen_ros.engine.config import ENGINE_KNOBS, RUNNABLE_PRESETS
 from oxygen_ros.engine.knobs import Knob, num_text
 from oxygen_ros.robot.command_config import BLENDS, CommandConfig
-from oxygen_ros.robot.shaper import per_joint  # pure numpy: the shaper's own check
+from oxygen_ros.robot.shaper import DEFAULT_TRACKING_ERROR, limit  # pure numpy: the shaper's own check
 from oxygen_ros.node.recorder import STORAGES  # no rosbags import: the writer loads lazily
 
 CAMERA_TRANSPORTS = ("raw", "compressed")
 COMMAND_TYPES = ("joint_state", "float64_array")
 SHAPER_LIMITS = {"joint_velocity_limits": False, "joint_acceleration_limits": False,
                  "max_start_deviation": True}  # name -> zero allowed (0 = off)
+TRACKING = "max_tracking_error"  # the shaper's restart tolerance
 
 # the live parameters that make the command path's CommandConfig (robot/command_config.py): a
 # change of any of them builds a new one from ALL of them (command_config below)
 COMMAND_KEYS = ("joint_limits_lower", "joint_limits_upper", "crossfade_s", "observation_timeout_s",
-                "max_stamp_offset_s", "chunk_blend", *SHAPER_LIMITS)
+                "max_stamp_offset_s", "chunk_blend", *SHAPER_LIMITS, TRACKING)
 
 LIVE, CONFIGURE, READ_ONLY = "live", "configure", "read_only"
 
@@ -132,6 +133,10 @@ NODE_PARAMETERS: tuple[Spec, ...] = (
          "off): a chunk whose first playable step is further than this from the measured pose is "
          "not played (the last command is held)", LIVE,
          constraint="one value or one per joint, >= 0; empty / 0 = off"),
+    Spec(TRACKING, "double_array", list(DEFAULT_TRACKING_ERROR), "rad, one value or one per "
+         "joint (empty = off): after a hold, commands resume from the last command only while the "
+         "measured pose is within this of it; further is a glitch (hold, ERROR), never a target",
+         LIVE, constraint="one value or one per joint, > 0; empty = off"),
     Spec("deadman.timeout_s", "double", 0.5, "with deadman.topic: commands hold when no true "
          "arrived for this long", LIVE, (0.01, 60.0), unit="s"),
     # configure-time
@@ -274,10 +279,11 @@ def validate(changes: dict[str, Any], current: dict[str, Any], configured: bool)
         bad = [names[i] for i, (a, b) in enumerate(zip(lo, hi)) if a > b]
         if bad:
             return f"joint_limits_lower > joint_limits_upper for joints {bad}"
-    for name, zero_ok in SHAPER_LIMITS.items():
-        if name in changes or "joint_names" in changes:
+    rate = float(merged.get("control_rate_hz") or SPECS["control_rate_hz"].default)
+    for name in (*SHAPER_LIMITS, TRACKING):  # per control tick: dt = 1 / control_rate_hz
+        if name in changes or "joint_names" in changes or "control_rate_hz" in changes:
             try:
-                per_joint(merged.get(name) or [], len(names), name, zero_ok)
+                limit(name, merged.get(name) or [], len(names), 1.0 / rate)
             except ValueError as exc:
                 return str(exc)
     return None
@@ -294,7 +300,8 @@ def command_config(values: dict[str, Any], step_s: float, tick_s: float) -> Comm
         future_tolerance_s=float(values["max_stamp_offset_s"]), blend=values["chunk_blend"],
         velocity_limits=values["joint_velocity_limits"] or (),
         acceleration_limits=values["joint_acceleration_limits"] or (),
-        max_start_deviation=values["max_start_deviation"] or ())
+        max_start_deviation=values["max_start_deviation"] or (),
+        max_tracking_error=values[TRACKING] or ())
 
 
 def chunk_step_s(values: dict[str, Any], checkpoint_fps: float | None) -> float:

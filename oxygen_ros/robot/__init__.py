@@ -7,7 +7,10 @@
 - command_config: the command path's one immutable configuration, and THE joint-limit clip
 - chunk_player: action chunks (on their own time axis) -> a fixed-rate command stream (chunk
   blending, interpolation between steps)
-- shaper: command shaping (velocity / acceleration limits, start from the measured pose, gate)
+- shaper: command shaping (velocity / acceleration limits per elapsed time, start from the
+  measured pose, restarts from the last command, measured-pose jumps, gate)
+- command_guard: the last check of a command before it is published
+- deadman: the operator's heartbeat (a release wins, a second publisher holds)
 - rtc_prior, seam: real-time chunking's executed steps, and the seam error between chunks
 - rates: rates over the last seconds (diagnostics)
 

@@ -17,7 +17,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .shaper import per_joint
+from .shaper import DEFAULT_TRACKING_ERROR, limit
 
 BLENDS = ("crossfade", "rtc", "none")
 
@@ -53,6 +53,7 @@ class CommandConfig:
     velocity_limits: tuple[float, ...] = ()
     acceleration_limits: tuple[float, ...] = ()
     max_start_deviation: tuple[float, ...] = ()
+    max_tracking_error: tuple[float, ...] = DEFAULT_TRACKING_ERROR  # restarts (shaper.py)
 
     def __post_init__(self) -> None:
         n = self.num_joints
@@ -67,7 +68,7 @@ class CommandConfig:
         set_("step_s", float(self.step_s))
         set_("tick_s", float(tick))
         for name in ("lower", "upper", "velocity_limits", "acceleration_limits",
-                     "max_start_deviation"):
+                     "max_start_deviation", "max_tracking_error"):
             set_(name, _floats(getattr(self, name)))
         lo, hi = self.lower, self.upper
         if bool(lo) != bool(hi):
@@ -88,9 +89,12 @@ class CommandConfig:
         set_("crossfade_s", float(self.crossfade_s))
         set_("observation_timeout_s", float(self.observation_timeout_s))
         set_("future_tolerance_s", float(self.future_tolerance_s))
-        per_joint(self.velocity_limits, n, "joint_velocity_limits", zero_ok=False)
-        per_joint(self.acceleration_limits, n, "joint_acceleration_limits", zero_ok=False)
-        per_joint(self.max_start_deviation, n, "max_start_deviation", zero_ok=True)
+        # the shaper's own check, per control tick (a limit whose step underflows is refused)
+        for name, values in (("joint_velocity_limits", self.velocity_limits),
+                             ("joint_acceleration_limits", self.acceleration_limits),
+                             ("max_start_deviation", self.max_start_deviation),
+                             ("max_tracking_error", self.max_tracking_error)):
+            limit(name, values, n, self.tick_s)
 
     # -- derived (arrays are fresh copies: the config itself never changes) -------------------
     @property
@@ -110,9 +114,10 @@ class CommandConfig:
     def clip(self, values: np.ndarray) -> np.ndarray:
         return clip_to_limits(values, self.lower_array, self.upper_array)
 
-    def shaper_limits(self) -> tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...]]:
-        """CommandShaper.configure's arguments, all three, every time."""
-        return self.velocity_limits, self.acceleration_limits, self.max_start_deviation
+    def shaper_limits(self) -> tuple[tuple[float, ...], ...]:
+        """CommandShaper.configure's arguments, all four, every time."""
+        return (self.velocity_limits, self.acceleration_limits, self.max_start_deviation,
+                self.max_tracking_error)
 
     def replace(self, **changes: Any) -> "CommandConfig":
         """A new config with `changes` (validated again); this one is unchanged."""

@@ -2,29 +2,39 @@
 
 The ChunkPlayer says where the chunks want the joints now (joint-limit clipped); the shaper
 decides what is sent:
-- Velocity / acceleration limits: every command differs from the previous one by at most
-  `v_max * dt` per joint, and that step differs from the previous step by at most
-  `a_max * dt^2`. Approaching a target, the step is also capped so that the rest of the way can
-  still be braked within `a_max` (step s with s + s^2 / (2 a_max dt^2) <= distance): the command
-  stops at a target that stands still instead of overshooting it. The distance is taken relative
-  to the target's own motion over the last tick (capped at the velocity limit), so a chunk that
-  moves within the limits is followed exactly instead of with a lag. A target that jumps can still
-  be overshot; the limits themselves are never exceeded (the velocity limit wins when it is
-  lowered live below the current speed).
-- Start from the measured pose: the first command after `reset()` (activation), after any hold
-  and after the deadman comes back is the newest measured joint position (`measured`, which the
-  caller passes only when it is fresh); without one no command is made (before the first
-  command) or the hold goes on. From there the limits bring the commands to the chunk.
+- Velocity / acceleration limits per elapsed time: `step` takes the tick's time; a command
+  differs from the previous one by at most `v_max * h` per joint and its velocity from the
+  previous velocity by at most `a_max * h`, h being the time since the previous command (clamped
+  to [0, MAX_ELAPSED_TICKS nominal periods]: ticks that come early under jitter move less, a
+  late one no more than a few ticks' worth). Approaching a target, the step is also capped so
+  that the rest of the way can still be braked within `a_max` (velocity v with
+  v h + v^2 / (2 a_max) <= distance, solved in a form that cannot underflow): the command stops
+  at a target that stands still instead of overshooting it. The distance is taken relative to
+  the target's own motion over the last tick (capped at the velocity limit), so a chunk that
+  moves within the limits is followed exactly instead of with a lag. A target that jumps can
+  still be overshot; the limits themselves are never exceeded (the velocity limit wins when it
+  is lowered live below the current speed).
+- Start and restarts: the first command after `reset()` (activation: nothing commanded yet) is
+  the newest measured joint position (`measured`, which the caller passes only when it is
+  fresh); without one no command is made. After a hold (stale chunk, deadman, gate) commands
+  resume from the last command with its velocity, so restarts respect the limits too, when the
+  measured pose is within `max_tracking_error` of the last command on every joint. A measured
+  pose further away is a glitch (a jumped joint state, a robot that stopped following): it is
+  never a target, commands go on holding (`Shaped.holding == GLITCH`, `last_glitch` names the
+  joint) until it is back within the tolerance. Without a fresh measured pose the hold goes on.
 - Hold: while the caller gives a hold reason (stale chunk, deadman, ...) or the last chunk was
   refused by the gate, commands stop following the target and brake to a standstill within the
   acceleration limit (at once without one).
 - Chunk gate (`gate`): a chunk whose first playable step (the step the player plays at its
   arrival, clipped like the player clips) is further than `max_start_deviation` from the measured
   pose is refused; commands hold until a chunk passes.
-- Deadman: `Deadman` tells whether a fresh `true` arrived within its timeout.
-Non-finite targets are treated as a hold and non-finite measured poses as none: no NaN is ever
-returned. Empty limits (the defaults) leave the commands as the player made them, except for the
-start from the measured pose.
+- MeasuredPose: the newest measured joint position and its stamp.
+(robot/command_guard.py: the control loop's last check of a command before it is published;
+robot/deadman.py: the operator's heartbeat.)
+Limits whose per-tick step is below MIN_TICK_STEP are refused (`limit`); non-finite targets
+are treated as a hold and non-finite measured poses as none; a state that is not finite is never
+stored (and is forgotten if it ever was): no NaN is ever returned. Empty limits leave the
+commands as the player made them, except for the start from the measured pose.
 """
 from __future__ import annotations
 
@@ -37,6 +47,15 @@ import numpy as np
 from .values import command_stream
 
 LIMIT_TOL = 1e-9  # a step this close to the target's counts as not limited (float noise)
+MIN_TICK_STEP = 1e-12  # rad: a limit that allows less per control tick never moves a joint
+MAX_ELAPSED_TICKS = 3.0  # a late tick moves at most this many nominal periods' worth
+MIN_ELAPSED_S = 1e-6  # ticks closer than this count as the same instant (nothing moves)
+DEFAULT_TRACKING_ERROR = (0.2,)  # rad; see docs/command-safety.md (Restarts)
+GLITCH = "measured pose jump"  # Shaped.holding while the measured pose is beyond the tolerance
+
+# parameter name -> (zero allowed (0 = off), power of dt in its per-tick step; 0: not a rate)
+LIMITS = {"joint_velocity_limits": (False, 1), "joint_acceleration_limits": (False, 2),
+          "max_start_deviation": (True, 0), "max_tracking_error": (False, 0)}
 
 
 def per_joint(values: Sequence[float] | None, num_joints: int, name: str, zero_ok: bool
@@ -57,11 +76,49 @@ def per_joint(values: Sequence[float] | None, num_joints: int, name: str, zero_o
     return np.broadcast_to(a, (num_joints,)).copy()
 
 
+def limit(name: str, values: Sequence[float] | None, num_joints: int, dt: float
+          ) -> np.ndarray | None:
+    """One of LIMITS checked like `per_joint`, and a velocity / acceleration limit also refused
+    when its step per control tick (limit x dt, limit x dt^2) is below MIN_TICK_STEP: such a
+    limit pins the joint (like a zero one) and its arithmetic underflows."""
+    zero_ok, power = LIMITS[name]
+    a = per_joint(values, num_joints, name, zero_ok)
+    if a is None or not power:
+        return a
+    step = a * dt ** power
+    if np.any(step < MIN_TICK_STEP):
+        unit = "limit x dt" + ("^2" if power == 2 else "")
+        raise ValueError(f"{name} {a.tolist()} allows a step of {float(step.min()):.3g} rad per "
+                         f"control tick ({unit} at {1.0 / dt:g} Hz), below {MIN_TICK_STEP:g}: "
+                         "a joint could never move; give a real limit, or none")
+    return a
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The shaper's live settings, replaced whole (one reference swap) by `configure`."""
+    velocity: np.ndarray | None = None  # rad/s per joint
+    acceleration: np.ndarray | None = None  # rad/s^2 per joint
+    deviation: np.ndarray | None = None  # rad per joint (0: that joint unchecked)
+    tracking: np.ndarray | None = None  # rad per joint: max measured-vs-command at a restart
+
+    def __post_init__(self) -> None:
+        # `limit` says why in parameter terms; this is the shape of what may be stored at all
+        for name in ("velocity", "acceleration", "deviation", "tracking"):
+            a = getattr(self, name)
+            if a is None:
+                continue
+            ok = (a >= 0) if name == "deviation" else (a > 0)
+            if a.ndim != 1 or not np.all(np.isfinite(a)) or not np.all(ok):
+                raise ValueError(f"Limits.{name} must be a finite vector "
+                                 f"{'>= 0' if name == 'deviation' else '> 0'}, got {a!r}")
+
+
 @dataclass(frozen=True)
 class Shaped:
     values: np.ndarray  # [joints] float64, finite: the command to send
     limited: np.ndarray  # [joints] bool: a limit changed this command (following the target)
-    start: bool  # this command is the measured pose (activation, after a hold, deadman back)
+    start: bool  # this command is the measured pose (the first command of an activation)
     holding: str  # why commands hold ("" while following the target)
 
 
@@ -73,44 +130,73 @@ class GateRefusal:
     step: int  # the chunk step that would have played first
 
 
+@dataclass(frozen=True)
+class Glitch:
+    joint: int  # the joint furthest beyond max_tracking_error
+    distance: float  # |measured - last command| of that joint (rad)
+    limit: float  # its max_tracking_error
+
+
 class CommandShaper:
     def __init__(self, num_joints: int, dt: float, velocity_limits: Sequence[float] = (),
-                 acceleration_limits: Sequence[float] = (), max_start_deviation: Sequence[float] = ()
-                 ) -> None:
+                 acceleration_limits: Sequence[float] = (), max_start_deviation: Sequence[float] = (),
+                 max_tracking_error: Sequence[float] = DEFAULT_TRACKING_ERROR) -> None:
         self.num_joints, self.dt = command_stream(num_joints, dt)
         self._lock = threading.Lock()
-        self.velocity = self.acceleration = self.deviation = None
-        self.configure(velocity_limits, acceleration_limits, max_start_deviation)
+        self.limits = Limits()
+        self.configure(velocity_limits, acceleration_limits, max_start_deviation,
+                       max_tracking_error)
         self._last: np.ndarray | None = None  # the last command
-        self._step = np.zeros(num_joints)  # its step from the one before (velocity * dt)
-        self._restart = True  # the next followed command starts from the measured pose
+        self._vel = np.zeros(num_joints)  # its velocity (rad/s)
+        self._time: float | None = None  # its time (None: a nominal period before the next)
+        self._restart = False  # after a hold: resume once the measured pose agrees
         self._gated = False  # the newest chunk was refused by the gate: hold
         self._target: np.ndarray | None = None  # the target followed on the last tick
         self.limited_ticks = 0
         self.gated = 0  # chunks refused by the gate
+        self.glitches = 0  # ticks held because the measured pose was beyond max_tracking_error
+        self.faults = 0  # non-finite state found or refused (never expected; counted if it is)
         self.last_refusal: GateRefusal | None = None
+        self.last_glitch: Glitch | None = None
 
-    def configure(self, velocity_limits: Sequence[float] | None = None,
-                  acceleration_limits: Sequence[float] | None = None,
-                  max_start_deviation: Sequence[float] | None = None) -> None:
-        """Change the live limits (None: keep; [] = off). ValueError names the problem."""
-        n = self.num_joints
-        vel = self.velocity if velocity_limits is None else per_joint(
-            velocity_limits, n, "joint_velocity_limits", zero_ok=False)
-        acc = self.acceleration if acceleration_limits is None else per_joint(
-            acceleration_limits, n, "joint_acceleration_limits", zero_ok=False)
-        dev = self.deviation if max_start_deviation is None else per_joint(
-            max_start_deviation, n, "max_start_deviation", zero_ok=True)
+    # the live limits (read-only views of the current Limits)
+    velocity = property(lambda self: self.limits.velocity)
+    acceleration = property(lambda self: self.limits.acceleration)
+    deviation = property(lambda self: self.limits.deviation)
+    tracking = property(lambda self: self.limits.tracking)
+
+    def configure(self, velocity_limits: Sequence[float], acceleration_limits: Sequence[float],
+                  max_start_deviation: Sequence[float], max_tracking_error: Sequence[float]) -> None:
+        """Replace the live limits whole, in one swap: every value is given ([] = off; an empty
+        max_tracking_error resumes from the last command whatever the measured pose).
+        ValueError names the problem (nothing changes then)."""
+        n, dt = self.num_joints, self.dt
+        vel = limit("joint_velocity_limits", velocity_limits, n, dt)
+        acc = limit("joint_acceleration_limits", acceleration_limits, n, dt)
+        dev = limit("max_start_deviation", max_start_deviation, n, dt)
+        tracking = limit("max_tracking_error", max_tracking_error, n, dt)
         if dev is not None and not np.any(dev > 0):
             dev = None  # all zero: off
         with self._lock:
-            self.velocity, self.acceleration, self.deviation = vel, acc, dev
+            self.limits = Limits(vel, acc, dev, tracking)
 
     def reset(self) -> None:
         """Activation: forget the last command; the next one is the measured pose."""
         with self._lock:
-            self._last, self._restart, self._gated, self._target = None, True, False, None
-            self._step = np.zeros(self.num_joints)
+            self._last, self._restart, self._gated, self._target = None, False, False, None
+            self._vel, self._time = np.zeros(self.num_joints), None
+
+    def override(self, values: np.ndarray, now: float | None = None) -> None:
+        """The command really sent was `values` (the control loop's last check held it instead
+        of this tick's): continue from it, at rest, after a restart check."""
+        v = np.asarray(values, dtype=np.float64)
+        with self._lock:
+            if v.shape == (self.num_joints,) and np.all(np.isfinite(v)):
+                self._last, self._time = v.copy(), now
+            else:
+                self._last, self._time = None, None  # start again from the measured pose
+            self._vel = np.zeros(self.num_joints)
+            self._restart, self._target = self._last is not None, None
 
     @property
     def last(self) -> np.ndarray | None:
@@ -124,7 +210,7 @@ class CommandShaper:
         max_start_deviation of `measured`); else the refusal, and commands hold until a chunk
         passes. `lower` / `upper`: the player's joint limits (the step is compared clipped)."""
         with self._lock:
-            dev = self.deviation
+            dev = self.limits.deviation
             if dev is None:
                 self._gated = False
                 return None
@@ -158,11 +244,13 @@ class CommandShaper:
         return self._gated
 
     # -- one command (control thread) -----------------------------------------------------------
-    def step(self, target: np.ndarray | None, measured: np.ndarray | None, hold: str = "") -> Shaped | None:
+    def step(self, target: np.ndarray | None, measured: np.ndarray | None, hold: str = "",
+             now: float | None = None) -> Shaped | None:
         """The command for this tick, or None (nothing to send).
 
         target: the player's value (None before the first chunk); measured: the newest measured
-        joint position when fresh, else None; hold: a reason to hold ("" = follow the target)."""
+        joint position when fresh, else None; hold: a reason to hold ("" = follow the target);
+        now: the tick's time in seconds (None: one nominal period after the previous command)."""
         n = self.num_joints
         t = None if target is None else np.asarray(target, dtype=np.float64)
         if t is not None and (t.shape != (n,) or not np.all(np.isfinite(t))):
@@ -172,50 +260,105 @@ class CommandShaper:
         if m is not None and (m.shape != (n,) or not np.all(np.isfinite(m))):
             m = None
         with self._lock:
+            lim = self.limits
+            self._heal()
+            h = self._elapsed(now)
             if self._gated and not hold:
                 hold = "gate"
             following = not hold and t is not None
-            if following and self._restart:
-                if m is not None:  # start here: the measured pose, at rest
-                    self._last, self._step, self._restart = m.copy(), np.zeros(n), False
-                    self._target = t.copy()
-                    return Shaped(m.copy(), np.zeros(n, bool), True, "")
-                hold = "no measured joint pose"
-                following = False
             if self._last is None:
-                return None  # nothing commanded yet: nothing to hold
+                if not following or m is None:
+                    return None  # nothing commanded yet: nothing to hold, nowhere to start
+                # the first command of an activation: the measured pose, at rest
+                self._last, self._vel, self._time = m.copy(), np.zeros(n), now
+                self._restart, self._target = False, t.copy()
+                return Shaped(m.copy(), np.zeros(n, bool), True, "")
+            if following and self._restart:
+                hold = self._resume_problem(m, lim)
+                following = not hold
+                if following:
+                    self._restart, self._target = False, None
             if not following:
                 self._restart, self._target = True, None
-                return self._move(np.zeros(n), np.zeros(n), hold or "no target", count=False)
+                return self._move(np.zeros(n), np.zeros(n), hold or "no target", False, h, now, lim)
             moved = t - self._target if self._target is not None else np.zeros(n)
             self._target = t.copy()
-            return self._move(t - self._last, moved, "", count=True)
+            return self._move(t - self._last, moved, "", True, h, now, lim)
 
-    def _move(self, distance: np.ndarray, moved: np.ndarray, holding: str, count: bool) -> Shaped:
-        """Step towards `distance` (per joint) within the limits, the target having moved by
-        `moved` since the last tick; holding: brake to rest."""
-        dt, prev = self.dt, self._step
-        vstep = np.inf if self.velocity is None else self.velocity * dt
-        dstep = np.inf if self.acceleration is None else self.acceleration * dt * dt
-        if holding:
-            desired = np.zeros_like(prev)
-        elif self.acceleration is None:
-            desired = distance
+    def _heal(self) -> None:
+        """A state that is not finite is forgotten (never expected: counted in `faults`)."""
+        if self._last is not None and not np.all(np.isfinite(self._last)):
+            self._last, self._time, self._target, self._restart = None, None, None, False
+            self.faults += 1
+        if not np.all(np.isfinite(self._vel)):
+            self._vel = np.zeros(self.num_joints)
+            self.faults += 1
+
+    def _elapsed(self, now: float | None) -> float:
+        """Seconds since the last command, clamped to [0, MAX_ELAPSED_TICKS * dt]; shorter than
+        MIN_ELAPSED_S counts as 0 (nothing moves)."""
+        if now is None or self._time is None:
+            return self.dt
+        h = float(now) - self._time
+        if not h >= MIN_ELAPSED_S:  # also NaN
+            return 0.0
+        return min(h, MAX_ELAPSED_TICKS * self.dt)
+
+    def _resume_problem(self, m: np.ndarray | None, lim: Limits) -> str:
+        """Why commands may not resume from the last command now ("" = they may)."""
+        if m is None:
+            return "no measured joint pose"
+        if lim.tracking is None:
+            return ""
+        dist = np.abs(m - self._last)
+        over = dist - lim.tracking
+        j = int(np.argmax(over))
+        if over[j] <= 0:
+            return ""
+        self.glitches += 1
+        self.last_glitch = Glitch(j, float(dist[j]), float(lim.tracking[j]))
+        return GLITCH
+
+    def _move(self, distance: np.ndarray, moved: np.ndarray, holding: str, count: bool, h: float,
+              now: float | None, lim: Limits) -> Shaped:
+        """Step towards `distance` (per joint) within the limits over h seconds, the target
+        having moved by `moved` since the last tick; holding: brake to rest."""
+        v0 = self._vel
+        vstep = np.inf if lim.velocity is None else lim.velocity * h
+        amax = lim.acceleration
+        if h <= 0.0:
+            s = np.zeros_like(v0)  # no time passed: no step; the velocity stays
         else:
-            u = np.clip(moved, -vstep, vstep)  # move with the target, brake on what is left
-            rel = distance - u
-            d = np.abs(rel)
-            brake = dstep * (np.sqrt(1.0 + 2.0 * d / dstep) - 1.0)  # can still stop after it
-            cap = np.where(d <= dstep, d, np.minimum(d, brake))  # close: land exactly
-            desired = u + np.sign(rel) * cap
-        s = np.clip(desired, prev - dstep, prev + dstep)
-        s = np.clip(s, -vstep, vstep)
+            if holding:
+                desired = np.zeros_like(v0)
+            elif amax is None:
+                desired = distance
+            else:
+                u = np.clip(moved, -vstep, vstep)  # move with the target, brake on what is left
+                rel = distance - u
+                d = np.abs(rel)
+                with np.errstate(over="ignore"):  # d / amax may be inf: then no step (cap 0)
+                    brake = 2.0 * d * h / (h + np.sqrt(h * h + 2.0 * (d / amax)))
+                # no "land exactly" shortcut: its velocity d / h could not be braked within the
+                # limit if the next tick came sooner; near the target this converges
+                # quadratically (what is left after a step is about d^2 / (2 a h^2))
+                cap = np.minimum(d, brake)
+                desired = u + np.sign(rel) * cap
+            s = desired
+            if amax is not None:
+                s = np.clip(s, (v0 - amax * h) * h, (v0 + amax * h) * h)
+            s = np.clip(s, -vstep, vstep)
         limited = np.abs(s - distance) > LIMIT_TOL if count else np.zeros(s.shape, bool)
+        new = self._last + s
+        vel = v0 if h <= 0.0 else s / h
+        if not (np.all(np.isfinite(new)) and np.all(np.isfinite(vel))):
+            self.faults += 1  # never expected: keep the last command, at rest
+            self._vel, self._time, self._restart, self._target = np.zeros_like(v0), now, True, None
+            return Shaped(self._last.copy(), np.zeros(s.shape, bool), False, "non-finite step")
         if count and limited.any():
             self.limited_ticks += 1
-        self._last = self._last + s
-        self._step = s
-        return Shaped(self._last.copy(), limited, False, holding)
+        self._last, self._vel, self._time = new, vel, now
+        return Shaped(new.copy(), limited, False, holding)
 
 
 class MeasuredPose:
@@ -239,31 +382,3 @@ class MeasuredPose:
 
     def clear(self) -> None:
         self._latest = None
-
-
-class Deadman:
-    """Operator heartbeat: go while the newest message is true and arrived within timeout_s.
-    enabled False (no topic): always go. Times are monotonic seconds of arrival."""
-
-    def __init__(self, enabled: bool, timeout_s: float) -> None:
-        if not timeout_s > 0:
-            raise ValueError(f"deadman timeout_s must be > 0, got {timeout_s}")
-        self.enabled = bool(enabled)
-        self.timeout_s = float(timeout_s)
-        self._last: tuple[float, bool] | None = None  # (arrival, value), swapped atomically
-
-    def press(self, value: bool, now: float) -> None:
-        self._last = (float(now), bool(value))
-
-    def go(self, now: float) -> tuple[bool, str]:
-        """(go, why not); no side effects (read from the control and the inference thread)."""
-        if not self.enabled:
-            return True, ""
-        last = self._last
-        if last is None:
-            return False, "no message yet"
-        if not last[1]:
-            return False, "released (false)"
-        if now - last[0] > self.timeout_s:
-            return False, f"no true for {now - last[0]:.2f} s (timeout {self.timeout_s:g} s)"
-        return True, ""

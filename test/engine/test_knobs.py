@@ -180,6 +180,6 @@ def test_replay_node_flags_default_to_the_node_parameters():
     args = vars(replay_cli.parse_args(["bag"]))
     for name in ("stamp_tolerance_s", "max_stamp_offset_s", "control_rate_hz", "crossfade_s",
                  "chunk_blend", "observation_timeout_s", "joint_velocity_limits",
-                 "joint_acceleration_limits", "max_start_deviation"):
+                 "joint_acceleration_limits", "max_start_deviation", "max_tracking_error"):
         assert args[name] == P.SPECS[name].default, name
     assert P.SPECS["chunk_blend"].choices == ("crossfade", "rtc", "none")

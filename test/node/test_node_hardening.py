@@ -96,7 +96,10 @@ class StampClient(Client):
 
 @pytest.fixture(scope="module")
 def node_proc(tmp_path_factory):
-    with node_process(tmp_path_factory, "-p", "autostart:=true") as proc:
+    # this feed's joint states (a sine) do not follow the commands: restarts after the holds
+    # below would be measured-pose jumps (test_control_loop.py tests those); tolerance widened
+    with node_process(tmp_path_factory, "-p", "autostart:=true",
+                      "-p", "max_tracking_error:=[100.0]") as proc:
         yield proc
 
 

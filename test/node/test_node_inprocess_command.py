@@ -61,8 +61,8 @@ class Recorder:
         step = rt.control.shaper.step
         rt.control._publish = lambda names, values, stamp: None
 
-        def recorded(target, measured, hold=""):
-            shaped = step(target, measured, hold)
+        def recorded(target, measured, hold="", now=None):
+            shaped = step(target, measured, hold, now=now)
             self.log.append((None if target is None else np.array(target), shaped))
             return shaped
         rt.control.shaper.step = recorded
@@ -108,6 +108,8 @@ def _value(spec):
     if spec.name == "max_start_deviation":
         return st.one_of(st.just([]), st.just([0.0]), st.lists(st.floats(0.0, 10.0), min_size=J,
                                                                  max_size=J))
+    if spec.name == "max_tracking_error":
+        return st.one_of(st.just([]), st.lists(st.floats(0.05, 10.0), min_size=1, max_size=1))
     if spec.type == "bool":
         return st.booleans()
     if spec.choices:

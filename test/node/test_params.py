@@ -64,6 +64,13 @@ def test_choices_match_the_engine():
     ({"joint_acceleration_limits": [2.0, 3.0]}, ["2 entries"]),
     ({"max_start_deviation": [-0.1]}, ["max_start_deviation must be >= 0"]),
     ({"max_start_deviation": [float("inf")]}, ["finite"]),
+    # issue 26: a limit whose per-tick step underflows (a x dt^2 = 0) is refused, not NaN later
+    ({"joint_acceleration_limits": [5e-324]}, ["joint_acceleration_limits", "per control tick",
+                                               "at 50 Hz"]),
+    ({"joint_velocity_limits": [1e-12]}, ["joint_velocity_limits", "per control tick"]),
+    ({"control_rate_hz": 1000.0, "joint_acceleration_limits": [1e-7]}, ["at 1000 Hz"]),
+    ({"max_tracking_error": [0.0]}, ["max_tracking_error must be > 0"]),
+    ({"max_tracking_error": [0.1, 0.2]}, ["max_tracking_error has 2 entries"]),
     ({"deadman.timeout_s": 0.0}, ["deadman.timeout_s"]),
     ({"command_type": "trajectory"}, ["command_type must be one of", "float64_array"]),
     ({"chunk_rate_hz": -1.0}, ["chunk_rate_hz", "[0, 1000]"]),
@@ -164,6 +171,8 @@ def test_shaper_parameters_live_one_value_or_one_per_joint():
                            "max_start_deviation": [0.0, 0.5, 0.5, 0.5, 0.5, 0.5],
                            "deadman.timeout_s": 0.2}, CURRENT, configured) is None
         assert P.validate({"joint_velocity_limits": []}, CURRENT, configured) is None
+        assert P.validate({"max_tracking_error": [0.1] * 6}, CURRENT, configured) is None
+        assert P.validate({"max_tracking_error": []}, CURRENT, configured) is None  # off
     assert "configure" in P.validate({"deadman.topic": "/x"}, CURRENT, configured=True)
     assert "configure" in P.validate({"command_type": "float64_array"}, CURRENT, configured=True)
 
@@ -204,7 +213,7 @@ def test_every_command_key_reaches_the_command_config():
     other = {"joint_limits_lower": [-0.5] * 6, "joint_limits_upper": [0.5] * 6, "crossfade_s": 0.3,
              "observation_timeout_s": 2.0, "max_stamp_offset_s": 5.0, "chunk_blend": "rtc",
              "joint_velocity_limits": [2.0], "joint_acceleration_limits": [20.0],
-             "max_start_deviation": [0.3]}
+             "max_start_deviation": [0.3], "max_tracking_error": [0.05]}
     assert set(other) == set(P.COMMAND_KEYS)
     for key, value in other.items():
         changed = P.command_config({**base, key: value}, 0.02, 0.005)
