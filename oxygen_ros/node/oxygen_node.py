@@ -185,7 +185,8 @@ class OxygenNode(LifecycleNode):
                         p["stamp_tolerance_s"], p["max_stamp_offset_s"], self._warn,
                         transports=built.camera_transports, max_side=p["camera_max_side"],
                         reliability=p["camera_reliability"], max_skew_s=p["max_stamp_skew_s"])
-        text = TextIO(self, pubs, Questions(int(p["ask.max_open"])), built.engine, self._warn)
+        text = TextIO(self, pubs, Questions(int(p["ask.max_open"])), built.engine, self._warn,
+                      active=lambda: self.active)
         shaper = CommandShaper(len(names), player.dt, p["joint_velocity_limits"],
                                p["joint_acceleration_limits"], p["max_start_deviation"])
         control = ControlLoop(self, player, names, pubs.command, self._warn, shaper, inputs.measured,
