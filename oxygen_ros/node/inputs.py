@@ -249,9 +249,14 @@ class Inputs:
                 problems.append(f"{topic} stale")
             elif w.lost >= LOSS_WARN_MIN and w.lost_fraction >= LOSS_WARN_FRACTION:
                 problems.append(self._loss_text(topic, w))
+                if active:
+                    self._warn(f"lost:{topic}", problems[-1])  # throttled per topic
             if st.last_bad is not None and now - st.last_bad < BAD_WINDOW_S:
                 problems.append(f"{topic} bad input: {st.last_error}")
-        problems += self._skew_problems(windows)
+        for text in self._skew_problems(windows):
+            problems.append(text)
+            if active:
+                self._warn(f"skew:{text.split(' ', 1)[0]}", text)
         values["dropped_frames"] = self.mailbox.dropped
         values["paired_frames"] = self.mailbox.put_count
         values["clock_jumps"] = self.clock_jumps
