@@ -98,9 +98,11 @@ class Inputs:
         def lost(event) -> None:
             self.stats[topic].transport_lost(time.monotonic(), int(event.total_count_change))
 
+        hint = " (camera_reliability)" if topic in self.camera_topics else ""
+
         def incompatible(event) -> None:
             self._refuse(topic, f"a publisher's QoS is incompatible ({event.last_policy_kind}): "
-                         "nothing arrives from it (camera_reliability)")
+                         f"nothing arrives from it{hint}")
         return SubscriptionEventCallbacks(message_lost=lost, incompatible_qos=incompatible)
 
     def _camera_subscription(self, index: int) -> Any:
