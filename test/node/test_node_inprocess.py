@@ -293,6 +293,9 @@ def test_questions_survive_a_failing_frame():
 
         finals = {}
         prompts = [f"question {i}: what is on the table?" for i in range(5)]
+        # frames are driven by hand below, without activating (no threads): questions are taken
+        # as on an active node (an inactive one refuses them)
+        rt.text._active = lambda: True
         for p in prompts:
             assert rt.text.submit(Question(p, sink=lambda m, p=p: finals.setdefault(p, []).append(m)
                                            if m.is_final else None))
