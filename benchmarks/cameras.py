@@ -7,9 +7,13 @@ and at pi0.5's 224x224.
 Part 2: the `oxygen_node` process (tiny model shape with 3 cameras: a checkpoint written to a
 temporary folder, since the tiny preset takes 2; cameras without a topic are masked) fed 30 Hz
 camera images + joint states, for 1, 2 and 3 cameras x raw / jpeg topics x 64x48, 640x480 and
-1280x720: inference frames/s (~/frame_stats messages), mean frame_ms, the node's CPU use. One
-node process; each camera set is a lifecycle cleanup / configure (camera_topics,
-camera_transports), each size a few seconds of streaming after a warm-up.
+1280x720: inference frames/s (~/frame_stats messages), mean frame_ms, the node's CPU use, and
+the images the node's camera-0 callback actually ran for: the difference of the `<topic>
+received` counter of the `oxygen: inputs` diagnostic over the measured window, per second (not
+the diagnostic's rate, which is the node's own estimate). One node process; each camera set is
+a lifecycle cleanup / configure (camera_topics, camera_transports), each size a few seconds of
+streaming after a warm-up. `--publisher-qos` picks the images' QoS: best_effort (sensor data,
+the default) or reliable (what a driver with the default QoS publishes).
 
     source scripts/env.sh && python benchmarks/cameras.py --out benchmarks/results/cameras-<date>.md
 
@@ -20,6 +24,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import shlex
 import statistics
 import sys
 import tempfile
@@ -109,7 +114,8 @@ def cpu_s(pid: int) -> float:
 
 def part2(lines: list[str], seconds: float, warm: float, log_path: str,
           camera_counts=(1, 2, 3), transports=("raw", "compressed"), rounds: int = 3,
-          settle: float = 0.5) -> None:
+          settle: float = 0.5, publisher_qos: str = "best_effort",
+          profile_in: str = "both") -> None:
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
     os.environ.setdefault("ROS_DOMAIN_ID", str(101 + os.getpid() % 100))
     import rclpy
@@ -118,16 +124,25 @@ def part2(lines: list[str], seconds: float, warm: float, log_path: str,
     from lifecycle_msgs.srv import ChangeState
     from rcl_interfaces.srv import SetParameters
     from rclpy.parameter import Parameter
-    from rclpy.qos import qos_profile_sensor_data
+    from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
     from sensor_msgs.msg import CompressedImage, Image, JointState
 
     from oxygen_ros.msg import FrameStats
     from oxygen_ros.node import conversions as conv
 
+    pub_qos = qos_profile_sensor_data if publisher_qos == "best_effort" else QoSProfile(
+        depth=10, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
     tmp = Path(tempfile.mkdtemp(prefix="oxygen_cameras_"))
     ck = checkpoint(tmp)
     log = open(log_path, "wb")
+    profile = os.environ.get("FASTDDS_DEFAULT_PROFILES_FILE")
+    if profile_in == "publisher":
+        os.environ.pop("FASTDDS_DEFAULT_PROFILES_FILE", None)  # the node: stock Fast DDS
     proc = start_node(["model.num_threads:=1", f"model.checkpoint:={ck}"], log)
+    if profile_in == "publisher" and profile:
+        os.environ["FASTDDS_DEFAULT_PROFILES_FILE"] = profile  # this process (the publisher)
+    elif profile_in == "node":
+        os.environ.pop("FASTDDS_DEFAULT_PROFILES_FILE", None)
     rclpy.init()
     node = rclpy.create_node("oxygen_cameras_bench")
     lock = threading.Lock()
@@ -137,15 +152,17 @@ def part2(lines: list[str], seconds: float, warm: float, log_path: str,
         with lock:
             stats.append((time.monotonic(), msg))
     node.create_subscription(FrameStats, "/oxygen/frame_stats", on_stats, 100)
-    received: dict[str, float] = {}  # "<topic> rate_hz" of the node's inputs diagnostic
+    # topic -> [(monotonic, "<topic> received" counter)]: the callbacks the node ran
+    received: dict[str, list[tuple[float, int]]] = {}
 
     def on_diag(msg):
         for st in msg.status:
             if st.name.endswith(": inputs"):
                 for kv in st.values:
-                    if kv.key.endswith(" rate_hz"):
+                    if kv.key.endswith(" received"):
                         with lock:
-                            received[kv.key[: -len(" rate_hz")]] = float(kv.value)
+                            received.setdefault(kv.key[: -len(" received")], []).append(
+                                (time.monotonic(), int(kv.value)))
     node.create_subscription(DiagnosticArray, "/diagnostics", on_diag, 10)
     js_pub = node.create_publisher(JointState, "/joint_states", 10)
     change = node.create_client(ChangeState, "/oxygen/change_state")
@@ -171,7 +188,7 @@ def part2(lines: list[str], seconds: float, warm: float, log_path: str,
     lines += ["## Node inference rate (oxygen_node, tiny model shape with 3 cameras, 30 Hz cameras "
               "+ joint states)", "",
               "| cameras | transport | image | frames/s | x 64x48 | frame_ms | vision_prefill_ms | "
-              "published Hz/camera | received Hz (camera 0, node) | node CPU s/s | bench CPU s/s |",
+              "published Hz/camera | received Hz (camera 0, callbacks run) | node CPU s/s | bench CPU s/s |",
               "|---|---|---|---|---|---|---|---|---|---|---|"]
     configured = False
     try:
@@ -191,7 +208,7 @@ def part2(lines: list[str], seconds: float, warm: float, log_path: str,
                 transition(Transition.TRANSITION_ACTIVATE)
                 configured = True
                 mtype = CompressedImage if transport == "compressed" else Image
-                pubs = [node.create_publisher(mtype, t, qos_profile_sensor_data) for t in topics]
+                pubs = [node.create_publisher(mtype, t, pub_qos) for t in topics]
                 # a few pre-encoded frames per camera and size (the publisher must keep 30 Hz)
                 frames = {}
                 for h, w in SIZES:
@@ -239,7 +256,12 @@ def part2(lines: list[str], seconds: float, warm: float, log_path: str,
                         with lock:
                             a["win"] += [m for t, m in stats if t0 <= t < t1]
                             stats.clear()
-                            a["got"].append(received.get(topics[0], float("nan")))
+                            # the node's camera-0 callback count, first and last report in
+                            # the window: callbacks run per second
+                            seen = [(t, c) for t, c in received.get(topics[0], []) if t0 <= t < t1]
+                            received.clear()
+                            if len(seen) >= 2:
+                                a["got"].append((seen[-1][1] - seen[0][1]) / (seen[-1][0] - seen[0][0]))
                         a["t"] += t1 - t0
                         a["cpu"] += c1 - c0
                         a["sent"] += s1 - s0
@@ -256,7 +278,8 @@ def part2(lines: list[str], seconds: float, warm: float, log_path: str,
                     vp = statistics.mean(m.vision_prefill_ms for m in win) if win else float("nan")
                     lines.append(f"| {cams} | {'raw rgb8' if transport == 'raw' else 'jpeg'} | {w}x{h} | "
                                  f"{rate:.1f} | {rate / base_rate:.2f} | {fm:.1f} | {vp:.1f} | "
-                                 f"{a['sent'] / dt:.1f} | {statistics.median(a['got']):.1f} | "
+                                 f"{a['sent'] / dt:.1f} | "
+                                 f"{statistics.mean(a['got']) if a['got'] else float('nan'):.1f} | "
                                  f"{a['cpu'] / dt:.2f} | {a['bench'] / dt:.2f} |")
                     print(lines[-1], flush=True)
                 for pub in pubs:
@@ -281,13 +304,23 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--dds-profile", default=str(ROOT / "config" / "fastdds_big_images.xml"),
                     help="FASTDDS_DEFAULT_PROFILES_FILE for this process and the node ('' = Fast DDS "
-                    "defaults: images over 0.5 MB then go over UDP loopback and are lost)")
+                    "defaults: a best-effort image larger than the sender's 512 KiB shared-memory "
+                    "segment is mostly lost)")
     ap.add_argument("--warmup", type=float, default=1.5, help="seconds streamed before measuring")
     ap.add_argument("--out", default=None, help="also write the report (markdown) here")
     ap.add_argument("--log", default="/tmp/oxygen_cameras_node.log", help="the node's output")
     ap.add_argument("--skip-node", action="store_true", help="part 1 only")
+    ap.add_argument("--skip-part1", action="store_true", help="the node's rates only")
+    ap.add_argument("--profile-publisher-only", action="store_true", help="--dds-profile for this "
+                    "process (the camera publisher) only; the node runs with stock Fast DDS")
+    ap.add_argument("--profile-node-only", action="store_true", help="--dds-profile for the node "
+                    "only; this process (the camera publisher) runs with stock Fast DDS")
     ap.add_argument("--cameras", type=int, nargs="+", default=[1, 2, 3], choices=[1, 2, 3])
     ap.add_argument("--transports", nargs="+", default=["raw", "compressed"], choices=["raw", "compressed"])
+    ap.add_argument("--publisher-qos", default="best_effort", choices=["best_effort", "reliable"],
+                    help="QoS of the camera publishers (the node's camera_reliability is auto)")
+    ap.add_argument("--sizes", nargs="+", default=None, help="HxW sizes (default: 48x64 480x640 "
+                    "720x1280)")
     args = ap.parse_args()
     if args.dds_profile:
         os.environ["FASTDDS_DEFAULT_PROFILES_FILE"] = args.dds_profile
@@ -295,12 +328,24 @@ def main() -> int:
         os.environ.pop("FASTDDS_DEFAULT_PROFILES_FILE", None)
     load0 = os.getloadavg()[0]
     lines = ["# Cameras benchmark", "",
-             f"Command: `python benchmarks/cameras.py {' '.join(sys.argv[1:])}`", "",
-             f"DDS profile: {_rel(os.environ.get('FASTDDS_DEFAULT_PROFILES_FILE')) or 'Fast DDS defaults'}",
+             f"Command: `python benchmarks/cameras.py {shlex.join(sys.argv[1:])}`", "",
+             f"DDS profile: {_rel(os.environ.get('FASTDDS_DEFAULT_PROFILES_FILE')) or 'Fast DDS defaults'}"
+             + (" (camera publisher only; the node: Fast DDS defaults)" if args.profile_publisher_only
+                else " (the node only; the camera publisher: Fast DDS defaults)"
+                if args.profile_node_only else ""),
              ""]
-    part1(lines)
+    if args.sizes:
+        global SIZES
+        SIZES = tuple(tuple(int(v) for v in s.split("x")) for s in args.sizes)
+    lines.append(f"Camera publishers: {args.publisher_qos}")
+    lines.append("")
+    if not args.skip_part1:
+        part1(lines)
     if not args.skip_node:
-        part2(lines, args.seconds, args.warmup, args.log, args.cameras, args.transports, args.rounds)
+        part2(lines, args.seconds, args.warmup, args.log, args.cameras, args.transports, args.rounds,
+              publisher_qos=args.publisher_qos,
+              profile_in="publisher" if args.profile_publisher_only else
+              "node" if args.profile_node_only else "both")
     lines.append(f"Load average {load0:.1f} at start, {os.getloadavg()[0]:.1f} at the end, on "
                  f"{os.cpu_count()} CPUs (a shared machine distorts absolute numbers; compare ratios "
                  "within one run).")

@@ -2,11 +2,12 @@
 
 Callbacks only check and store (Pairer); while accepting (the node is active) each good
 message offers the newest complete pair to the worker's Mailbox. A camera callback does only
-the cheap checks (stamp, encoding or compressed format, declared size against the data length:
-robot/images.py) and keeps the message as received, so its cost does not grow with the image;
-the worker decodes the frames of the pair it takes (`decode_pair`), once. Camera topics are
-sensor_msgs/Image (raw) or sensor_msgs/CompressedImage (jpeg, png), per topic
-(`camera_transports`). Bad inputs (a failed check, or a frame that does not decode) are
+the cheap checks (stamp, encoding or compressed format, declared size against the data length,
+and for jpeg / png the size and bit depth from the file's header: robot/images.py) and keeps the
+message as received, so its cost does not grow with the image; the worker decodes the frames of
+the pair it takes (`decode_pair`), once. Camera topics are sensor_msgs/Image (raw) or
+sensor_msgs/CompressedImage (jpeg, png), per topic (`camera_transports`). Bad inputs (a failed
+check, an image over `camera_max_side`, a 16-bit image, or a frame that does not decode) are
 dropped with a throttled warning and recorded for the diagnostics; never a failing frame.
 
 Time: a message stamped more than `max_offset_s` ahead of or behind the node clock is refused
@@ -14,57 +15,51 @@ with the offset as reason (a clock jump on the sender, unsynchronised clocks); i
 the pairing buffers, so pairing goes on with the next sanely stamped message. When the node
 clock itself jumps back by more than that, the buffers are reset. With use_sim_time and no
 /clock yet (time 0), stamped inputs are refused saying so.
+
+What is lost is said (robot/input_health.py, over the last HEALTH_WINDOW_S): per topic the
+received rate of the current window, the messages the publisher sent and that never arrived
+(gaps in the header stamps, and the middleware's own message-lost reports), and the stamp lag;
+a camera whose stamps differ from the joint states' by more than `max_skew_s` is named.
+Camera QoS (`reliability`): "auto" subscribes reliable when every publisher of the topic is
+reliable (checked once a second: a best-effort subscription to a reliable publisher turns the
+link best effort, and Fast DDS then loses most images over 512 KiB on one machine:
+docs/cameras.md), else best effort; "reliable" / "best_effort" force one.
 """
 from __future__ import annotations
 
-import collections
 import time
-from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
+from rclpy.event_handler import SubscriptionEventCallbacks
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 
 from sensor_msgs.msg import CompressedImage, Image, JointState
 
 from . import conversions as conv
-from oxygen_ros.robot.images import COMPRESSED, CameraError, CameraFrame, decode_frames
+from oxygen_ros.robot.images import (COMPRESSED, DEFAULT_MAX_SIDE, CameraError, CameraFrame,
+                                     decode_frames)
+from oxygen_ros.robot.input_health import TopicHealth, Window
 from oxygen_ros.robot.pairing import Mailbox, Pair, Pairer
-from oxygen_ros.robot.rates import recent_rate
 from oxygen_ros.robot.shaper import MeasuredPose
 
 BAD_WINDOW_S = 2.0  # a bad message keeps its topic WARN this long
-
-
-@dataclass
-class InputStats:
-    """Health of one input topic (for diagnostics)."""
-
-    topic: str
-    ok: int = 0
-    bad: int = 0
-    last_ok: float | None = None  # monotonic seconds
-    last_bad: float | None = None
-    last_error: str = ""
-    times: collections.deque = field(default_factory=lambda: collections.deque(maxlen=64))
-
-    def good(self, now: float) -> None:
-        self.ok += 1
-        self.last_ok = now
-        self.times.append(now)
-
-    def refused(self, now: float, reason: str) -> None:
-        self.bad += 1
-        self.last_bad = now
-        self.last_error = reason
-
-    def rate(self, now: float) -> float:
-        return recent_rate(self.times, now)
+HEALTH_WINDOW_S = 2.0  # rates, losses and lags are of the last this many seconds
+LOSS_WARN_FRACTION = 0.1  # a topic losing more of what its publisher sent is a WARN
+LOSS_WARN_MIN = 3  # ... and at least this many messages (one stray gap is not a problem)
+QOS_CHECK_S = 1.0  # how often "auto" compares a camera's QoS with its publishers'
+RELIABILITIES = ("auto", "best_effort", "reliable")
+CAMERA_RELIABLE_QOS = QoSProfile(depth=5, reliability=ReliabilityPolicy.RELIABLE,
+                                 history=HistoryPolicy.KEEP_LAST)
 
 
 class Inputs:
     def __init__(self, node, camera_topics: Sequence[str], joint_topic: str,
                  joint_names: Sequence[str], tolerance_s: float, max_offset_s: float,
-                 warn: Callable[[str, str], None], transports: Sequence[str] = ()) -> None:
+                 warn: Callable[[str, str], None], transports: Sequence[str] = (),
+                 max_side: int = DEFAULT_MAX_SIDE, reliability: str = "auto",
+                 max_skew_s: float = 0.25) -> None:
+        if reliability not in RELIABILITIES:
+            raise ValueError(f"camera reliability must be one of {RELIABILITIES}, got {reliability!r}")
         self._node = node
         self._warn = warn
         self._joint_names = list(joint_names)
@@ -76,27 +71,73 @@ class Inputs:
         self.max_offset_s = float(max_offset_s)
         self._last_now = float("-inf")
         self.clock_jumps = 0
-        self.stats: dict[str, InputStats] = {}
-        self._subs: list[Any] = []
+        self.max_side = int(max_side)
+        self.max_skew_s = float(max_skew_s)
+        self.reliability = reliability
+        self.stats: dict[str, TopicHealth] = {}
         self.camera_topics = list(camera_topics)
         self.transports = tuple(transports) or ("raw",) * len(camera_topics)
-        for i, (topic, transport) in enumerate(zip(camera_topics, self.transports)):
-            self.stats[topic] = InputStats(topic)
-            mtype = CompressedImage if transport == COMPRESSED else Image
-            self._subs.append(node.create_subscription(
-                mtype, topic, self._image_cb(i, topic, transport), qos_profile_sensor_data))
-        self.stats[joint_topic] = InputStats(joint_topic)
+        self._cams: list[Any] = []  # camera subscriptions, topic order (replaced by "auto")
+        self.camera_reliable: list[bool] = []
+        for i, topic in enumerate(self.camera_topics):
+            self.stats[topic] = TopicHealth(topic, HEALTH_WINDOW_S)
+            self.camera_reliable.append(reliability == "reliable")
+            self._cams.append(self._camera_subscription(i))
+        self.stats[joint_topic] = TopicHealth(joint_topic, HEALTH_WINDOW_S)
         # best effort matches reliable and best-effort publishers (drivers use either)
         js_qos = QoSProfile(depth=20, reliability=ReliabilityPolicy.BEST_EFFORT,
                             history=HistoryPolicy.KEEP_LAST)
-        self._subs.append(node.create_subscription(JointState, joint_topic, self._joint_cb, js_qos))
+        self._joint_sub = node.create_subscription(JointState, joint_topic, self._joint_cb, js_qos,
+                                                   event_callbacks=self._events(joint_topic))
+        self._qos_timer = (node.create_timer(QOS_CHECK_S, self.match_publishers)
+                           if reliability == "auto" else None)
+        if self._qos_timer is not None:
+            self.match_publishers()
+
+    def _events(self, topic: str) -> SubscriptionEventCallbacks:
+        def lost(event) -> None:
+            self.stats[topic].transport_lost(time.monotonic(), int(event.total_count_change))
+
+        hint = " (camera_reliability)" if topic in self.camera_topics else ""
+
+        def incompatible(event) -> None:
+            self._refuse(topic, f"a publisher's QoS is incompatible ({event.last_policy_kind}): "
+                         f"nothing arrives from it{hint}")
+        return SubscriptionEventCallbacks(message_lost=lost, incompatible_qos=incompatible)
+
+    def _camera_subscription(self, index: int) -> Any:
+        topic, transport = self.camera_topics[index], self.transports[index]
+        mtype = CompressedImage if transport == COMPRESSED else Image
+        qos = CAMERA_RELIABLE_QOS if self.camera_reliable[index] else qos_profile_sensor_data
+        return self._node.create_subscription(mtype, topic, self._image_cb(index, topic, transport),
+                                              qos, event_callbacks=self._events(topic))
+
+    def match_publishers(self) -> None:
+        """reliability "auto": subscribe each camera reliable when all its publishers are
+        reliable, best effort otherwise (no publisher yet: unchanged)."""
+        for i, topic in enumerate(self.camera_topics):
+            pubs = self._node.get_publishers_info_by_topic(topic)
+            if not pubs:
+                continue
+            reliable = all(p.qos_profile.reliability == ReliabilityPolicy.RELIABLE for p in pubs)
+            if reliable != self.camera_reliable[i]:
+                self._node.destroy_subscription(self._cams[i])
+                self.camera_reliable[i] = reliable
+                self._cams[i] = self._camera_subscription(i)
+                self._node.get_logger().info(
+                    f"camera {topic}: publishers are {'reliable' if reliable else 'best effort'}: "
+                    f"subscribed {'reliable' if reliable else 'best effort'} (camera_reliability auto)")
 
     def destroy(self) -> None:
         self.accepting = False
         self.mailbox.close()
-        for sub in self._subs:
-            self._node.destroy_subscription(sub)
-        self._subs.clear()
+        if self._qos_timer is not None:
+            self._node.destroy_timer(self._qos_timer)
+            self._qos_timer = None
+        for sub in (*self._cams, self._joint_sub):
+            if sub is not None:
+                self._node.destroy_subscription(sub)
+        self._cams, self._joint_sub = [], None
 
     def open(self) -> None:
         self.mailbox.reopen()
@@ -107,8 +148,9 @@ class Inputs:
         self.mailbox.close()
 
     # -- callbacks (convert + store only) -------------------------------------------------------
-    def _stamp_of(self, header) -> tuple[float, Any, str | None]:
-        """(seconds, exact stamp, refusal reason or None)."""
+    def _stamp_of(self, header) -> tuple[float, Any, str | None, float | None]:
+        """(seconds, exact stamp, refusal reason or None, lag: node clock - stamp, None when
+        unstamped)."""
         now_t = self._node.get_clock().now()
         now = now_t.nanoseconds * 1e-9
         if now < self._last_now - self.max_offset_s:  # our clock jumped back (sim reset, ...)
@@ -119,15 +161,15 @@ class Inputs:
         self._last_now = now
         t = conv.stamp_to_sec(header.stamp)
         if t == 0.0:  # unstamped publisher: use the arrival time
-            return now, now_t.to_msg(), None
+            return now, now_t.to_msg(), None, None
         if now == 0.0:
-            return t, None, "no /clock received yet (use_sim_time): the node has no time"
+            return t, None, "no /clock received yet (use_sim_time): the node has no time", None
         off = t - now
         if abs(off) > self.max_offset_s:
             where = "ahead of" if off > 0 else "behind"
             return t, None, (f"stamp {abs(off):.2f} s {where} the node clock "
-                             f"(max_stamp_offset_s {self.max_offset_s:g})")
-        return t, conv.copy_stamp(header.stamp), None
+                             f"(max_stamp_offset_s {self.max_offset_s:g})"), None
+        return t, conv.copy_stamp(header.stamp), None, -off
 
     def _refuse(self, topic: str, reason: str) -> None:
         self.stats[topic].refused(time.monotonic(), reason)
@@ -135,17 +177,17 @@ class Inputs:
 
     def _image_cb(self, index: int, topic: str, transport: str):
         def callback(msg: Any) -> None:
-            t, stamp, reason = self._stamp_of(msg.header)  # the cheap checks only
+            t, stamp, reason, lag = self._stamp_of(msg.header)  # the cheap checks only
             if reason:
                 self._refuse(topic, reason)
                 return
             try:
-                frame = CameraFrame.checked(msg, transport)
+                frame = CameraFrame.checked(msg, transport, self.max_side)
             except ValueError as exc:
                 self._refuse(topic, str(exc))
                 return
             self.pairer.add_image(index, t, frame, stamp)
-            self.stats[topic].good(time.monotonic())
+            self.stats[topic].good(time.monotonic(), None if lag is None else t, lag)
             self._offer()
         return callback
 
@@ -159,7 +201,7 @@ class Inputs:
             return None
 
     def _joint_cb(self, msg: JointState) -> None:
-        t, stamp, reason = self._stamp_of(msg.header)
+        t, stamp, reason, lag = self._stamp_of(msg.header)
         if reason:
             self._refuse(self.joint_topic, reason)
             return
@@ -170,7 +212,7 @@ class Inputs:
             return
         self.pairer.add_state(t, vec, stamp)
         self.measured.update(t, vec)
-        self.stats[self.joint_topic].good(time.monotonic())
+        self.stats[self.joint_topic].good(time.monotonic(), None if lag is None else t, lag)
         self._offer()
 
     def _offer(self) -> None:
@@ -187,19 +229,57 @@ class Inputs:
         other inputs (refused text)."""
         now = time.monotonic()
         problems, values = list(extra), {}
+        windows: dict[str, Window] = {}
         for topic, st in self.stats.items():
+            w = windows[topic] = st.window(now)
             age = None if st.last_ok is None else now - st.last_ok
-            values[f"{topic} rate_hz"] = float(st.rate(now))
+            values[f"{topic} rate_hz"] = round(w.received_hz, 2)  # received, current window
+            values[f"{topic} published_hz"] = round(w.published_hz, 2)
+            values[f"{topic} lost_pct"] = round(100.0 * w.lost_fraction, 1)
+            values[f"{topic} lost"] = w.lost  # in the window: stamp gaps or middleware reports
+            values[f"{topic} received"] = st.ok  # totals since configure
+            values[f"{topic} transport_lost"] = st.transport_lost_total
+            values[f"{topic} stamp_lag_s"] = "unknown" if w.lag_s is None else round(w.lag_s, 4)
             values[f"{topic} age_s"] = "never" if age is None else float(age)
             values[f"{topic} bad"] = st.bad
+            if topic in self.camera_topics:
+                i = self.camera_topics.index(topic)
+                values[f"{topic} qos"] = "reliable" if self.camera_reliable[i] else "best effort"
             if st.last_error:
                 values[f"{topic} last_error"] = st.last_error
             if age is None or age > timeout_s:
                 problems.append(f"{topic} stale")
+            elif w.lost >= LOSS_WARN_MIN and w.lost_fraction >= LOSS_WARN_FRACTION:
+                problems.append(self._loss_text(topic, w))
+                if active:
+                    self._warn(f"lost:{topic}", problems[-1])  # throttled per topic
             if st.last_bad is not None and now - st.last_bad < BAD_WINDOW_S:
                 problems.append(f"{topic} bad input: {st.last_error}")
+        for text in self._skew_problems(windows):
+            problems.append(text)
+            if active:
+                self._warn(f"skew:{text.split(' ', 1)[0]}", text)
         values["dropped_frames"] = self.mailbox.dropped
         values["paired_frames"] = self.mailbox.put_count
         values["clock_jumps"] = self.clock_jumps
         level = "WARN" if problems and active else "OK"
         return level, "; ".join(problems) or "all inputs fresh", values
+
+    def _loss_text(self, topic: str, w: Window) -> str:
+        what = "camera" if topic in self.camera_topics else "joint states"
+        where = " (the middleware reported them lost: docs/cameras.md)" if w.transport_lost else ""
+        return (f"{what} {topic} received {w.received_hz:.1f} Hz of {w.published_hz:.1f} Hz "
+                f"published: {100 * w.lost_fraction:.0f}% lost{where}")
+
+    def _skew_problems(self, windows: dict[str, Window]) -> list[str]:
+        """Cameras whose stamps lag the joint states' by more than max_skew_s (either way)."""
+        joints = windows[self.joint_topic].lag_s
+        out = []
+        for topic in self.camera_topics:
+            cam = windows[topic].lag_s
+            if joints is None or cam is None or abs(joints - cam) <= self.max_skew_s:
+                continue
+            late, early = (self.joint_topic, topic) if joints > cam else (topic, self.joint_topic)
+            out.append(f"{late} stamped {abs(joints - cam):.2f} s behind {early} (max_stamp_skew_s "
+                       f"{self.max_skew_s:g}): observations pair inputs of different times")
+        return out

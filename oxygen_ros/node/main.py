@@ -4,9 +4,16 @@
 
 With autostart true the node configures and activates itself; otherwise it waits unconfigured
 for lifecycle transitions (`ros2 lifecycle set /oxygen configure`, a launch file, a manager).
+
+The first Ctrl-C (SIGINT) stops the node cleanly: threads, open questions (each gets its final
+message), the bag. Further ones while it stops print one line and are otherwise ignored (and
+once everything is stopped, during the interpreter's exit, ignored outright), so that they
+cannot break the stop half-way with a KeyboardInterrupt (before: a traceback from a finaliser
+during the exit's garbage collection). SIGKILL still ends it at once.
 """
 from __future__ import annotations
 
+import signal
 import sys
 
 import rclpy
@@ -15,6 +22,14 @@ from rclpy.lifecycle import TransitionCallbackReturn
 
 from . import params as P
 from .oxygen_node import OxygenNode
+
+
+def _ignore_further_interrupts() -> None:
+    """From here on a SIGINT only says that the node is stopping (main thread only)."""
+    def stopping(signum: int, frame: object) -> None:
+        print("oxygen_node: already stopping (threads, open questions, the bag); please wait",
+              file=sys.stderr, flush=True)
+    signal.signal(signal.SIGINT, stopping)
 
 
 def main(args: list[str] | None = None) -> int:
@@ -48,12 +63,17 @@ def main(args: list[str] | None = None) -> int:
         print(f"oxygen_node: {type(exc).__name__}: {exc}", file=sys.stderr)
         rc = 1
     finally:
+        _ignore_further_interrupts()  # replaces rclpy's handler: the stop below is not broken
         if node is not None:
             node.stop()
         executor.shutdown(timeout_sec=1.0)
         if node is not None:
             node.destroy_node()
-        rclpy.try_shutdown()
+        rclpy.try_shutdown()  # restores the handler rclpy replaced (Python's KeyboardInterrupt)
+        # nothing is left to stop: ignored outright for the rest of the exit (the interpreter's
+        # final collection takes seconds here, and Python puts SIG_DFL back for a handler of
+        # its own as it finalises, which would kill the process by SIGINT; not SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
     return rc
 
 

@@ -182,8 +182,10 @@ class OxygenNode(LifecycleNode):
         pubs = Publishers(self, p["command_type"], heads)
         inputs = Inputs(self, p["camera_topics"], p["joint_state_topic"], names,
                         p["stamp_tolerance_s"], p["max_stamp_offset_s"], self._warn,
-                        transports=built.camera_transports)
-        text = TextIO(self, pubs, Questions(int(p["ask.max_open"])), built.engine, self._warn)
+                        transports=built.camera_transports, max_side=p["camera_max_side"],
+                        reliability=p["camera_reliability"], max_skew_s=p["max_stamp_skew_s"])
+        text = TextIO(self, pubs, Questions(int(p["ask.max_open"])), built.engine, self._warn,
+                      active=lambda: self.active)
         shaper = CommandShaper(len(names), tick_s, *command.shaper_limits())
         control = ControlLoop(self, player, names, pubs.command, self._warn, shaper, inputs.measured,
                               p["deadman.topic"], p["deadman.timeout_s"])

@@ -160,6 +160,16 @@ NODE_PARAMETERS: tuple[Spec, ...] = (
     Spec("camera_transports", "string_array", [], "raw (sensor_msgs/Image) or compressed "
          "(sensor_msgs/CompressedImage, jpeg / png) for each camera_topics entry; empty = all raw",
          CONFIGURE, constraint="raw | compressed, one per topic or empty"),
+    Spec("camera_max_side", "int", 4096, "images wider or taller than this (or with more data "
+         "than such a square rgba8 image) are refused before decoding, with the reason in "
+         "`oxygen: inputs`", CONFIGURE, (16, 65535), unit="px"),
+    Spec("camera_reliability", "string", "auto", "camera subscription QoS: auto (reliable when "
+         "every publisher of the topic is reliable, else best effort; checked each second), "
+         "best_effort or reliable (docs/cameras.md)", CONFIGURE,
+         choices=("auto", "best_effort", "reliable")),
+    Spec("max_stamp_skew_s", "double", 0.25, "a camera whose stamps lag the joint states' by more "
+         "than this (median over the last 2 s, either way) is named in `oxygen: inputs`",
+         CONFIGURE, (0.0, 3600.0), unit="s"),
     Spec("joint_state_topic", "string", "/joint_states", "sensor_msgs/JointState input", CONFIGURE,
          nonempty=True),
     Spec("joint_names", "string_array",

@@ -2,8 +2,9 @@
 
 A question is queued by a callback, handed to the engine by the inference worker before the
 next frame, streamed while it decodes and retired by its final update. Every question ends
-exactly once: with its answer, or with a refusal (too long, queue full, aborted on
-deactivate/cleanup, cancelled). The bound (`capacity`) counts questions queued AND decoding;
+exactly once: with its answer, or with a refusal (too long, queue full, asked while the node is
+not active, aborted on deactivate/cleanup, cancelled). A question is answered from the
+observations of the activation it was asked in, never held over to a later one. The bound (`capacity`) counts questions queued AND decoding;
 beyond it new questions are refused at once ("queue_full"), never dropped silently.
 """
 from __future__ import annotations
@@ -18,6 +19,8 @@ TOO_LONG = "refused: too long"
 QUEUE_FULL = "refused: queue full"
 INVALID = "refused: invalid"
 ABORTED_DEACTIVATE = "aborted: node deactivated"
+# asked while inactive, or still in the topic's queue when the node deactivated
+INACTIVE = "refused: node inactive (questions are answered while it is active)"
 ABORTED_CLEANUP = "aborted: node cleaned up"
 CANCELLED = "cancelled"
 

@@ -7,7 +7,9 @@ token of the model's prompt budget is refused without tokenizing; below that the
 - ~/instruction sets the `instruction` parameter (the parameter callback checks it); a refused
   one leaves the previous instruction, with a throttled warning and a diagnostic.
 - ~/ask (topic or action) queues a question (Questions); a refused question gets its final
-  ~/answer at once (and its goal result). route(): every engine request update goes to
+  ~/answer at once (and its goal result). Questions arriving while the node is not active
+  (`active()` false: inactive, or deactivated while they waited in the topic's queue) are
+  refused (INACTIVE): deactivate ends every open question, and none waits for a later activation. route(): every engine request update goes to
   ~/memory or ~/answer; a question's final update retires it. A question whose goal is
   cancelled is aborted in the engine before the next frame.
 """
@@ -26,7 +28,7 @@ from std_msgs.msg import String
 
 from oxygen_ros.action import Ask
 
-from .questions import CANCELLED, INVALID, TOO_LONG, Question, Questions
+from .questions import CANCELLED, INACTIVE, INVALID, TOO_LONG, Question, Questions
 
 # a burst of questions must queue in the subscription, not be dropped by it (KEEP_LAST)
 ASK_QOS = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE,
@@ -50,8 +52,10 @@ def text_bound_reason(name: str, text: str, max_prompt_tokens: int | None) -> st
 
 class TextIO:
     def __init__(self, node, publishers, questions: Questions, engine,
-                 warn: Callable[[str, str], None]) -> None:
+                 warn: Callable[[str, str], None],
+                 active: Callable[[], bool] = lambda: True) -> None:
         self._node = node
+        self._active = active
         self._pubs = publishers
         self.questions = questions
         self._engine = engine
@@ -107,7 +111,9 @@ class TextIO:
 
     def submit(self, q: Question) -> bool:
         """Queue a question, or end it at once with a refusal. True when queued."""
-        reason = self.check(q.prompt)
+        reason = None if self._active() else INACTIVE
+        if reason is None:
+            reason = self.check(q.prompt)
         if reason is None:
             reason = self.questions.submit(q)
         if reason is None:

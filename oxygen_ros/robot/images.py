@@ -8,8 +8,17 @@ the bag's message type):
 
 A message is checked in two steps, so that a topic callback's cost does not grow with the image:
 `check` looks only at the header fields and the byte count (encoding, declared size against the
-data length, the compressed format and its magic bytes), and `decode` does the pixel work, once,
-for the frame that is inferred. The resize to the model's input is not done here: the engine
+data length, the compressed format and its magic bytes, and for jpeg / png the width, height and
+bit depth read from the file's header without decoding it), and `decode` does the pixel work,
+once, for the frame that is inferred.
+
+Bounds (refused with the reason, before any pixel is decoded):
+- a side larger than `max_side` pixels (node parameter `camera_max_side`, default
+  DEFAULT_MAX_SIDE), or data larger than a max_side x max_side rgba8 image: an 8192x8192 jpeg
+  costs gigabytes and a second to decode in the inference thread, for a model that looks at 224x224;
+- 16-bit images (16UC1, mono16, rgb16, ... and 16-bit png) are refused, not converted: a 16-bit
+  camera image is usually depth (millimetres) or a raw sensor with 10-12 significant bits, and no
+  conversion to the 8-bit colour the checkpoints were trained on is right for all of them. The resize to the model's input is not done here: the engine
 prepares images on the model's device (engine/runner.py, ModelRunner.prepare_images).
 Functions take any object with the ROS message's field names (rclpy messages on the robot,
 rosbags messages offline), so the node and oxygen-replay decode identically.
@@ -23,12 +32,17 @@ from typing import Any, Sequence
 import numpy as np
 
 ENCODINGS = {"rgb8": 3, "bgr8": 3, "mono8": 1, "rgba8": 4, "bgra8": 4}
+# sensor_msgs/image_encodings with more than 8 bits per channel: named in their refusal
+WIDE_ENCODINGS = ("mono16", "rgb16", "bgr16", "rgba16", "bgra16", "16UC1", "16UC2", "16UC3",
+                  "16UC4", "16SC1", "16SC2", "16SC3", "16SC4", "32SC1", "32FC1", "32FC3", "64FC1")
 RAW, COMPRESSED = "raw", "compressed"
 TRANSPORTS = (RAW, COMPRESSED)
 # Larger images are refused before their pixels are touched (a corrupt header or a
-# decompression bomb must not allocate gigabytes in the inference thread).
-MAX_SIDE = 8192
+# decompression bomb must not allocate gigabytes in the inference thread). 4096 takes a 4K
+# camera (3840x2160); common robot cameras are 640x480 to 1920x1080.
+DEFAULT_MAX_SIDE = 4096
 _MAGIC = {"jpeg": (b"\xff\xd8\xff",), "png": (b"\x89PNG\r\n\x1a\n",)}
+_JPEG_HEADER_BYTES = 1 << 16  # a jpeg's size (SOF marker) normally lies in its first 64 KiB
 
 
 def _data_len(data: Any) -> int:
@@ -38,34 +52,57 @@ def _data_len(data: Any) -> int:
         return len(data)
 
 
-def _check_side(w: int, h: int) -> None:
+def max_bytes(max_side: int) -> int:
+    """The most data bytes accepted for one image: a max_side x max_side rgba8 image."""
+    return 4 * max_side * max_side
+
+
+def _check_side(w: int, h: int, max_side: int) -> None:
     if h <= 0 or w <= 0:
         raise ValueError(f"image has an empty size {w}x{h}")
-    if w > MAX_SIDE or h > MAX_SIDE:
-        raise ValueError(f"image {w}x{h} is larger than {MAX_SIDE} pixels on a side")
+    if w > max_side or h > max_side:
+        raise ValueError(f"image {w}x{h} is larger than camera_max_side {max_side} pixels on a "
+                         "side: refused before decoding (publish a smaller image, or raise "
+                         "camera_max_side)")
+
+
+def _check_bytes(n: int, max_side: int) -> None:
+    if n > max_bytes(max_side):
+        raise ValueError(f"image data has {n} bytes, more than a {max_side}x{max_side} rgba8 "
+                         f"image ({max_bytes(max_side)} bytes, camera_max_side): refused before "
+                         "decoding")
+
+
+def _wide_reason(what: str) -> str:
+    return (f"{what}: images of more than 8 bits per channel are refused, not converted (a "
+            "16-bit image is usually depth or a raw sensor whose scale the node cannot know; the "
+            "model takes 8-bit colour): publish rgb8, bgr8 or mono8, or an 8-bit jpeg / png")
 
 
 # -- raw (sensor_msgs/Image) --------------------------------------------------------------------
-def check_raw(msg: Any) -> None:
+def check_raw(msg: Any, max_side: int = DEFAULT_MAX_SIDE) -> None:
     """The cheap checks of a sensor_msgs/Image: encoding, size, step*height against the data
     length. ValueError naming the problem; reads no pixel."""
     enc = msg.encoding
+    if enc in WIDE_ENCODINGS:
+        raise ValueError(_wide_reason(f"encoding {enc!r}"))
     if enc not in ENCODINGS:
         raise ValueError(f"unsupported image encoding {enc!r}; supported: {sorted(ENCODINGS)}")
     ch = ENCODINGS[enc]
     h, w, step = int(msg.height), int(msg.width), int(msg.step)
-    _check_side(w, h)
+    _check_side(w, h, max_side)
     if step < w * ch:
         raise ValueError(f"image step {step} is smaller than width*channels = {w * ch} for {enc}")
     n = _data_len(msg.data)
+    _check_bytes(n, max_side)
     if n != step * h:
         raise ValueError(f"image data has {n} bytes; {enc} {w}x{h} with step {step} "
                          f"needs step*height = {step * h}")
 
 
-def decode_image_numpy(msg: Any) -> np.ndarray:
+def decode_image_numpy(msg: Any, max_side: int = DEFAULT_MAX_SIDE) -> np.ndarray:
     """sensor_msgs/Image -> RGB uint8 [H, W, 3] (a copy). ValueError naming the problem."""
-    check_raw(msg)
+    check_raw(msg, max_side)
     enc, ch = msg.encoding, ENCODINGS[msg.encoding]
     h, w, step = int(msg.height), int(msg.width), int(msg.step)
     data = msg.data
@@ -98,26 +135,69 @@ def compressed_kind(fmt: str) -> str:
     raise ValueError(f"unsupported compressed image format {fmt!r}; supported: jpeg, png")
 
 
-def check_compressed(msg: Any) -> None:
-    """The cheap checks of a sensor_msgs/CompressedImage: a jpeg/png format and data that starts
-    with that codec's magic bytes. A truncated or corrupt body is only found by decoding."""
+def _prefix(data: Any, n: int) -> bytes:
+    """The first `n` bytes of a message's data, without copying the rest."""
+    return bytes(data[:n]) if isinstance(data, list) else bytes(memoryview(data).cast("B")[:n])
+
+
+def _png_header(head: bytes) -> tuple[int, int, int]:
+    """(width, height, bit depth) from a png's IHDR chunk, the first chunk of every png."""
+    if len(head) < 26 or head[12:16] != b"IHDR":
+        raise ValueError("corrupt png image: no IHDR chunk at its start")
+    return (int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big"), head[24])
+
+
+def _jpeg_size(data: Any, n: int) -> tuple[int, int]:
+    """(width, height) of a jpeg from its header (Pillow opens lazily: the markers up to the
+    frame header are read, no pixel is decoded); the first 64 KiB first, the whole file only
+    when large metadata segments push the frame header further."""
+    from PIL import Image as PILImage
+
+    last: Exception | None = None
+    for size in ((_JPEG_HEADER_BYTES, n) if n > _JPEG_HEADER_BYTES else (n,)):
+        try:
+            with PILImage.open(io.BytesIO(_prefix(data, size)), formats=("JPEG",)) as im:
+                return im.size
+        except Exception as exc:  # noqa: BLE001 - any header failure is a bad input
+            last = exc
+    raise ValueError(f"corrupt jpeg image: {last}")
+
+
+def compressed_header(msg: Any) -> tuple[str, int, int, int]:
+    """(kind, width, height, bits per channel) of a CompressedImage from the file's header, no
+    decode; ValueError for a format, magic or header that is not a jpeg / png."""
     kind = compressed_kind(str(msg.format))
     data = msg.data
     n = _data_len(data)
     if n == 0:
         raise ValueError("compressed image has no data")
-    head = bytes(memoryview(data)[:8]) if not isinstance(data, list) else bytes(data[:8])
+    head = _prefix(data, 32)
     if not head.startswith(_MAGIC[kind]):
         raise ValueError(f"compressed image data does not start like a {kind} file "
                          f"(format {msg.format!r})")
+    if kind == "png":
+        return (kind, *_png_header(head))
+    return (kind, *_jpeg_size(data, n), 8)
 
 
-def decode_compressed(msg: Any) -> np.ndarray:
+def check_compressed(msg: Any, max_side: int = DEFAULT_MAX_SIDE) -> None:
+    """The cheap checks of a sensor_msgs/CompressedImage: a jpeg/png format, data that starts
+    with that codec's magic bytes, at most max_bytes(max_side) of it, and from the file's header
+    a size within max_side and 8 bits per channel. A truncated or corrupt body is only found by
+    decoding."""
+    _check_bytes(_data_len(msg.data), max_side)
+    kind, w, h, bits = compressed_header(msg)
+    _check_side(w, h, max_side)
+    if bits > 8:
+        raise ValueError(_wide_reason(f"{w}x{h} {kind} with {bits} bits per channel"))
+
+
+def decode_compressed(msg: Any, max_side: int = DEFAULT_MAX_SIDE) -> np.ndarray:
     """sensor_msgs/CompressedImage (jpeg, png) -> RGB uint8 [H, W, 3]. ValueError for a corrupt or
     truncated image (Pillow refuses a truncated file instead of filling it with grey)."""
     from PIL import Image as PILImage
 
-    check_compressed(msg)
+    check_compressed(msg, max_side)
     kind = compressed_kind(str(msg.format))
     data = msg.data
     raw = data if isinstance(data, (bytes, bytearray)) else (
@@ -127,7 +207,9 @@ def decode_compressed(msg: Any) -> np.ndarray:
     except Exception as exc:  # noqa: BLE001 - any codec failure is a bad input, not a bad frame
         raise ValueError(f"corrupt {kind} image: {exc}") from None
     with im:
-        _check_side(*im.size)  # from the header, before the pixels are decoded
+        _check_side(*im.size, max_side)  # the header again, as Pillow reads it
+        if im.mode in ("I", "I;16", "I;16B", "I;16L", "F"):  # a wide mode check_compressed missed
+            raise ValueError(_wide_reason(f"{im.size[0]}x{im.size[1]} {kind} (mode {im.mode})"))
         try:
             im.load()
             # a writable array (torch.from_numpy warns on a read-only one)
@@ -153,18 +235,20 @@ def encode_compressed(rgb: np.ndarray, fmt: str = "jpeg", quality: int = 90) -> 
 
 
 # -- one camera message, kept undecoded ------------------------------------------------------------
-def check_image(msg: Any, transport: str) -> None:
+def check_image(msg: Any, transport: str, max_side: int = DEFAULT_MAX_SIDE) -> None:
     if transport == RAW:
-        check_raw(msg)
+        check_raw(msg, max_side)
     elif transport == COMPRESSED:
-        check_compressed(msg)
+        check_compressed(msg, max_side)
     else:
         raise ValueError(f"camera transport must be one of {TRANSPORTS}, got {transport!r}")
 
 
-def decode_image(msg: Any, transport: str) -> np.ndarray:
+def decode_image(msg: Any, transport: str, max_side: int = DEFAULT_MAX_SIDE) -> np.ndarray:
     """RGB uint8 [H, W, 3] of a camera message of `transport` (raw | compressed)."""
-    return decode_compressed(msg) if transport == COMPRESSED else decode_image_numpy(msg)
+    if transport == COMPRESSED:
+        return decode_compressed(msg, max_side)
+    return decode_image_numpy(msg, max_side)
 
 
 @dataclass(frozen=True)
@@ -174,14 +258,16 @@ class CameraFrame:
 
     msg: Any
     transport: str = RAW
+    max_side: int = DEFAULT_MAX_SIDE
 
     @classmethod
-    def checked(cls, msg: Any, transport: str = RAW) -> "CameraFrame":
-        check_image(msg, transport)
-        return cls(msg, transport)
+    def checked(cls, msg: Any, transport: str = RAW,
+                max_side: int = DEFAULT_MAX_SIDE) -> "CameraFrame":
+        check_image(msg, transport, max_side)
+        return cls(msg, transport, max_side)
 
     def decode(self) -> np.ndarray:
-        return decode_image(self.msg, self.transport)
+        return decode_image(self.msg, self.transport, self.max_side)
 
 
 class CameraError(ValueError):

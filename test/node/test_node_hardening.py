@@ -28,6 +28,7 @@ from std_msgs.msg import String  # noqa: E402
 
 from oxygen_ros.msg import TextMemory  # noqa: E402
 from oxygen_ros.node import conversions as conv  # noqa: E402
+from oxygen_ros.node.questions import INACTIVE  # noqa: E402
 
 from test_node_e2e import JOINTS, Client, _alive, _status, node_process  # noqa: E402
 
@@ -319,14 +320,18 @@ def test_mode_switch_to_parallel_with_requests_running(client):
 
 # -- lifecycle ends questions; sim time ---------------------------------------------------------
 def test_deactivate_ends_every_open_question(client):
+    """Every question ends while the node is inactive: the open ones aborted at deactivate, the
+    ones still queued in the topic then refused saying why; none waits for the next activate."""
     prompts = _ask_burst(client, "late", 60, 0.05)
     time.sleep(0.1)
     client.ensure("inactive")
-    time.sleep(0.5)
-    client.ensure("active")  # a question the node took after deactivating waited for this
-    reasons = _one_final_each(client, prompts, 30)
-    assert set(reasons.values()) <= {"length", "eos", "aborted: node deactivated"}, set(reasons.values())
+    reasons = _one_final_each(client, prompts, 30)  # without activating again
+    assert set(reasons.values()) <= {"length", "eos", "aborted: node deactivated", INACTIVE}, \
+        set(reasons.values())
     assert "aborted: node deactivated" in reasons.values()
+    late = _ask_burst(client, "while inactive", 3, 0.0)
+    assert set(_one_final_each(client, late, 10).values()) == {INACTIVE}
+    client.ensure("active")
 
 
 def test_use_sim_time_without_clock_is_said(client):

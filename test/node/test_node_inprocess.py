@@ -293,6 +293,9 @@ def test_questions_survive_a_failing_frame():
 
         finals = {}
         prompts = [f"question {i}: what is on the table?" for i in range(5)]
+        # frames are driven by hand below, without activating (no threads): questions are taken
+        # as on an active node (an inactive one refuses them)
+        rt.text._active = lambda: True
         for p in prompts:
             assert rt.text.submit(Question(p, sink=lambda m, p=p: finals.setdefault(p, []).append(m)
                                            if m.is_final else None))
@@ -464,6 +467,37 @@ def test_every_live_engine_parameter_reaches_the_engine_and_ranges_are_refused(c
         assert rt.built.engine.config.memory_every_n_frames == 0
         assert rt.built.engine.config.decode_steps_per_frame == values["decode_steps_per_frame"]
         assert node.trigger_cleanup() == TransitionCallbackReturn.SUCCESS
+    finally:
+        node.stop()
+        node.destroy_node()
+
+
+def test_questions_never_wait_for_a_later_activation(ctx):
+    """Every question ends while the activation it was asked in lasts: the open ones at
+    deactivate (aborted), and those the ~/ask topic delivers after it (still queued in the
+    subscription when the node deactivated) or while inactive are refused at once, saying why;
+    none is answered after the next activate from a later observation."""
+    from std_msgs.msg import String
+
+    from oxygen_ros.node.questions import ABORTED_DEACTIVATE, INACTIVE
+
+    node = OxygenNode(context=ctx, parameter_overrides=[Parameter("model.num_threads", value=1)])
+    finals = []
+    try:
+        assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
+        rt = node.rt
+        rt.pubs.refusal = lambda prompt, reason, stamp, rid: finals.append((prompt, reason)) or \
+            type("M", (), {"is_final": True, "finish_reason": reason})()
+        assert node.trigger_activate() == TransitionCallbackReturn.SUCCESS
+        rt.text._ask_cb(String(data="open at deactivate"))
+        assert node.trigger_deactivate() == TransitionCallbackReturn.SUCCESS
+        assert finals == [("open at deactivate", ABORTED_DEACTIVATE)]
+        rt.text._ask_cb(String(data="delivered after the deactivate"))
+        assert finals[-1] == ("delivered after the deactivate", INACTIVE)
+        assert rt.text.questions.outstanding == 0  # nothing waits for the next activate
+        assert node.trigger_activate() == TransitionCallbackReturn.SUCCESS
+        assert rt.text.questions.outstanding == 0 and len(finals) == 2
+        assert node.trigger_deactivate() == TransitionCallbackReturn.SUCCESS
     finally:
         node.stop()
         node.destroy_node()
