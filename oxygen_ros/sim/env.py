@@ -23,9 +23,6 @@ import os
 import warnings
 
 os.environ.setdefault("MUJOCO_GL", "osmesa")
-# Meta-World's experts warn on every action that their gains saturate the [-1, 1] action (they
-# are meant to): not news, and once per step it buries everything else.
-warnings.filterwarnings("ignore", message=r"Constant\(s\) may be too high", category=UserWarning)
 
 from dataclasses import dataclass  # noqa: E402
 
@@ -186,7 +183,10 @@ class SimEnv:
     def expert_action(self) -> np.ndarray:
         """The scripted expert's Meta-World action at the current state."""
         self._need_obs()
-        return np.asarray(self._expert.get_action(self._obs), dtype=np.float32)
+        with warnings.catch_warnings():
+            # the experts warn that their gains saturate the [-1, 1] action (they are meant to)
+            warnings.filterwarnings("ignore", message=r"Constant\(s\) may be too high")
+            return np.asarray(self._expert.get_action(self._obs), dtype=np.float32)
 
     def expert_target(self) -> np.ndarray:
         """The scripted expert's action as an absolute target (target_from_expert)."""
