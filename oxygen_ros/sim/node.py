@@ -99,6 +99,8 @@ class RunStats:
     render_s: float = 0.0
     commands: int = 0
     bad_commands: int = 0
+    episode_s: float = 0.0  # wall time inside episodes (holds excluded)
+    episode_commands: int = 0  # commands received inside episodes
     results: list = field(default_factory=list)  # final Status of each episode
 
 
@@ -127,6 +129,9 @@ class SimNode(Node):
                           if config.privileged else None)
         self.create_subscription(JointState, config.command_topic, self._command_cb, RELIABLE)
         self._thread: threading.Thread | None = None
+        self._ready: threading.Event | None = None
+        self._ready_timeout_s = 300.0
+        self.error = ""  # why the run ended early ("" = it did not)
 
     # -- commands (callback: check and store only) ------------------------------------------------
     def _command_cb(self, msg: JointState) -> None:
@@ -147,8 +152,12 @@ class SimNode(Node):
             self.get_logger().warning(text)
 
     # -- the loop ----------------------------------------------------------------------------------
-    def start(self) -> None:
-        """Make the simulators (slow: Meta-World builds each scene) and start the loop thread."""
+    def start(self, ready: threading.Event | None = None, ready_timeout_s: float = 300.0) -> None:
+        """Make the simulators (slow: Meta-World builds each scene) and start the loop thread.
+        With `ready`, the first episode's scene is published (the robot holding still) until it
+        is set, e.g. by the policy's first output: a policy's start-up is not the episode's time.
+        Not set within `ready_timeout_s`: the run ends with no episode (`error` says why)."""
+        self._ready, self._ready_timeout_s = ready, ready_timeout_s
         for name in dict.fromkeys(self.config.tasks):
             self._envs[name] = SimEnv(name, self.config.image_size, self.config.camera, self.config.gain)
         self._thread = threading.Thread(target=self._run, name="sim-loop", daemon=True)
@@ -193,8 +202,16 @@ class SimNode(Node):
         hold_end = time.monotonic() + cfg.reset_hold_s
         image_msg = self._image(env)
         next_pub = time.monotonic()
+        wait = self._ready if ep.index == 0 else None
+        give_up = time.monotonic() + self._ready_timeout_s
         while not self._stop.is_set():
             now = time.monotonic()
+            if wait is not None and not wait.is_set():
+                if now > give_up:
+                    self.error = f"the policy gave no sign of life within {self._ready_timeout_s:g} s"
+                    self._stop.set()
+                    return
+                hold_end = now + cfg.reset_hold_s  # the full hold starts once it is ready
             if now >= hold_end:
                 break
             if now >= next_pub:
@@ -204,7 +221,7 @@ class SimNode(Node):
                 self._publish_state(state, stamp, ep, env)
                 self._publish_status(ep, env, 0, 0.0, late)
                 next_pub += cam_every * dt
-            self._stop.wait(min(hold_end, next_pub) - now)
+            self._stop.wait(max(0.0, min(hold_end, next_pub) - now))
         with self._lock:
             target = self._target  # the newest command, computed from the new scene
         hold_target = state.copy()
@@ -212,6 +229,7 @@ class SimNode(Node):
         start = time.monotonic()
         next_t = start
         step = 0
+        commands0 = self.stats.commands
         while not self._stop.is_set():
             now = time.monotonic()
             if now < next_t:
@@ -248,6 +266,8 @@ class SimNode(Node):
                 self._pub_image.publish(msg)
                 self._publish_status(ep, env, step, t, late, done=done)
             if done:
+                self.stats.episode_s += time.monotonic() - start
+                self.stats.episode_commands += self.stats.commands - commands0
                 return
 
     # -- messages ----------------------------------------------------------------------------------
