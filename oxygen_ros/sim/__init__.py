@@ -11,7 +11,7 @@ API (stable; docs/simulation.md explains the choices):
 
     TASKS                      name -> Task(name, env_name, instruction, stages, done, horizon, ...)
     task.captions              stage captions, the last one is the success caption
-    env = SimEnv("handle-press", image_size=64, camera="corner4")
+    env = SimEnv("door-unlock", image_size=64, camera="corner4")
     state = env.reset(seed)    float64[4] = [ee_x, ee_y, ee_z, gripper opening] (JOINT_NAMES);
                                the layout (object placement) depends on `seed` only
     image = env.render()       uint8 (64, 64, 3) RGB, upright

@@ -1,6 +1,6 @@
 """oxygen-sim: the simulated robot on ROS topics (and, with --expert, the scripted expert driving it).
 
-    oxygen-sim --tasks handle-press coffee-button --episodes 5            # wait for a policy
+    oxygen-sim --tasks door-unlock window-open --episodes 5              # wait for a policy
     oxygen-sim --expert --episodes 3                                     # the expert, through ROS
 
 Prints one line per finished episode and a summary (success rate per task); --json writes the

@@ -91,7 +91,13 @@ class FastCamera:
         self.camera, self.size = camera, size
         self._data = data
         model.vis.quality.offsamples = 0  # must be set before the renderer's context is made
-        self._renderer = mujoco.Renderer(model, size, size)
+        try:
+            self._renderer = mujoco.Renderer(model, size, size)
+        except mujoco.FatalError as exc:  # MuJoCo picked its GL backend when first imported
+            raise RuntimeError(
+                f"MuJoCo cannot render ({exc}). Set MUJOCO_GL=osmesa (Debian: apt-get install "
+                "libosmesa6) before mujoco or metaworld is first imported, e.g. import "
+                "oxygen_ros.sim first") from exc
         flags = mujoco.mjtRndFlag
         self._off = (flags.mjRND_SHADOW, flags.mjRND_REFLECTION, flags.mjRND_SKYBOX)
         self._flip = camera in _ROTATED_CAMERAS

@@ -90,7 +90,7 @@ def test_corner_camera_is_upright():
     """The table is in the lower half of the image, the black (skybox off) background on top."""
     from oxygen_ros.sim import SimEnv
 
-    env = SimEnv("handle-press", image_size=48)
+    env = SimEnv("door-unlock", image_size=48)
     try:
         env.reset(0)
         img = env.render().astype(float)

@@ -36,15 +36,15 @@ def test_wilson_interval_known_values():
 
 
 def test_schedule_is_reproducible_and_task_major():
-    eps = schedule(["handle-press", "coffee-button"], 2, base_seed=10)
-    assert [(e.task, e.seed) for e in eps] == [("handle-press", 1010), ("handle-press", 1011),
-                                               ("coffee-button", 2010), ("coffee-button", 2011)]
+    eps = schedule(["door-unlock", "window-open"], 2, base_seed=10)
+    assert [(e.task, e.seed) for e in eps] == [("door-unlock", 2010), ("door-unlock", 2011),
+                                               ("window-open", 1010), ("window-open", 1011)]
     # a task's seeds do not depend on which other tasks run
-    assert schedule(["coffee-button"], 2, base_seed=10)[0].seed == 2010
+    assert schedule(["window-open"], 2, base_seed=10)[0].seed == 1010
 
 
 def _st(ep, t, progress, success=False, done=False):
-    return Status(ep, "handle-press", 0, "", int(t / 0.0125), t, progress, 0, "", success, done,
+    return Status(ep, "door-unlock", 0, "", int(t / 0.0125), t, progress, 0, "", success, done,
                   done and not success, 0)
 
 
@@ -57,14 +57,14 @@ def test_progress_curve_holds_success_and_timeout():
 
 def test_memory_text_is_checked_against_the_scene_it_came_from():
     tl = Timeline()
-    tl.add(100, "handle-press", "moving above the handle")
-    tl.add(200, "handle-press", "pushing the handle down")
-    assert tl.at(50) is None and tl.at(150) == ("handle-press", "moving above the handle")
-    ok = check_memory("Pushing the handle down.", tl.at(250))
+    tl.add(100, "door-unlock", "reaching the lock")
+    tl.add(200, "door-unlock", "turning the lock")
+    assert tl.at(50) is None and tl.at(150) == ("door-unlock", "reaching the lock")
+    ok = check_memory("Turning the lock.", tl.at(250))
     assert ok.names_stage and ok.names_task
-    late = check_memory("moving above the handle", tl.at(250))
+    late = check_memory("reaching the lock", tl.at(250))
     assert not late.names_stage and late.names_task
-    wrong = check_memory("close the drawer", tl.at(250))
+    wrong = check_memory("slide the window open", tl.at(250))
     assert not wrong.names_stage and not wrong.names_task
 
 
@@ -73,7 +73,7 @@ def test_node_parameters_use_the_sim_topics_and_the_setting():
     from oxygen_ros.sim.env import JOINT_NAMES
 
     p = node_parameters(Setting("oxygen", 5, "rtc"), NodeOptions("/ckpt"), SimConfig(), bag=__import__("pathlib").Path("/b"),
-                        instruction="close the drawer")
+                        instruction="unlock the door")
     assert p["camera_topics"] == ["/sim/camera/image_raw"] and p["joint_names"] == list(JOINT_NAMES)
     assert (p["mode"], p["decode_steps_per_frame"], p["chunk_blend"]) == ("oxygen", 5, "rtc")
     assert p["max_decode_steps"] == 30 and p["memory.every_n_frames"] == 1 and p["record.enabled"]
@@ -82,12 +82,12 @@ def test_node_parameters_use_the_sim_topics_and_the_setting():
 
 def test_table_row():
     summary = {"setting": "isolated/crossfade",
-               "tasks": {"handle-press": {"n": 30, "success": 29, "rate": 29 / 30, "ci95": list(wilson(29, 30)),
+               "tasks": {"door-unlock": {"n": 30, "success": 29, "rate": 29 / 30, "ci95": list(wilson(29, 30)),
                                           "time_to_success_s": 0.6}},
                "all": {"n": 30, "success": 29, "rate": 29 / 30, "ci95": list(wilson(29, 30)),
                        "time_to_success_s": 0.6},
                "action_rate_hz": 12.34, "tokens_per_s": 99.0, "memory": {"count": 0}}
-    md = table([summary], ["handle-press"])
+    md = table([summary], ["door-unlock"])
     assert "| isolated/crossfade | 96.7 [83.3, 99.4] (29/30) |" in md and "| 0.60 | 12.3 | 99 | - | - |" in md
 
 
@@ -99,7 +99,7 @@ def test_expert_setting_end_to_end(tmp_path):
     from oxygen_ros.sim import eval_cli
 
     rc = eval_cli.main(["--out", str(tmp_path), "--settings", "expert",
-                        "--tasks", "coffee-button", "--episodes", "2", "--reset-hold", "0.2"])
+                        "--tasks", "door-unlock", "--episodes", "2", "--reset-hold", "0.2"])
     assert rc == 0
     res = json.loads((tmp_path / "results.json").read_text())
     (s,) = res["settings"]

@@ -81,11 +81,11 @@ def run(ctx, cfg, with_expert: bool, limit_s: float):
 def test_scripted_expert_succeeds_through_ros_topics(ctx):
     from oxygen_ros.sim.node import SimConfig
 
-    cfg = SimConfig(tasks=("coffee-button", "handle-press"), episodes_per_task=1, reset_hold_s=0.2,
+    cfg = SimConfig(tasks=("door-unlock", "button-press-topdown"), episodes_per_task=1, reset_hold_s=0.2,
                     privileged=True)
     sim, lis, _ = run(ctx, cfg, with_expert=True, limit_s=30.0)
     results = sim.stats.results
-    assert [r.task for r in results] == ["coffee-button", "handle-press"]
+    assert [r.task for r in results] == ["door-unlock", "button-press-topdown"]
     assert all(r.success and r.progress == 1.0 for r in results), results
     assert sim.stats.commands > 20 and sim.stats.bad_commands == 0
     # what a policy sees: upright rgb8 images of the configured size, stamped joint states by name
@@ -93,7 +93,7 @@ def test_scripted_expert_succeeds_through_ros_topics(ctx):
     assert (img.encoding, img.height, img.width, img.step) == ("rgb8", 64, 64, 192)
     js = lis.joints[-1]
     assert list(js.name) == ["ee_x", "ee_y", "ee_z", "gripper"] and js.header.stamp.sec > 0
-    assert lis.instructions[:2] == ["press the button on the coffee machine", "press the handle down"]
+    assert lis.instructions[:2] == ["unlock the door", "press the button from the top"]
     finals = [s for s in lis.status if s.done]
     assert [s.success for s in finals] == [True, True]
     # progress is reported while the episode runs, not only at its end
@@ -105,10 +105,10 @@ def test_without_commands_the_robot_holds_and_times_out_on_the_wall_clock(ctx):
     from oxygen_ros.sim.node import SimConfig
     from oxygen_ros.sim.tasks import TASKS
 
-    cfg = SimConfig(tasks=("handle-press",), episodes_per_task=1, reset_hold_s=0.0)
+    cfg = SimConfig(tasks=("door-unlock",), episodes_per_task=1, reset_hold_s=0.0)
     sim, lis, elapsed = run(ctx, cfg, with_expert=False, limit_s=20.0)
     (result,) = sim.stats.results
-    horizon = TASKS["handle-press"].horizon
+    horizon = TASKS["door-unlock"].horizon
     assert not result.success and result.timed_out and result.step == horizon
     # simulated time is wall time: the horizon's 2.5 s took at least that long (never faster)
     assert elapsed >= horizon * CONTROL_PERIOD_S - 0.05
