@@ -9,7 +9,9 @@ API (stable; docs/simulation.md explains the choices):
 
     from oxygen_ros.sim import TASKS, SimEnv, JOINT_NAMES, action_from_target, target_from_expert
 
-    TASKS                      name -> Task(name, env_name, instruction, stages, done, horizon, ...)
+    TASKS                      name -> Task(name, env_name, instruction, stages, done, horizon, ...):
+                               the evaluated tasks (a policy must use the camera to succeed)
+    BLIND_SOLVABLE, ALL_TASKS  3 more tasks solvable without vision (plumbing only); get_task(name)
     task.captions              stage captions, the last one is the success caption
     env = SimEnv("door-unlock", image_size=64, camera="corner4")
     state = env.reset(seed)    float64[4] = [ee_x, ee_y, ee_z, gripper opening] (JOINT_NAMES);
@@ -31,9 +33,9 @@ from __future__ import annotations
 from .env import (CAMERAS, CONTROL_PERIOD_S, DEFAULT_CAMERA, DEFAULT_IMAGE_SIZE, GAIN, GRIPPER_CLOSED,
                   GRIPPER_OPEN, JOINT_NAMES, FastCamera, SimEnv, StepInfo, action_from_target,
                   gripper_command, gripper_opening, target_from_expert)
-from .tasks import TASKS, Task, get_task
+from .tasks import ALL_TASKS, BLIND_SOLVABLE, TASKS, Task, get_task
 
-__all__ = ["CAMERAS", "CONTROL_PERIOD_S", "DEFAULT_CAMERA", "DEFAULT_IMAGE_SIZE", "GAIN",
+__all__ = ["ALL_TASKS", "BLIND_SOLVABLE", "CAMERAS", "CONTROL_PERIOD_S", "DEFAULT_CAMERA", "DEFAULT_IMAGE_SIZE", "GAIN",
            "GRIPPER_CLOSED", "GRIPPER_OPEN", "JOINT_NAMES", "FastCamera", "SimEnv", "StepInfo",
            "TASKS", "Task", "action_from_target", "get_task", "gripper_command", "gripper_opening",
            "target_from_expert"]

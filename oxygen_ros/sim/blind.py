@@ -18,7 +18,7 @@ import sys
 
 import numpy as np
 
-from .tasks import TASKS
+from .tasks import ALL_TASKS, TASKS
 
 DIRECTIONS = {"down": (0, 0, -1), "forward": (0, 1, 0), "forward-down": (0, 1, -1),
               "left": (-1, 0, 0), "right": (1, 0, 0)}
@@ -66,7 +66,7 @@ def blind_successes(task: str, episodes: int = 12, seed: int = 100) -> dict[str,
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m oxygen_ros.sim.blind", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
+    p.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(ALL_TASKS))
     p.add_argument("--episodes", type=int, default=12)
     args = p.parse_args(argv)
     cols = ("mean", *DIRECTIONS, "hold")

@@ -22,11 +22,11 @@ os.environ.setdefault("MUJOCO_GL", "osmesa")
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     from .env import CAMERAS, DEFAULT_CAMERA, DEFAULT_IMAGE_SIZE
-    from .tasks import TASKS
+    from .tasks import ALL_TASKS, TASKS
 
     p = argparse.ArgumentParser(prog="oxygen-sim", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
+    p.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(ALL_TASKS))
     p.add_argument("--episodes", type=int, default=5, help="episodes per task")
     p.add_argument("--seed", type=int, default=0, help="base layout seed")
     p.add_argument("--image-size", type=int, default=DEFAULT_IMAGE_SIZE)

@@ -41,6 +41,25 @@ def _stage_door_unlock(obs: np.ndarray) -> int:
     return 0 if _xy(hand, lock) > 0.02 else 1
 
 
+def _stage_handle_press(obs: np.ndarray) -> int:
+    hand, grip = obs[0:3], obs[4:7] + np.array([0.0, -0.02, 0.0])
+    return 0 if _xy(hand, grip) > 0.02 else 1
+
+
+def _stage_coffee_button(obs: np.ndarray) -> int:
+    hand, face = obs[0:3], obs[4:7] + np.array([0.0, 0.0, -0.07])
+    return 0 if float(np.linalg.norm((hand - face)[[0, 2]])) > 0.02 else 1
+
+
+def _stage_drawer_close(obs: np.ndarray) -> int:
+    hand, handle = obs[0:3], obs[4:7] + np.array([0.0, 0.0, -0.02])
+    if hand[1] > handle[1]:
+        return 0  # still beside/over the drawer: go up and over to its front
+    if abs(hand[2] - handle[2]) > 0.04:
+        return 1
+    return 2
+
+
 def _stage_door_lock(obs: np.ndarray) -> int:
     hand, lock = obs[0:3], obs[4:7] + np.array([-0.02, -0.02, 0.0])
     return 0 if _xy(hand, lock) > 0.02 else 1  # coming down onto the lock already locks it
@@ -106,8 +125,26 @@ TASKS: dict[str, Task] = {t.name: t for t in (
 )}
 
 
+# Known but not in TASKS (not recorded or evaluated by default): a policy that ignores the camera
+# succeeds in most layouts (pushing straight down, pushing forward, standing still). Kept for
+# plumbing checks, where a short episode matters more than needing vision.
+BLIND_SOLVABLE: dict[str, Task] = {t.name: t for t in (
+    Task("handle-press", "handle-press-v3", "press the handle down",
+         ("moving above the handle", "pushing the handle down"), "the handle is pressed down",
+         _stage_handle_press, contact=(0.0, -0.02, 0.045), horizon=200),
+    Task("coffee-button", "coffee-button-v3", "press the button on the coffee machine",
+         ("lining up with the coffee button", "pushing the coffee button"),
+         "the coffee button is pressed", _stage_coffee_button, contact=(0.0, -0.05, -0.07),
+         horizon=200),
+    Task("drawer-close", "drawer-close-v3", "close the drawer",
+         ("moving over the drawer", "lowering in front of the drawer", "pushing the drawer closed"),
+         "the drawer is closed", _stage_drawer_close, contact=(0.0, -0.03, -0.02), horizon=300),
+)}
+ALL_TASKS: dict[str, Task] = {**TASKS, **BLIND_SOLVABLE}
+
+
 def get_task(name: str) -> Task:
     try:
-        return TASKS[name]
+        return ALL_TASKS[name]
     except KeyError:
-        raise ValueError(f"unknown task {name!r}; known: {', '.join(TASKS)}") from None
+        raise ValueError(f"unknown task {name!r}; known: {', '.join(ALL_TASKS)}") from None

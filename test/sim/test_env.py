@@ -98,3 +98,33 @@ def test_corner_camera_is_upright():
         assert top < 20 < bottom, (top, bottom)
     finally:
         env.close()
+
+
+def test_blind_solvable_tasks_are_known_but_not_evaluated():
+    from oxygen_ros.sim import ALL_TASKS, BLIND_SOLVABLE
+
+    assert not set(BLIND_SOLVABLE) & set(TASKS)
+    assert get_task("handle-press").done == "the handle is pressed down"
+    assert set(ALL_TASKS) == set(TASKS) | set(BLIND_SOLVABLE)
+
+
+@needs_sim
+def test_standing_still_never_succeeds_in_the_evaluated_tasks():
+    """drawer-close (not evaluated) succeeds in most layouts without moving: the evaluated tasks
+    must not."""
+    from oxygen_ros.sim import SimEnv
+
+    for name in [*TASKS, "drawer-close"]:
+        env = SimEnv(name, image_size=16)
+        try:
+            wins = 0
+            for seed in (1, 2):
+                start = env.reset(seed)
+                for _ in range(env.task.horizon):
+                    info = env.step(start)
+                    if info.success or info.timed_out:
+                        break
+                wins += info.success
+        finally:
+            env.close()
+        assert (wins > 0) == (name == "drawer-close"), (name, wins)
