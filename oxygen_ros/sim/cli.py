@@ -88,6 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         sim.stop()
         executor.shutdown(timeout_sec=1.0)
+        spin.join(timeout=5.0)  # a spin thread still inside rcl at exit aborts the process
         for n in nodes:
             n.destroy_node()
         rclpy.try_shutdown()

@@ -233,6 +233,7 @@ def run_setting(setting: Setting, sim_cfg: SimConfig, out: Path, opts: NodeOptio
     proc = None
     nodes: list[Any] = []
     executor = MultiThreadedExecutor(num_threads=2, context=context)
+    spin = threading.Thread(target=executor.spin, daemon=True)
     try:
         sim = SimNode(sim_cfg, context=context, on_status=on_status)
         nodes.append(sim)
@@ -275,7 +276,6 @@ def run_setting(setting: Setting, sim_cfg: SimConfig, out: Path, opts: NodeOptio
                                         start_new_session=True)
         for n in nodes:
             executor.add_node(n)
-        spin = threading.Thread(target=executor.spin, daemon=True)
         spin.start()
         t0 = time.monotonic()
         sim.start(ready=ready, ready_timeout_s=ready_timeout_s)
@@ -305,6 +305,8 @@ def run_setting(setting: Setting, sim_cfg: SimConfig, out: Path, opts: NodeOptio
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(5)
         executor.shutdown(timeout_sec=1.0)
+        if spin.is_alive():
+            spin.join(timeout=5.0)  # a spin thread still inside rcl at exit aborts the process
         for n in nodes:
             n.destroy_node()
         rclpy.try_shutdown(context=context)

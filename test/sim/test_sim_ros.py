@@ -73,6 +73,7 @@ def run(ctx, cfg, with_expert: bool, limit_s: float):
     finally:
         sim.stop()
         executor.shutdown(timeout_sec=1.0)
+        spin.join(timeout=5.0)
         for n in nodes:
             n.destroy_node()
     return sim, listener, elapsed
