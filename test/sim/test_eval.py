@@ -108,3 +108,19 @@ def test_expert_setting_end_to_end(tmp_path):
     assert s["commands_per_s"] > 10  # the expert answers every published state (fewer when late)
     assert "| expert | 100.0" in (tmp_path / "table.md").read_text()
     assert (tmp_path / "progress.png").stat().st_size > 1000
+
+
+def test_status_json_round_trip_and_sim_config_refusals():
+    s = _st(3, 0.5, 0.25)
+    assert Status.from_json(s.to_json()) == s
+    pytest.importorskip("rclpy")
+    from oxygen_ros.sim.node import SimConfig
+
+    with pytest.raises(ValueError, match="unknown tasks"):
+        SimConfig(tasks=("reach",))
+    with pytest.raises(ValueError, match="episodes_per_task"):
+        SimConfig(episodes_per_task=0)
+    with pytest.raises(ValueError, match="camera_rate_hz"):
+        SimConfig(camera_rate_hz=100.0)  # more than one image per 12.5 ms step
+    with pytest.raises(ValueError, match="camera"):
+        SimConfig(camera="nope")
