@@ -35,14 +35,27 @@ from .env import (CAMERAS, CONTROL_PERIOD_S, DEFAULT_CAMERA, DEFAULT_IMAGE_SIZE,
                   gripper_command, gripper_opening, target_from_expert)
 from .tasks import ALL_TASKS, BLIND_SOLVABLE, TASKS, Task, get_task
 
-__all__ = ["ALL_TASKS", "BLIND_SOLVABLE", "CAMERAS", "CONTROL_PERIOD_S", "DEFAULT_CAMERA", "DEFAULT_IMAGE_SIZE", "GAIN",
-           "GRIPPER_CLOSED", "GRIPPER_OPEN", "JOINT_NAMES", "FastCamera", "SimEnv", "StepInfo",
-           "TASKS", "Task", "action_from_target", "get_task", "gripper_command", "gripper_opening",
-           "target_from_expert"]
+__all__ = ["ALL_TASKS", "BLIND_SOLVABLE", "CAMERAS", "CONTROL_PERIOD_S", "DEFAULT_CAMERA",
+           "DEFAULT_IMAGE_SIZE", "GAIN", "GRIPPER_CLOSED", "GRIPPER_OPEN", "JOINT_NAMES", "FastCamera",
+           "SimEnv", "StepInfo", "TASKS", "Task", "action_from_target", "get_task", "gripper_command",
+           "gripper_opening", "target_from_expert", "metaworld_available", "unavailable_reason"]
+
+
+def unavailable_reason() -> str | None:
+    """Why the simulator cannot run here (None: it can): metaworld / mujoco not installed, or
+    MUJOCO_GL=osmesa without the OSMesa library."""
+    import ctypes.util
+    import importlib.util
+    import os
+
+    missing = [m for m in ("metaworld", "mujoco") if importlib.util.find_spec(m) is None]
+    if missing:
+        return f"{' and '.join(missing)} not importable: pip install -r requirements-sim.txt"
+    if os.environ.get("MUJOCO_GL", "osmesa") == "osmesa" and ctypes.util.find_library("OSMesa") is None:
+        return "MUJOCO_GL=osmesa but no OSMesa library: apt-get install libosmesa6"
+    return None
 
 
 def metaworld_available() -> bool:
-    """True where the simulator can be made (metaworld and mujoco importable)."""
-    import importlib.util
-
-    return all(importlib.util.find_spec(m) is not None for m in ("metaworld", "mujoco"))
+    """True where the simulator can be made and render (unavailable_reason() is None)."""
+    return unavailable_reason() is None

@@ -2,10 +2,11 @@
 
 Chosen for image-based behaviour cloning with a language instruction: the thing to act on is a
 large object that moves with every layout (not a 2 cm marker), the scripted expert succeeds in
-every episode, a policy that ignores the camera fails (see TASKS), and episodes are short (the
-expert needs 40-110 control steps, 0.5-1.4 s). Each task has an instruction and stage captions computed from the simulator's state
-(hand and object positions: the same conditions the scripted expert switches on), so recorded
-demonstrations can be labelled with what is happening.
+every episode, standing still or a fixed motion rarely does the task (see TASKS), and episodes
+are short (the expert needs 37-131 control steps, 0.5-1.6 s). Each task has an instruction and
+stage captions computed from the simulator's state (hand and object positions: the same
+conditions the scripted expert switches on), so recorded demonstrations can be labelled with
+what is happening.
 
 Nothing here imports metaworld; env.py does.
 """

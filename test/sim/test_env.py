@@ -5,10 +5,11 @@ import numpy as np
 import pytest
 
 from oxygen_ros.sim import (GAIN, GRIPPER_CLOSED, GRIPPER_OPEN, TASKS, action_from_target, get_task,
-                            gripper_command, gripper_opening, metaworld_available, target_from_expert)
+                            gripper_command, gripper_opening, metaworld_available, target_from_expert,
+                            unavailable_reason)
 
 needs_sim = pytest.mark.skipif(not metaworld_available(),
-                               reason="metaworld/mujoco not importable: pip install -r requirements-sim.txt")
+                               reason=str(unavailable_reason()))
 
 
 def test_target_round_trip_is_exact_for_expert_actions():

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from oxygen_ros.sim import metaworld_available
+from oxygen_ros.sim import metaworld_available, unavailable_reason
 from oxygen_ros.sim.episodes import Status, schedule
 from oxygen_ros.sim.evaluate import NodeOptions, Setting, node_parameters
 from oxygen_ros.sim.metrics import Timeline, check_memory, progress_curve, wilson
@@ -93,7 +93,7 @@ def test_table_row():
 
 @pytest.mark.ros
 @pytest.mark.skipif(not metaworld_available(),
-                    reason="metaworld/mujoco not importable: pip install -r requirements-sim.txt")
+                    reason=str(unavailable_reason()))
 def test_expert_setting_end_to_end(tmp_path):
     pytest.importorskip("rclpy")
     from oxygen_ros.sim import eval_cli

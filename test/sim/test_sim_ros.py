@@ -10,11 +10,11 @@ import time
 import numpy as np
 import pytest
 
-from oxygen_ros.sim import metaworld_available
+from oxygen_ros.sim import metaworld_available, unavailable_reason
 
 pytestmark = [pytest.mark.ros,
               pytest.mark.skipif(not metaworld_available(),
-                                 reason="metaworld/mujoco not importable: pip install -r requirements-sim.txt")]
+                                 reason=str(unavailable_reason()))]
 rclpy = pytest.importorskip("rclpy")
 
 from rclpy.executors import MultiThreadedExecutor  # noqa: E402
