@@ -42,8 +42,15 @@ class Setting:
     k: int = 1
     blend: str = "crossfade"
     memory: bool = True
+    fault: str = ""  # node.FAULTS: a wiring fault fed to the policy (sensitivity runs)
 
     def __post_init__(self) -> None:
+        from .node import FAULTS
+
+        if self.fault not in FAULTS:
+            raise ValueError(f"fault {self.fault!r} is not one of {', '.join(f for f in FAULTS if f)}")
+        if self.fault and self.mode == "expert":
+            raise ValueError("the scripted expert reads the simulator's state: a fault would not reach it")
         if self.mode != "expert" and self.mode not in MODES:
             raise ValueError(f"mode {self.mode!r} is not expert or one of {', '.join(MODES)}")
         if not 1 <= self.k <= 64:
@@ -56,13 +63,14 @@ class Setting:
         if self.mode == "expert":
             return "expert"
         base = f"{self.mode}-k{self.k}" if self.mode != "isolated" else "isolated"
-        return f"{base}{'' if self.memory else '-nomem'}/{self.blend}"
+        return f"{base}{'' if self.memory else '-nomem'}/{self.blend}{'+' + self.fault if self.fault else ''}"
 
     @classmethod
     def parse(cls, text: str, blend: str = "crossfade") -> "Setting":
-        """'expert', 'isolated', 'oxygen-k5', 'oxygen-k1-nomem' (with `blend`)."""
+        """'expert', 'isolated', 'oxygen-k5', 'oxygen-k1-nomem', '...+bgr' (with `blend`)."""
+        text, _, fault = text.partition("+")
         if text == "expert":
-            return cls("expert")
+            return cls("expert", fault=fault)
         parts = text.split("-")
         memory = parts[-1] != "nomem"
         parts = parts if memory else parts[:-1]
@@ -71,7 +79,7 @@ class Setting:
             k = int(parts[1][1:])
         elif len(parts) != 1:
             raise ValueError(f"setting {text!r}: expected expert, <mode>, <mode>-k<N> or ...-nomem")
-        return cls(parts[0], k, blend, memory)
+        return cls(parts[0], k, blend, memory, fault)
 
 
 @dataclass
@@ -202,13 +210,12 @@ def run_setting(setting: Setting, sim_cfg: SimConfig, out: Path, opts: NodeOptio
     from .node import SimNode
 
     out.mkdir(parents=True, exist_ok=True)
-    safe = setting.name.replace("/", "_")
+    safe = setting.name.replace("/", "_").replace("+", "_")
     bag = out / "bags" / safe
     expert = setting.mode == "expert"
-    if expert:
-        sim_cfg = SimConfig(**{**asdict(sim_cfg), "privileged": True,
-                               "tasks": tuple(sim_cfg.tasks)})
-    elif opts is None:
+    sim_cfg = SimConfig(**{**asdict(sim_cfg), "privileged": expert, "fault": setting.fault,
+                           "tasks": tuple(sim_cfg.tasks)})
+    if not expert and opts is None:
         raise ValueError("a node setting needs NodeOptions (the checkpoint)")
 
     statuses: list[Status] = []

@@ -51,6 +51,13 @@ LATCHED = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, history=Hi
                      durability=DurabilityPolicy.TRANSIENT_LOCAL)
 
 
+# Wiring faults a sensitivity run feeds the policy (the simulator itself stays right):
+#   bgr            the camera's bytes in BGR order, still labelled rgb8 (a driver set up wrongly)
+#   state-swapped  the joint state's ee_x and ee_y values exchanged under the right names (a wrong
+#                  joint mapping); commands are still read by name
+FAULTS = ("", "bgr", "state-swapped")
+
+
 @dataclass(frozen=True)
 class SimConfig:
     tasks: tuple[str, ...] = tuple(TASKS)
@@ -70,8 +77,12 @@ class SimConfig:
     instruction_topic: str = "/oxygen/instruction"  # "" = do not publish
     privileged_topic: str = "/sim/privileged_state"
     frame_id: str = "sim_camera"
+    # a deliberate wiring fault, for sensitivity runs (FAULTS); "" = none
+    fault: str = ""
 
     def __post_init__(self) -> None:
+        if self.fault not in FAULTS:
+            raise ValueError(f"fault {self.fault!r} is not one of {', '.join(f for f in FAULTS if f)} (or empty)")
         schedule(self.tasks, self.episodes_per_task, self.base_seed)  # raises on bad tasks / count
         if self.camera not in CAMERAS:
             raise ValueError(f"camera {self.camera!r} is not one of {', '.join(CAMERAS)}")
@@ -276,11 +287,15 @@ class SimNode(Node):
         rgb = env.render()
         self.stats.render_s += time.perf_counter() - t0
         self.stats.images += 1
+        if self.config.fault == "bgr":
+            rgb = np.ascontiguousarray(rgb[:, :, ::-1])
         h, w = rgb.shape[:2]
         return Image(header=Header(frame_id=self.config.frame_id), height=h, width=w, encoding="rgb8",
                      is_bigendian=0, step=w * 3, data=rgb.tobytes())
 
     def _publish_state(self, state: np.ndarray, stamp: Time, ep: Episode, env: SimEnv) -> None:
+        if self.config.fault == "state-swapped":
+            state = state[[1, 0, 2, 3]]
         self._pub_joints.publish(JointState(header=Header(stamp=stamp), name=list(JOINT_NAMES),
                                             position=[float(v) for v in state]))
         if self._pub_priv is not None:

@@ -20,6 +20,12 @@ def test_settings_parse_and_name():
     assert Setting.parse("isolated").name == "isolated/crossfade"
     assert Setting.parse("oxygen-k1-nomem").memory is False
     assert Setting.parse("expert").name == "expert"
+    assert Setting.parse("oxygen-k1+bgr", "rtc") == Setting("oxygen", 1, "rtc", True, "bgr")
+    assert Setting.parse("isolated+state-swapped").name == "isolated/crossfade+state-swapped"
+    with pytest.raises(ValueError, match="fault"):
+        Setting.parse("isolated+upside-down")
+    with pytest.raises(ValueError, match="expert"):
+        Setting.parse("expert+bgr")
     with pytest.raises(ValueError, match="mode"):
         Setting.parse("fast")
     with pytest.raises(ValueError, match="expected"):

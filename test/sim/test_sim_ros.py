@@ -118,3 +118,28 @@ def test_without_commands_the_robot_holds_and_times_out_on_the_wall_clock(ctx):
     # ends where it started
     assert np.ptp(positions[:, :3], axis=0).max() < 0.02
     assert np.abs(positions[-1, :3] - positions[0, :3]).max() < 0.005
+
+
+@pytest.mark.parametrize("fault", ["bgr", "state-swapped"])
+def test_wiring_faults_reach_the_policy_not_the_simulator(ctx, fault):
+    """Sensitivity runs feed the policy a BGR camera or a joint state with x and y exchanged;
+    the scripted expert (reading the simulator itself) still succeeds."""
+    from oxygen_ros.sim.env import SimEnv
+    from oxygen_ros.sim.node import SimConfig
+
+    cfg = SimConfig(tasks=("door-unlock",), episodes_per_task=1, reset_hold_s=0.4, privileged=True,
+                    fault=fault)
+    sim, lis, _ = run(ctx, cfg, with_expert=True, limit_s=30.0)
+    assert sim.stats.results[0].success
+    ref = SimEnv("door-unlock")
+    try:
+        state = ref.reset(sim.episodes[0].seed)
+        image = ref.render()
+    finally:
+        ref.close()
+    first = np.frombuffer(bytes(lis.images[0].data), np.uint8).reshape(64, 64, 3)
+    assert lis.images[0].encoding == "rgb8"
+    expect_img = image[:, :, ::-1] if fault == "bgr" else image
+    np.testing.assert_array_equal(first, expect_img)
+    expect_state = state[[1, 0, 2, 3]] if fault == "state-swapped" else state
+    np.testing.assert_allclose(lis.joints[0].position, expect_state, atol=1e-9)
