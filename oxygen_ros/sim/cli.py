@@ -101,7 +101,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{task:22s} success {ok}/{len(rs)}")
     st = sim.stats
     print(f"steps {st.steps} (late {st.late_steps}, lost {st.lost_s:.2f} s), images {st.images} "
-          f"({1000 * st.render_s / max(st.images, 1):.1f} ms each), commands {st.commands} "
+          f"({1000 * st.render_s / max(st.images, 1):.1f} ms each, {st.skipped_images} skipped while "
+          f"drawing), commands {st.commands} "
           f"(refused {st.bad_commands})")
     if args.json:
         with open(args.json, "w") as f:

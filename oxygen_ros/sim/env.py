@@ -103,9 +103,18 @@ class FastCamera:
         self._flip = camera in _ROTATED_CAMERAS
 
     def render(self) -> np.ndarray:
+        self.capture()
+        return self.draw()
+
+    def capture(self) -> None:
+        """Copy the simulation's current state into the scene (CPU, ~1 ms): after this, physics
+        may step on while `draw` renders the captured scene, e.g. in another thread."""
         self._renderer.update_scene(self._data, camera=self.camera)
         for flag in self._off:  # update_scene restores the model's defaults every time
             self._renderer.scene.flags[flag] = 0
+
+    def draw(self) -> np.ndarray:
+        """Render the captured scene (OpenGL, the slow part; MuJoCo releases the GIL)."""
         img = self._renderer.render()
         return np.ascontiguousarray(img[::-1, ::-1] if self._flip else img)
 

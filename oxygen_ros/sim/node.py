@@ -2,10 +2,12 @@
 
 Timing: physics advances on the wall clock, one control step (12.5 ms) per period, in a thread of
 its own; it never waits for a command. The newest absolute target on the command topic is
-applied at every step; with none (yet) the last one is held. When the loop falls behind (a slow
-render, a busy machine) the missed steps are stepped at once (physics costs ~1 ms a step) so that
-simulated time keeps up with wall time; they are counted as late steps. More than
-`max_catch_up_s` behind, the clock is re-based and the loss counted (`lost_s` in the log).
+applied at every step; with none (yet) the last one is held. Images are drawn in a render thread
+(render_worker.py) from a scene captured at their step, and published with that step's stamp
+when drawn (15-35 ms later here, like a camera's latency). When the loop falls behind (a busy
+machine) the missed steps are stepped at once (physics costs ~1 ms a step) so that simulated
+time keeps up with wall time; they are counted as late steps. More than `max_catch_up_s` behind,
+the clock is re-based and the loss counted (`lost_s` in the log).
 
 Episodes: after a reset the robot holds still for `reset_hold_s` while the camera and joint
 states of the new scene are already published; commands are ignored meanwhile, so chunks that a
@@ -42,6 +44,7 @@ from oxygen_ros.robot.values import joint_state_to_vector
 
 from .env import CAMERAS, CONTROL_PERIOD_S, DEFAULT_CAMERA, DEFAULT_IMAGE_SIZE, GAIN, JOINT_NAMES, SimEnv
 from .episodes import Episode, Status, schedule
+from .render_worker import RenderWorker
 from .tasks import TASKS
 
 RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
@@ -107,6 +110,7 @@ class RunStats:
     late_steps: int = 0
     lost_s: float = 0.0
     images: int = 0
+    skipped_images: int = 0  # due while the previous image was still being drawn
     render_s: float = 0.0
     commands: int = 0
     bad_commands: int = 0
@@ -140,6 +144,8 @@ class SimNode(Node):
                           if config.privileged else None)
         self.create_subscription(JointState, config.command_topic, self._command_cb, RELIABLE)
         self._thread: threading.Thread | None = None
+        self._render: RenderWorker | None = None
+        self._last_image: Image | None = None
         self._ready: threading.Event | None = None
         self._ready_timeout_s = 300.0
         self.error = ""  # why the run ended early ("" = it did not)
@@ -171,6 +177,7 @@ class SimNode(Node):
         self._ready, self._ready_timeout_s = ready, ready_timeout_s
         for name in dict.fromkeys(self.config.tasks):
             self._envs[name] = SimEnv(name, self.config.image_size, self.config.camera, self.config.gain)
+        self._render = RenderWorker(self._deliver_image)
         self._thread = threading.Thread(target=self._run, name="sim-loop", daemon=True)
         self._thread.start()
 
@@ -178,6 +185,9 @@ class SimNode(Node):
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=5.0)
+        if self._render is not None:
+            self._render.close()
+            self._render = None
         for env in self._envs.values():
             env.close()
         self._envs.clear()
@@ -211,7 +221,7 @@ class SimNode(Node):
 
         # hold: the new scene is published, the robot stands still, commands are not applied
         hold_end = time.monotonic() + cfg.reset_hold_s
-        image_msg = self._image(env)
+        image_msg = self._render_now(env)
         next_pub = time.monotonic()
         wait = self._ready if ep.index == 0 else None
         give_up = time.monotonic() + self._ready_timeout_s
@@ -272,9 +282,9 @@ class SimNode(Node):
             self._publish_state(state, stamp, ep, env)
             done = info.success or info.timed_out
             if first // cam_every != step // cam_every or done:  # an image step was crossed
-                msg = self._image(env)
-                msg.header.stamp = stamp
-                self._pub_image.publish(msg)
+                self._render.submit(env.camera, stamp)  # published when drawn, with this stamp
+                if self._render.error is not None:
+                    raise RuntimeError(f"rendering failed: {self._render.error}") from self._render.error
                 self._publish_status(ep, env, step, t, late, done=done)
             if done:
                 self.stats.episode_s += time.monotonic() - start
@@ -282,11 +292,29 @@ class SimNode(Node):
                 return
 
     # -- messages ----------------------------------------------------------------------------------
-    def _image(self, env: SimEnv) -> Image:
-        t0 = time.perf_counter()
-        rgb = env.render()
-        self.stats.render_s += time.perf_counter() - t0
-        self.stats.images += 1
+    def _render_now(self, env: SimEnv) -> Image:
+        """The current scene's image, drawn by the worker (waits for it; for the holds)."""
+        self._render.wait_idle()
+        self._last_image = None
+        self._render.submit(env.camera, None)
+        self._render.wait_idle()
+        if self._render.error is not None:
+            raise RuntimeError(f"rendering failed: {self._render.error}") from self._render.error
+        return self._last_image
+
+    def _deliver_image(self, rgb: np.ndarray, stamp: Time | None, tag: object) -> None:
+        """In the render thread: publish a drawn image (stamp None: keep it for the caller)."""
+        msg = self._image_msg(rgb)
+        stats = self.stats
+        stats.images, stats.render_s = self._render.rendered, self._render.render_s
+        stats.skipped_images = self._render.skipped
+        if stamp is None:
+            self._last_image = msg
+        else:
+            msg.header.stamp = stamp
+            self._pub_image.publish(msg)
+
+    def _image_msg(self, rgb: np.ndarray) -> Image:
         if self.config.fault == "bgr":
             rgb = np.ascontiguousarray(rgb[:, :, ::-1])
         h, w = rgb.shape[:2]
