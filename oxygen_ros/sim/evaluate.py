@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -317,7 +318,10 @@ def run_setting(setting: Setting, sim_cfg: SimConfig, out: Path, opts: NodeOptio
         for n in nodes:
             n.destroy_node()
         rclpy.try_shutdown(context=context)
-    bags = sorted(str(p) for p in bag.parent.glob(bag.name + "*")) if not expert else []
+    # this run's bag: record.path, or record.path_<date-time>[_n] when it existed (recorder.bag_path)
+    own = re.compile(re.escape(bag.name) + r"(_\d{8}-\d{6}(_\d+)?)?")
+    bags = [] if expert else [p for p in bag.parent.glob(bag.name + "*") if own.fullmatch(p.name)]
+    bags = [str(p) for p in sorted(bags, key=lambda p: p.stat().st_mtime)]
     cps = st.episode_commands / st.episode_s if st.episode_s > 0 else None
     return RunResult(setting, list(st.results), statuses, frame_ms, hz, tps, memory, cps,
                      st.late_steps, st.steps, st.lost_s, wall, bags[-1] if bags else "", error)

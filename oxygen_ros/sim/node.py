@@ -199,7 +199,8 @@ class SimNode(Node):
                     break
                 self._episode(episode)
         except Exception as exc:  # noqa: BLE001 - the loop thread must say why it ended
-            self.get_logger().error(f"simulation loop failed: {type(exc).__name__}: {exc}")
+            self.error = f"simulation loop failed: {type(exc).__name__}: {exc}"
+            self.get_logger().error(self.error)
             raise
         finally:
             self.finished.set()
