@@ -8,6 +8,7 @@
 - a fixed direction (down, forward, forward-down, left, right, 10 cm ahead of the hand every step,
   the gripper opening and closing every 0.25 s);
 - hold: standing still.
+The scripted expert's own successes and episode lengths (steps) on the first layouts come with them.
 A task fit for the evaluation has low numbers in every column: otherwise a camera fed as BGR or a
 policy that ignores its image can still succeed.
 """
@@ -24,23 +25,29 @@ DIRECTIONS = {"down": (0, 0, -1), "forward": (0, 1, 0), "forward-down": (0, 1, -
               "left": (-1, 0, 0), "right": (1, 0, 0)}
 
 
-def blind_successes(task: str, episodes: int = 12, seed: int = 100) -> dict[str, int]:
+def blind_successes(task: str, episodes: int = 12, seed: int = 100) -> dict[str, object]:
+    """Successes per blind policy, and the scripted expert's (`expert`, `expert_steps`: the
+    shortest and longest successful episode) on the layouts the mean is made from."""
     from .env import GRIPPER_CLOSED, GRIPPER_OPEN, SimEnv
 
     env = SimEnv(task, image_size=16)
     horizon = env.task.horizon
     try:
-        trajectories = []
+        trajectories, steps = [], []
         for e in range(episodes):
             env.reset(seed + e)
-            targets = []
-            for _ in range(horizon):  # keep going after success: every trajectory is `horizon` long
+            targets, done_at = [], None
+            for k in range(horizon):  # keep going after success: every trajectory is `horizon` long
                 target = env.expert_target()
                 targets.append(target)
-                env.step(target)
+                if env.step(target).success and done_at is None:
+                    done_at = k + 1
             trajectories.append(targets)
+            if done_at is not None:
+                steps.append(done_at)
         mean = np.mean(np.asarray(trajectories), axis=0)
-        out = {}
+        out: dict[str, object] = {"expert": len(steps),
+                                  "expert_steps": f"{min(steps)}-{max(steps)}" if steps else "-"}
         for policy in ("mean", *DIRECTIONS, "hold"):
             ok = 0
             for e in range(episodes):
@@ -70,11 +77,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--episodes", type=int, default=12)
     args = p.parse_args(argv)
     cols = ("mean", *DIRECTIONS, "hold")
-    print("| task | " + " | ".join(cols) + " |")
-    print("|---|" + "---|" * len(cols))
+    print("| task | expert | expert steps | " + " | ".join(cols) + " |")
+    print("|---|" + "---|" * (len(cols) + 2))
     for task in args.tasks:
         r = blind_successes(task, args.episodes)
-        print(f"| {task} | " + " | ".join(f"{r[c]}/{args.episodes}" for c in cols) + " |", flush=True)
+        print(f"| {task} | {r['expert']}/{args.episodes} | {r['expert_steps']} | "
+              + " | ".join(f"{r[c]}/{args.episodes}" for c in cols) + " |", flush=True)
     return 0
 
 

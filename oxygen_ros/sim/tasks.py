@@ -3,7 +3,7 @@
 Chosen for image-based behaviour cloning with a language instruction: the thing to act on is a
 large object that moves with every layout (not a 2 cm marker), the scripted expert succeeds in
 every episode, standing still or a fixed motion rarely does the task (see TASKS), and episodes
-are short (the expert needs 37-131 control steps, 0.5-1.6 s). Each task has an instruction and
+are short (the expert needs 39-120 control steps, 0.5-1.5 s). Each task has an instruction and
 stage captions computed from the simulator's state (hand and object positions: the same
 conditions the scripted expert switches on), so recorded demonstrations can be labelled with
 what is happening.
@@ -102,13 +102,13 @@ class Task:
 
 
 # Chosen so that standing still never does the task and moving in a fixed direction rarely
-# (door-lock: forward-down in 7 of 12 layouts; in handle-press, coffee-button and drawer-close a
+# (door-lock: forward-down in 8 of 20 layouts; in handle-press, coffee-button and drawer-close a
 # fixed motion or standing still does it in most layouts: BLIND_SOLVABLE), though no task needs
-# vision entirely: Meta-World places objects within about 16 x 7 cm, and the
-# scripted expert's mean trajectory replayed blind succeeds in 5-8 of 12 layouts
-# (`python -m oxygen_ros.sim.blind`; docs/simulation.md has the table). door-lock and door-unlock
-# share a scene: only the instruction tells them apart.
-# Horizons: 2.3-3.2x the scripted expert's longest episode (20 layouts: 75, 96, 80, 131 steps),
+# vision entirely: Meta-World places objects within about 16 x 7 cm, and the scripted expert's
+# mean trajectory replayed blind succeeds in 8-12 of 20 layouts (`python -m oxygen_ros.sim.blind
+# --episodes 20`; docs/simulation.md has the table). door-lock and door-unlock share a scene:
+# only the instruction tells them apart.
+# Horizons: 2.5-3.2x the scripted expert's longest episode (20 layouts: 75, 96, 82, 120 steps),
 # so a policy slower than the expert (inference latency, hesitation) still has time, while a lost
 # one ends its episode within 3-3.75 s of wall time.
 TASKS: dict[str, Task] = {t.name: t for t in (
