@@ -129,3 +129,12 @@ def test_standing_still_never_succeeds_in_the_evaluated_tasks():
         finally:
             env.close()
         assert (wins > 0) == (name == "drawer-close"), (name, wins)
+
+
+@needs_sim
+def test_blind_check_runs_and_counts():
+    from oxygen_ros.sim.blind import DIRECTIONS, blind_successes
+
+    r = blind_successes("door-unlock", episodes=1)
+    assert r["expert"] == 1 and set(r) == {"expert", "expert_steps", "mean", *DIRECTIONS, "hold"}
+    assert r["hold"] == 0 and all(0 <= r[k] <= 1 for k in ("mean", *DIRECTIONS))
