@@ -318,13 +318,17 @@ def run_setting(setting: Setting, sim_cfg: SimConfig, out: Path, opts: NodeOptio
         for n in nodes:
             n.destroy_node()
         rclpy.try_shutdown(context=context)
-    # this run's bag: record.path, or record.path_<date-time>[_n] when it existed (recorder.bag_path)
-    own = re.compile(re.escape(bag.name) + r"(_\d{8}-\d{6}(_\d+)?)?")
-    bags = [] if expert else [p for p in bag.parent.glob(bag.name + "*") if own.fullmatch(p.name)]
-    bags = [str(p) for p in sorted(bags, key=lambda p: p.stat().st_mtime)]
     cps = st.episode_commands / st.episode_s if st.episode_s > 0 else None
     return RunResult(setting, list(st.results), statuses, frame_ms, hz, tps, memory, cps,
-                     st.late_steps, st.steps, st.lost_s, wall, bags[-1] if bags else "", error)
+                     st.late_steps, st.steps, st.lost_s, wall, "" if expert else newest_bag(bag), error)
+
+
+def newest_bag(path: Path) -> str:
+    """The newest bag the node wrote for record.path `path`: the path itself or, when it existed,
+    path_<date-time>[_n] (recorder.bag_path); never another setting's path_<suffix>."""
+    own = re.compile(re.escape(path.name) + r"(_\d{8}-\d{6}(_\d+)?)?")
+    bags = [p for p in path.parent.glob(path.name + "*") if own.fullmatch(p.name)]
+    return str(max(bags, key=lambda p: p.stat().st_mtime)) if bags else ""
 
 
 def _lifecycle_state(node) -> str | None:

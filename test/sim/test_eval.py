@@ -130,3 +130,18 @@ def test_status_json_round_trip_and_sim_config_refusals():
         SimConfig(camera_rate_hz=100.0)  # more than one image per 12.5 ms step
     with pytest.raises(ValueError, match="camera"):
         SimConfig(camera="nope")
+
+
+def test_a_runs_bag_is_its_own_not_another_settings(tmp_path):
+    import os
+
+    from oxygen_ros.sim.evaluate import newest_bag
+
+    bags = tmp_path / "bags"
+    for i, name in enumerate(["isolated_crossfade", "isolated_crossfade_20261202-101010",
+                              "isolated_crossfade_bgr"]):
+        (bags / name).mkdir(parents=True)
+        os.utime(bags / name, (1000 + i, 1000 + i))  # the fault setting's bag is the newest
+    assert newest_bag(bags / "isolated_crossfade") == str(bags / "isolated_crossfade_20261202-101010")
+    assert newest_bag(bags / "isolated_crossfade_bgr") == str(bags / "isolated_crossfade_bgr")
+    assert newest_bag(bags / "oxygen-k1_rtc") == ""
