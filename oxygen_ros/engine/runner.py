@@ -57,12 +57,19 @@ class ModelRunner:
         # for its logits, whose K/V already sits in a shared (prefix-cached) block, writes
         # there instead of touching the shared block.
         self.sink_slot = num_blocks * block_size
-        shape = (config.depth, 2, num_blocks + 1, block_size, config.num_kv_heads, config.head_dim)
+        # what a sequence keeps, as the family declares it (Family.cache_spec)
+        spec = self.family.cache_spec(config)
+        if spec.recurrent is not None or spec.attention is None \
+                or spec.attention.layers != tuple(range(len(spec.attention.layers))):
+            raise ValueError(f"the {self.family.name} family's cache spec is not attention K/V "
+                             f"of layers 0..L-1: the pool holds only that today")
+        kv = self.cache = spec.attention
+        shape = (len(kv.layers), 2, num_blocks + 1, block_size, kv.kv_heads, kv.head_dim)
         # Allocated once: every task and every frame shares this pool (gpt-fast setup_caches).
         # One tensor, so a copy-on-write moves one block of every layer in a single op.
         self.pool = torch.zeros(shape, dtype=self.dtype, device=self.device)
-        self.k_cache = [self.pool[layer, 0] for layer in range(config.depth)]  # contiguous views
-        self.v_cache = [self.pool[layer, 1] for layer in range(config.depth)]
+        self.k_cache = [self.pool[layer, 0] for layer in kv.layers]  # contiguous views
+        self.v_cache = [self.pool[layer, 1] for layer in kv.layers]
         # Single-token decode steps through captured graphs (a CPU stand-in off CUDA).
         self.decode_graphs = DecodeGraphs(self) if cuda_graphs else None
         self.denoise_graphs = DenoiseGraphs(self) if cuda_graphs else None
@@ -90,9 +97,8 @@ class ModelRunner:
 
     @property
     def bytes_per_block(self) -> int:
-        c = self.config
         elem = torch.finfo(self.dtype).bits // 8
-        return 2 * c.depth * self.block_size * c.num_kv_heads * c.head_dim * elem
+        return self.block_size * self.cache.bytes_per_token(elem)
 
     # -- helpers (a family's action stage addresses the pool through them) ----------------------
     def slots_of(self, table: Sequence[int], start: int, count: int) -> list[int]:

@@ -35,36 +35,53 @@ class Capabilities:
     keeps_hidden: bool = False
 
 
+_ELEM_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+
+
 @dataclass(frozen=True)
 class AttentionKV:
-    """Paged attention K/V: ``layers`` layers, each token ``kv_heads`` x ``head_dim`` keys and
-    as many values, in the unified pool's blocks (what every family declares today)."""
+    """Paged attention K/V of the decoder layers ``layers`` (indices): each token ``kv_heads``
+    x ``head_dim`` keys and as many values per layer, in the unified pool's blocks, in the
+    engine's dtype. Every family declares one today, over all its layers."""
 
-    layers: int
+    layers: tuple[int, ...]
     kv_heads: int
     head_dim: int
 
     def bytes_per_token(self, elem: int) -> int:
-        return self.layers * 2 * self.kv_heads * self.head_dim * elem
+        return len(self.layers) * 2 * self.kv_heads * self.head_dim * elem
+
+
+@dataclass(frozen=True)
+class StateTensor:
+    """One tensor of a per-sequence recurrent state, per layer."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str  # float32 | bfloat16 | float16
+
+    @property
+    def nbytes(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n * _ELEM_BYTES[self.dtype]
 
 
 @dataclass(frozen=True)
 class RecurrentState:
-    """A fixed-size state per sequence and layer, updated in place (not per token): one tensor
-    per entry of ``shapes`` for each of ``layers``. A Gated DeltaNet layer (Qwen3.5,
-    engine/model/qwen35.py) declares two: the short convolution's window [conv_dim, K] and the
-    recurrent matrix [Hv, dk, dv], both float32. No family uses one yet: the pool does not
-    hold it (issue 29)."""
+    """A fixed-size state per sequence in each of the layers ``layers``, updated in place (not
+    per token). A Gated DeltaNet layer (Qwen3.5, engine/model/qwen35.py: Qwen35Model.state_shapes)
+    declares two tensors: the short convolution's window ("conv", [conv_dim, K], the model's
+    dtype) and the recurrent matrix ("recurrent", [Hv, dk, dv], float32); its full-attention
+    layers are the AttentionKV's. No family declares one yet: the pool does not hold it (the
+    runner refuses such a spec; issue 29)."""
 
     layers: tuple[int, ...]
-    shapes: tuple[tuple[int, ...], ...]
-    dtype: str = "float32"
+    tensors: tuple[StateTensor, ...]
 
     def bytes_per_sequence(self) -> int:
-        import math
-
-        elem = 4 if self.dtype == "float32" else 2
-        return len(self.layers) * sum(math.prod(s) for s in self.shapes) * elem
+        return len(self.layers) * sum(t.nbytes for t in self.tensors)
 
 
 @dataclass(frozen=True)
@@ -185,7 +202,9 @@ class Family(ABC):
 
     # -- the cache -------------------------------------------------------------------------------
     def cache_spec(self, config: "ModelConfig") -> CacheSpec:
-        return CacheSpec(AttentionKV(config.depth, config.num_kv_heads, config.head_dim))
+        """What one sequence keeps between steps: K/V of every decoder layer."""
+        return CacheSpec(AttentionKV(tuple(range(config.depth)), config.num_kv_heads,
+                                     config.head_dim))
 
     # -- the model -------------------------------------------------------------------------------
     @abstractmethod
@@ -249,4 +268,4 @@ class Family(ABC):
 
 
 __all__ = ["ActionInputs", "AttentionKV", "CacheSpec", "Capabilities", "Family", "HeadParams",
-           "ParamCounts", "RecurrentState", "StageCost"]
+           "ParamCounts", "RecurrentState", "StageCost", "StateTensor"]

@@ -82,7 +82,7 @@ class StubFamily(Family):
         return tokenizer.encode(text, add_bos=False)
 
     def cache_spec(self, config: ModelConfig) -> CacheSpec:
-        return CacheSpec(AttentionKV(1, config.num_kv_heads, config.head_dim))
+        return CacheSpec(AttentionKV((0,), config.num_kv_heads, config.head_dim))
 
     def init_model(self, config, seed, device, dtype):
         torch.manual_seed(seed)
