@@ -37,7 +37,7 @@ import torch
 
 from ..engine.config import (DTYPES, PRESETS, STARVLA_GR00T, STARVLA_OFT, STARVLA_PI_V3,
                              ModelConfig, frame_unsupported_reason, load_model_config)
-from ..engine.families import HeadParams, ParamCounts, family_of
+from ..engine.families import HeadParams, ParamCounts, family_of  # noqa: F401 (HeadParams: its old path)
 from ..engine.families.pi05 import MOT_PER_FRAME
 
 # GB/s (1e9 bytes/s) of memory bandwidth by a lower-case substring of the device name

@@ -15,6 +15,7 @@ import torch
 
 from .engine_config import EngineConfig
 from .families import registry
+from .families.xr0 import QUESTION_SEPARATOR  # noqa: F401 (its old import path, engine.intake)
 from .model_config import ModelConfig
 from .model import format_prompt
 from .observation import Observation

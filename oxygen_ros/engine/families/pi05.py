@@ -4,7 +4,6 @@ one chunk "action" from S flow-matching Euler steps; real-time chunking and CUDA
 Checkpoints: LeRobot and openpi folders (engine/model/checkpoint.py)."""
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
