@@ -15,7 +15,8 @@ StarVLA models (docs/starvla.md): the prefill also writes the hidden states it k
 heads; then each head in turn: a DiT's per-frame part (layer projections, cross K/V, what
 depends only on t or the state; the kept hidden states read, the cross K/V written) and its
 step (S times: the rest of its weights, the cross K/V read), OFT's MLP once; decode as above.
-Parameters of the Qwen3-VL family are counted on Qwen3VLModel, pi0.5's on MoTModel.
+Each family counts its own parameters and prices its action stage (engine/families/:
+Family.count_params, Family.action_costs); prefill and decode are priced here alike.
 Each stage's bytes are shown as weights, attention (K/V) and hidden states apart, so that
 measured / floor on a GPU tells a weight-bound stage from an attention-bound one; for the
 denoise step also the K/V the Triton kernels load (per-query: once per action query;
@@ -63,8 +64,8 @@ def no_floor_reason(config: ModelConfig) -> str | None:
 
 @functools.lru_cache(maxsize=8)
 def count_params(config: ModelConfig, expert: int = 1) -> ParamCounts:
-    """Parameters by what reads them, counted on the model built on the meta device (the
-    Qwen3-VL family's own modules, StarVLA heads included)."""
+    """Parameters by what reads them, counted by the config's family on its model built on the
+    meta device (Family.count_params)."""
     reason = no_floor_reason(config)
     if reason:
         raise ValueError(reason)
