@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections import Counter
 from pathlib import Path
 
 
@@ -27,72 +26,37 @@ def _shape(config) -> str:
 
 
 def inspect(folder: str | Path, tokenizer: str | None = None, asset_id: str | None = None) -> dict:
-    """-> a report dict; report["problems"] lists everything that stops serving."""
-    from .engine.model.checkpoint import WEIGHTS, check_weights, describe_checkpoint
+    """-> a report dict; report["problems"] lists everything that stops serving. The folder's
+    family (engine/model/loader.py: the one whose format it is) writes the report."""
+    from .engine.model.loader import folder_family
 
     folder = Path(folder)
     report: dict = {"checkpoint": str(folder), "problems": []}
-    from .engine.model.qwen3vl_checkpoint import inspect_qwen3vl, is_qwen3vl_folder
-
-    if is_qwen3vl_folder(folder):  # a transformers Qwen3-VL save_pretrained folder
-        report.update(inspect_qwen3vl(folder, tokenizer))
-        if "config" in report:
-            report["model"] = _shape(report.pop("config"))
-        return report
-    try:
-        ck = describe_checkpoint(folder, tokenizer, asset_id)
-    except (ValueError, OSError) as err:
-        report["problems"].append(str(err))
-        return report
-    info, cfg = ck.info, ck.config
-    report.update(format=info.format, model=_shape(cfg), camera_keys=list(info.camera_keys),
-                  state_dim=info.state_dim, action_dim=info.action_dim,
-                  n_action_steps=info.n_action_steps, asset_id=info.asset_id, config_dtype=info.dtype)
-    if ck.norm_stats is not None:
-        report["norm_state"] = ck.norm_stats.state.summary()
-        report["norm_action"] = ck.norm_stats.action.summary()
-    else:
-        report["norm_state"] = report["norm_action"] = "none (joint limits or identity in the node)"
-    if ck.tokenizer is not None:
-        report["tokenizer"] = f"{ck.tokenizer_source} ({ck.tokenizer.vocab_size} tokens)"
-    else:
-        report["tokenizer"] = "NOT FOUND"
-        report["problems"].append(ck.tokenizer_source)
-    weights = folder / WEIGHTS
-    if not weights.is_file():
-        report["problems"].append(f"{weights} not found")
-        return report
-    try:
-        check = check_weights(weights, cfg)
-    except Exception as err:  # a damaged header: safetensors raises its own error types
-        report["problems"].append(f"{weights}: {err}")
-        return report
-    dtypes = Counter(e.file_dtype for e in check.entries.values())
-    report["params"] = check.num_params
-    report["file_bytes"] = sum(e.file_bytes for e in check.entries.values())
-    report["file_dtypes"] = dict(dtypes)
-    report["weights"] = (f"{len(check.entries)} tensors match" if not check.problems
-                         else "; ".join(check.problems))
-    report["problems"] += [f"{weights}: {p}" for p in check.problems]
+    report.update(folder_family(folder).inspect_folder(folder, tokenizer, asset_id))
+    if "config" in report:
+        report["model"] = _shape(report.pop("config"))
     return report
 
 
 def _print(r: dict) -> None:
+    """The report's rows, each where the folder's family reported it (a Qwen3-VL folder: its
+    heads and experts' file; a pi0.5 folder: cameras, sizes, statistics, parameters)."""
     rows = [("checkpoint", f"{r['checkpoint']} ({r.get('format', '?')})")]
-    if r.get("format") == "qwen3vl" and "model" in r:
+    if "model" in r:
         rows += [("model", r["model"])]
-        rows += [("head", h) for h in r["heads"]]
-        rows += [("tokenizer", r["tokenizer"]), ("action expert", r["action_expert"]),
-                 ("weights", r["weights"])]
-    elif "model" in r:
-        cams = ", ".join(r["camera_keys"])
-        rows += [("model", r["model"]), ("cameras", cams),
-                 ("state / action", f"{r['state_dim']} / {r['action_dim']} values, "
-                                    f"n_action_steps {r['n_action_steps']}"),
-                 ("norm state", r["norm_state"]), ("norm action", r["norm_action"]),
-                 ("tokenizer", r["tokenizer"])]
+        rows += [("head", h) for h in r.get("heads", ())]
+        if "camera_keys" in r:
+            rows += [("cameras", ", ".join(r["camera_keys"])),
+                     ("state / action", f"{r['state_dim']} / {r['action_dim']} values, "
+                                        f"n_action_steps {r['n_action_steps']}"),
+                     ("norm state", r["norm_state"]), ("norm action", r["norm_action"])]
+        rows += [("tokenizer", r["tokenizer"])]
         if r.get("asset_id"):
             rows.append(("asset_id", r["asset_id"]))
+        if "action_expert" in r:
+            rows += [("action expert", r["action_expert"])]
+        if "weights" in r and "params" not in r:
+            rows += [("weights", r["weights"])]
     if "params" in r:
         rows += [("parameters", f"{r['params']:,} ({r['params'] / 1e9:.3f} B), {r['file_bytes']:,} bytes "
                                 f"in the file {r['file_dtypes']}"),

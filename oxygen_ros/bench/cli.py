@@ -54,7 +54,7 @@ def _names(choices):
 
 
 def _presets(text: str) -> list[str]:
-    """Runnable presets; one the engine cannot run yet (the StarVLA heads) gets its reason."""
+    """Runnable presets (every preset runs today); one its family cannot run gets the reason."""
     for name in (x.strip() for x in text.split(",")):
         if name in PRESETS and frame_unsupported_reason(PRESETS[name]):
             raise argparse.ArgumentTypeError(

@@ -15,7 +15,8 @@ StarVLA models (docs/starvla.md): the prefill also writes the hidden states it k
 heads; then each head in turn: a DiT's per-frame part (layer projections, cross K/V, what
 depends only on t or the state; the kept hidden states read, the cross K/V written) and its
 step (S times: the rest of its weights, the cross K/V read), OFT's MLP once; decode as above.
-Parameters of the Qwen3-VL family are counted on Qwen3VLModel, pi0.5's on MoTModel.
+Each family counts its own parameters and prices its action stage (engine/families/:
+Family.count_params, Family.action_costs); prefill and decode are priced here alike.
 Each stage's bytes are shown as weights, attention (K/V) and hidden states apart, so that
 measured / floor on a GPU tells a weight-bound stage from an attention-bound one; for the
 denoise step also the K/V the Triton kernels load (per-query: once per action query;
@@ -34,11 +35,11 @@ import sys
 from dataclasses import dataclass
 
 import torch
-from torch import nn
 
 from ..engine.config import (DTYPES, PRESETS, STARVLA_GR00T, STARVLA_OFT, STARVLA_PI_V3,
-                             ExpertConfig, ModelConfig, frame_unsupported_reason, head_names,
-                             is_starvla, load_model_config)
+                             ModelConfig, frame_unsupported_reason, load_model_config)
+from ..engine.families import HeadParams, ParamCounts, family_of  # noqa: F401 (HeadParams: its old path)
+from ..engine.families.pi05 import MOT_PER_FRAME
 
 # GB/s (1e9 bytes/s) of memory bandwidth by a lower-case substring of the device name
 KNOWN_BANDWIDTH_GBS = {"thor": 273.0, "h200": 4800.0, "rtx 4090": 1008.0, "4090": 1008.0}
@@ -52,137 +53,27 @@ def known_bandwidth(device_name: str | None) -> float | None:
     return None
 
 
-@dataclass(frozen=True)
-class HeadParams:
-    """One StarVLA head's parameters by how often a frame reads them."""
-
-    name: str  # head_names: pi_v3, gr00t, oft, ...
-    kind: str  # hidden-crossattn or regress
-    per_frame: int  # once a frame (see count_params)
-    per_step: int  # every Euler step (0 for regress)
-    unread: int  # learned positions past the chunk: never read
-
-
-@dataclass(frozen=True)
-class ParamCounts:
-    vision: int  # tower + projector
-    vlm_layers: int  # expert 0's decoder layers and final norm
-    lm_head: int  # tied embedding (vocab x width), read by every logits computation
-    action_step: int  # action expert layers without adaRMS dense + action in/out projections
-    adarms_once: int  # adaRMS dense layers + time MLP: once per S
-    heads: tuple[HeadParams, ...] = ()  # StarVLA heads, in frame order
-    unread: int = 0  # no stage reads them whole (an untied embedding: P rows a prefill)
-
-    @property
-    def total(self) -> int:
-        return (self.vision + self.vlm_layers + self.lm_head + self.action_step + self.adarms_once
-                + self.unread + sum(h.per_frame + h.per_step + h.unread for h in self.heads))
-
-
 def no_floor_reason(config: ModelConfig) -> str | None:
     """Why this floor does not cover ``config`` (None: it does): the models a frame cannot run
-    (kv-layerwise experts beside StarVLA heads)."""
+    (its family's unsupported_reason)."""
     reason = frame_unsupported_reason(config)
     if reason:
         return f"{reason}; the floor costs what a frame runs"
     return None
 
 
-def _crossattn_group(head: nn.Module, name: str) -> str:
-    """per_frame / per_step for a CrossAttnHead parameter (positions apart). Once a frame: the
-    projections and the cross blocks' K/V (crossattn_memory), and what depends only on t or the
-    state (timestep MLP, every block's adaLN, the output adaLN, the state encoder: all S
-    timesteps at once, as adarms_once for pi0.5); every step: the rest."""
-    top, _, rest = name.partition(".")
-    if top in ("projections", "time_in", "time_out", "out_ada", "state_in", "state_out"):
-        return "per_frame"
-    if top == "blocks":
-        block, _, leaf = rest.partition(".")
-        if leaf.startswith("ada.") or (int(block) in head.cross_blocks
-                                       and leaf.startswith(("to_k.", "to_v."))):
-            return "per_frame"
-    return "per_step"
-
-
-def _head_params(name: str, expert: ExpertConfig, head: nn.Module) -> HeadParams:
-    """One head's parameters: OFT's all once a frame; a DiT's by _crossattn_group."""
-    groups = dict(per_frame=0, per_step=0, unread=0)
-    for pname, p in head.named_parameters():
-        n = p.numel()
-        if expert.kind == "regress":
-            groups["per_frame"] += n
-        elif pname == "positions":  # the chunk's rows only
-            used = expert.head.horizon * p.shape[1]
-            groups["per_step"] += used
-            groups["unread"] += n - used
-        else:
-            groups[_crossattn_group(head, pname)] += n
-    return HeadParams(name, expert.kind, **groups)
-
-
-def _count_qwen3vl(config: ModelConfig, expert: int) -> ParamCounts:
-    from ..engine.model.qwen3vl import Qwen3VLModel
-
-    with torch.device("meta"):
-        model = Qwen3VLModel(config)
-    tied = config.qwen.tie_word_embeddings
-    groups = dict(vision=0, vlm_layers=0, lm_head=0, action_step=0, adarms_once=0, unread=0)
-    for name, p in model.named_parameters():
-        n = p.numel()
-        if name.startswith("visual."):
-            groups["vision"] += n
-        elif name == "language_model.embed_tokens.weight":
-            groups["lm_head" if tied else "unread"] += n
-        elif name.startswith(("language_model.", "lm_head.")):
-            groups["lm_head" if name.startswith("lm_head.") else "vlm_layers"] += n
-        elif name.startswith("experts."):
-            i = int(name.split(".")[1]) + 1
-            if config.action_experts[i - 1].kind != "kv-layerwise":
-                continue  # the heads below
-            if i != expert:
-                groups["unread"] += n
-            elif ".time_mlp" in name or ".state_proj." in name:
-                groups["adarms_once"] += n  # t (and the state) only: once per frame
-            else:
-                groups["action_step"] += n
-    heads = tuple(_head_params(name, e, model.experts[i])
-                  for i, (name, e) in enumerate(zip(head_names(config), config.action_experts))
-                  if e.kind != "kv-layerwise")
-    return ParamCounts(**groups, heads=heads)
-
-
 @functools.lru_cache(maxsize=8)
 def count_params(config: ModelConfig, expert: int = 1) -> ParamCounts:
-    """Parameters by what reads them, counted on the model built on the meta device (the
-    Qwen3-VL family's own modules, StarVLA heads included)."""
-    from ..engine.model.mot import MoTModel
-
+    """Parameters by what reads them, counted by the config's family on its model built on the
+    meta device (Family.count_params)."""
     reason = no_floor_reason(config)
     if reason:
         raise ValueError(reason)
-    if config.family == "qwen3vl":
-        return _count_qwen3vl(config, expert)
-    with torch.device("meta"):
-        model = MoTModel(config)
-    groups = dict(vision=0, vlm_layers=0, lm_head=0, action_step=0, adarms_once=0)
-    for name, p in model.named_parameters():
-        n = p.numel()
-        if name.startswith("vision."):
-            groups["vision"] += n
-        elif name == "token_embedding.weight":
-            groups["lm_head"] += n
-        elif name.startswith("experts.0."):
-            groups["vlm_layers"] += n
-        elif name.startswith(f"experts.{expert}."):
-            groups["adarms_once" if ".dense." in name else "action_step"] += n
-        elif name.startswith(f"action_heads.{expert - 1}."):
-            groups["adarms_once" if ".time_mlp" in name else "action_step"] += n
-    return ParamCounts(**groups)
+    return family_of(config).count_params(config, expert)
 
 
-# a kv-layerwise model's stages after the prefill and how many times a frame runs each: "1",
-# "S" (denoise steps) or "k" (decode steps)
-MOT_PER_FRAME = {"prefill": "1", "denoise_step": "S", "adarms_once": "1", "decode_step": "k"}
+# MOT_PER_FRAME (engine/families/pi05.py): a kv-layerwise model's stages after the prefill and
+# how many times a frame runs each: "1", "S" (denoise steps) or "k" (decode steps)
 
 
 def _elem(dtype: str) -> int:
@@ -212,35 +103,15 @@ def stage_bytes(config: ModelConfig, dtype: str, batch: int, context_tokens: int
     attention = {"prefill": p * kv_token}
     hidden = {"prefill": 0}
     per_frame = {"prefill": "1"}
-    if not is_starvla(config):
-        h = config.action_horizon
-        layers = config.action_experts[0].num_layers or config.depth
-        kv_action = layers * 2 * config.num_kv_heads * config.head_dim * elem
-        weights.update(denoise_step=c.action_step * elem, adarms_once=c.adarms_once * elem)
-        # prefix + action tokens read once (all action queries share one block-table row) and
-        # the action tokens written, over the expert's layers
-        attention.update(denoise_step=(p + h) * kv_action + h * kv_action, adarms_once=0)
-        hidden.update(denoise_step=0, adarms_once=0)
-        per_frame.update(MOT_PER_FRAME)
-    else:
-        from ..engine.model.starvla_heads import crossattn_memory_bytes, kept_hidden_bytes
-
-        hidden["prefill"] = kept_hidden_bytes(config, p, elem)  # written for the heads
-        for e, hp in zip([e for e in config.action_experts if e.kind != "kv-layerwise"], c.heads):
-            once, step = head_stages(hp.name)
-            if e.kind == "regress":
-                once = f"head {hp.name}"
-                weights[once], attention[once] = hp.per_frame * elem, 0
-                hidden[once] = e.head.horizon * config.vlm.width * elem  # the query rows read
-                per_frame[once] = "1"
-                continue
-            memory = crossattn_memory_bytes(e, p, elem)
-            layers = e.num_layers if e.head.source == "layerwise" else 1
-            weights[once], weights[step] = hp.per_frame * elem, hp.per_step * elem
-            # cross K/V written once, read by every step; the kept hidden states read once
-            attention[once], attention[step] = memory, memory
-            hidden[once], hidden[step] = layers * p * config.vlm.width * elem, 0
-            per_frame[once], per_frame[step] = "1", "S"
+    # the family's action stage (engine/families/: Family.action_costs), in frame order
+    for st in family_of(config).action_costs(config, c, p, elem):
+        if st.name == "prefill":  # what the action stage makes the prefill do more
+            weights["prefill"] += st.weights
+            attention["prefill"] += st.attention
+            hidden["prefill"] += st.hidden
+            continue
+        weights[st.name], attention[st.name] = st.weights, st.attention
+        hidden[st.name], per_frame[st.name] = st.hidden, st.per_frame
     weights["decode_step"] = (c.vlm_layers + c.lm_head) * elem
     # each request's context read and one token written
     attention["decode_step"] = batch * (context_tokens + 1) * kv_token
@@ -301,7 +172,8 @@ def floor_table(config: ModelConfig, dtype: str, bandwidth_gbs: float, k: int, n
             "frame_floor_ms": frame, "action_hz_ceiling": 1e3 / frame,
             "tokens_per_s_ceiling": batch * k * 1e3 / frame,
             "action_floor_ms": action_bytes(b, s) / (bandwidth_gbs * 1e9) * 1e3,
-            "denoise_kv_loads": None if is_starvla(config) else denoise_kv_loads(config, dtype)}
+            "denoise_kv_loads": denoise_kv_loads(config, dtype)
+            if "denoise_step" in b["per_frame"] else None}
 
 
 def ratios(micro: dict, config: ModelConfig, dtype: str, bandwidth_gbs: float) -> list[dict]:
@@ -311,7 +183,7 @@ def ratios(micro: dict, config: ModelConfig, dtype: str, bandwidth_gbs: float) -
     ctx = micro.get("context_tokens", config.max_prefix_tokens)
     gbs = bandwidth_gbs * 1e9
     b = stage_bytes(config, dtype, 1, ctx)
-    action = "heads" if is_starvla(config) else "denoise"
+    action = family_of(config).action_stage_label
     if "prefill_ms" in micro:
         out.append({"stage": "prefill", "measured_ms": micro["prefill_ms"],
                     "floor_ms": b["prefill"] / gbs * 1e3})
@@ -378,11 +250,11 @@ def with_heads(config: ModelConfig, names: str) -> ModelConfig:
     if not picked or unknown:
         raise ValueError(f"--heads takes a comma-separated list of {sorted(FULL_SIZE_HEADS)}, "
                          f"got {names!r}")
-    if config.family != "qwen3vl":
-        raise ValueError(f"StarVLA heads need a Qwen3-VL backbone; {config.name!r} is "
-                         f"{config.family}")
-    out = config.replace(name=f"{config.name}[{'+'.join(picked)}]",
-                         action_experts=tuple(FULL_SIZE_HEADS[x] for x in picked))
+    try:
+        out = config.replace(name=f"{config.name}[{'+'.join(picked)}]", family="starvla",
+                             action_experts=tuple(FULL_SIZE_HEADS[x] for x in picked))
+    except ValueError as err:  # the starvla family's rules: a Qwen3-VL backbone, the queries
+        raise ValueError(f"StarVLA heads on {config.name!r}: {err}") from None
     count_params(out)  # builds the heads on meta: a head that does not fit the backbone says so
     return out
 

@@ -89,9 +89,10 @@ def action_path_ms(engine: Engine, denoise_steps: Sequence[int], repeats: int = 
                                                                 keep_hidden=True), repeats)
         noise = torch.randn(noise_rows(mc), mc.action_dim)
         state = pad_state(obs.state, mc.action_dim)
-        # the frame's whole action stage (every StarVLA head in turn), as FrameOps.denoise runs it
+        # the frame's whole action stage (every StarVLA head in turn), as FrameOps.denoise runs
+        # it; a family whose stage reads no state ignores it
         denoise = {s: _median_ms(lambda: runner.action_chunks(
-            view, n_prefix, noise, s, state=None if mc.qwen is None else state,
+            view, n_prefix, noise, s, state=state,
             num_images=len(images), prompt_ids=prompt), repeats)
                    for s in sorted(set(denoise_steps))}
     finally:

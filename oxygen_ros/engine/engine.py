@@ -19,12 +19,14 @@ import numpy as np
 import torch
 
 from . import live_config
-from .config import EngineConfig, ModelConfig, frame_unsupported_reason
+from .engine_config import EngineConfig
+from .families import registry
 from .device import check_device
 from .frame_ops import FramePrimitives
 from .intake import Intake
 from .kv import KVManager, KVUsage
-from .model import init_model
+from .model.loader import init_model
+from .model_config import ModelConfig
 from .modes import MODES
 from .observation import Observation
 from .request import RequestKind, RequestUpdate
@@ -79,7 +81,8 @@ class Engine:
     def __init__(self, model_config: ModelConfig, config: EngineConfig,
                  model: torch.nn.Module | None = None, tokenizer: Tokenizer | None = None) -> None:
         check_device(config.device)  # one clear line, not a torch traceback at the first tensor
-        reason = frame_unsupported_reason(model_config)  # before building any weights
+        family = registry.family_of(model_config)
+        reason = family.unsupported_reason(model_config)  # before building any weights
         if reason:
             raise ValueError(reason)
         self.model_config = model_config
@@ -87,14 +90,13 @@ class Engine:
         self.model = model if model is not None else init_model(
             model_config, seed=config.seed, device=config.device, dtype=config.dtype)
         self.model.eval()
-        if hasattr(self.model, "fuse_projections"):
-            self.model.fuse_projections(config.linear_layout)
+        family.prepare(self.model, config.linear_layout)  # fused projections ...
         if tokenizer is None and model is not None:
             # a loaded model with the tiny random-preset tokenizer would run and emit nonsense
             raise ValueError("a model was given without its tokenizer: pass the checkpoint's "
                              "tokenizer (the built-in tiny BPE is only for random presets)")
         self.tokenizer = tokenizer or build_tiny_tokenizer(min(model_config.vocab_size, 2048))
-        if model_config.qwen is None and self.tokenizer.bos_id is None:
+        if family.capabilities.bos and self.tokenizer.bos_id is None:
             raise ValueError(f"model {model_config.name!r} starts its prompts with a BOS token and "
                              f"this tokenizer has none (a Qwen tokenizer?): pass the tokenizer the "
                              f"checkpoint was trained with")

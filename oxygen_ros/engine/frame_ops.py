@@ -16,7 +16,9 @@ from typing import Iterable
 import numpy as np
 import torch
 
-from .config import EngineConfig, ModelConfig, noise_rows
+from .engine_config import EngineConfig
+from .families import registry
+from .model_config import ModelConfig
 from .intake import Intake
 from .model.qwen3vl import pad_state
 from .observation import Observation
@@ -115,7 +117,7 @@ class FramePrimitives:
     def _noise(self, index: int, cfg: EngineConfig) -> torch.Tensor:
         gen = torch.Generator().manual_seed(cfg.seed * 1_000_003 + index)
         mc = self.model_config
-        return torch.randn(noise_rows(mc), mc.action_dim, generator=gen)
+        return torch.randn(registry.family_of(mc).noise_rows(mc), mc.action_dim, generator=gen)
 
     # -- the action path ------------------------------------------------------------------------
     def secure_action_path(self, frame: Frame) -> ActionPath:

@@ -97,3 +97,13 @@ def head_from(kind: str, head):
     if not isinstance(head, cls):
         raise ValueError(f"a {kind} expert needs a {cls.__name__}, got {type(head).__name__}")
     return head
+
+
+def check_expert_shape(kind: str, width: int, num_layers: int, num_heads: int) -> None:
+    """What an expert of ``kind`` needs of its shape (ExpertConfig's own fields)."""
+    if kind == "hidden-crossattn":
+        if num_layers < 1 or num_heads < 1 or width % num_heads:
+            raise ValueError(f"a hidden-crossattn expert needs num_layers >= 1 and num_heads "
+                             f">= 1 dividing its width {width}, got {num_layers}/{num_heads}")
+        if (width // num_heads) % 2:
+            raise ValueError(f"hidden-crossattn head dim {width // num_heads} must be even")

@@ -13,7 +13,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .config import EngineConfig, ModelConfig
+from .engine_config import EngineConfig
+from .families import registry
+from .families.xr0 import QUESTION_SEPARATOR  # noqa: F401 (its old import path, engine.intake)
+from .model_config import ModelConfig
 from .model import format_prompt
 from .observation import Observation
 from .request import RequestKind
@@ -22,12 +25,6 @@ from .scheduler import request_blocks
 from .tokenizer import Tokenizer
 
 MAX_NEW_TOKENS = 4096  # the most a caller may ask for one request (ask's cheap bound)
-# Qwen families: a question follows the instruction in the same user turn, on its own line.
-# Encoded apart from the shared prefix: with a GPT-2-style byte-level BPE (the tests') a newline
-# starts a new pre-token, so the ids equal those of the joined text; Qwen's own pre-tokenizer
-# joins a space before a newline (" \n"), so after a prompt ending in a space (pi0.5's
-# "Action: ") its ids differ from the joined text's at that one boundary (docs/qwen3-vl.md)
-QUESTION_SEPARATOR = "\n"
 
 
 @dataclass(frozen=True)
@@ -82,10 +79,8 @@ class Intake:
         self.encode_suffix(text)
 
     def encode_suffix(self, prompt: str) -> list[int]:
-        """A language request's tokens after the frame's prefix. pi0.5: the question's text.
-        Qwen (the prefix ends inside the user turn, after the images and the instruction): the
-        question on its own line, still in the user turn, then the chat template's tail closing
-        it and opening the assistant's turn (docs/qwen3-vl.md, "Prefix layout")."""
+        """A language request's tokens after the frame's prefix (Family.question_ids: pi0.5 the
+        question's text; Qwen the question in the user turn, then the chat template's tail)."""
         if not isinstance(prompt, str) or not prompt.strip():
             raise ValueError("a language request needs a non-empty prompt")
         limit = self.model_config.max_prompt_tokens
@@ -94,15 +89,12 @@ class Intake:
         if len(prompt) > 64 * limit:
             raise ValueError(f"prompt is {len(prompt)} characters; it must be at most "
                              f"{limit} tokens (max_prompt_tokens)")
-        q = self.model_config.qwen
-        if q is None:
-            ids = self.tokenizer.encode(prompt, add_bos=False)
-        else:
-            ids = self.tokenizer.encode(QUESTION_SEPARATOR + prompt, add_bos=False) \
-                + list(q.tail_ids)
+        mc = self.model_config
+        family = registry.family_of(mc)
+        ids = family.question_ids(mc, self.tokenizer, prompt)
         if not ids or len(ids) > limit:
             raise ValueError(f"prompt is {len(ids)} tokens; it must be 1..{limit} (max_prompt_tokens"
-                             f"{', with the chat template' if q is not None else ''})")
+                             f"{family.question_note})")
         return ids
 
     def check_request_fits(self, max_new_tokens: int, cfg: EngineConfig) -> None:
@@ -151,10 +143,7 @@ class Intake:
     def prompt_ids(self, instruction: str, state: np.ndarray) -> list[int]:
         mc = self.model_config
         text = format_prompt(instruction, state, bins=mc.state_bins)
-        if mc.qwen is not None:  # the user turn's text: the turn stays open for a question
-            q = mc.qwen  # OFT's action queries end the text (docs/starvla.md)
-            return self.tokenizer.encode(text, add_bos=False) + list(q.action_query_ids)
-        return self.tokenizer.encode(text, add_bos=True)
+        return registry.family_of(mc).prompt_ids(mc, self.tokenizer, text)
 
     def guide(self, prior: ActionPrior | None, cfg: EngineConfig) -> Guide | None:
         """The frame's RTC guide from the observation's ActionPrior (ValueError when it does not
@@ -164,7 +153,7 @@ class Intake:
         if not isinstance(prior, ActionPrior):
             raise ValueError(f"observation prior must be an ActionPrior, got {type(prior).__name__}")
         mc = self.model_config
-        reason = unsupported_reason(mc.family)
+        reason = unsupported_reason(mc)
         if reason:
             raise ValueError(reason)
         prior.validate(mc.action_horizon, mc.action_dim)

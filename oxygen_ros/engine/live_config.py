@@ -8,7 +8,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from .config import ENGINE_KNOBS, EngineConfig, head_names
+from .engine_config import ENGINE_KNOBS, EngineConfig
+from .families import registry
 from .intake import Intake
 
 # Fixed once the engine is built (the knobs declared not live: they size or place the model,
@@ -30,7 +31,7 @@ def validate_changes(current: EngineConfig, changes: dict[str, Any], intake: Int
     for name in FIXED:
         if getattr(new, name) != getattr(current, name):
             raise ValueError(f"{name} cannot change while the engine runs")
-    heads = head_names(intake.model_config)
+    heads = registry.family_of(intake.model_config).head_names(intake.model_config)
     if new.action_head and new.action_head not in heads:
         raise ValueError(f"action_head {new.action_head!r} is not a head of model "
                          f"{intake.model_config.name!r}: its heads are {', '.join(heads)}")

@@ -6,7 +6,7 @@ from typing import Any, Sequence, Union
 
 import numpy as np
 
-from .config import ModelConfig
+from .model_config import ModelConfig
 
 # Larger camera images are refused (a corrupt size must not allocate gigabytes on the device).
 MAX_IMAGE_SIDE = 8192

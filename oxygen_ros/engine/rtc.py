@@ -19,12 +19,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 import torch
 
-from .config import MAX_GUIDANCE, RTC_JACOBIANS, RTC_METHODS  # noqa: F401 (re-exported)
+from .engine_config import MAX_GUIDANCE, RTC_JACOBIANS, RTC_METHODS  # noqa: F401 (re-exported)
+from .families import registry
+
+if TYPE_CHECKING:
+    from .model_config import ModelConfig
 
 
 @dataclass(frozen=True)
@@ -55,12 +59,14 @@ class ActionPrior:
             raise ValueError(f"action prior delay must be an int >= 0, got {self.delay!r}")
 
 
-def unsupported_reason(family: str) -> str | None:
-    """Why a model family cannot take an action prior (None: it can). The guided and inpainted
-    loops drive the pi0.5 action expert; the qwen3vl DiT has no guided loop yet."""
-    if family != "pi05":
-        return (f"real-time chunking (an action prior) covers the pi05 family only, not {family}: "
-                f"use chunk_blend crossfade or none")
+def unsupported_reason(config: "ModelConfig") -> str | None:
+    """Why a model cannot take an action prior (None: it can): its family declares
+    capabilities.rtc (the guided and inpainted loops drive a flow-matching expert on the paged
+    prefix: pi0.5's)."""
+    family = registry.family_of(config)
+    if not family.capabilities.rtc:
+        return (f"real-time chunking (an action prior) is not a capability of the "
+                f"{family.name} family: use chunk_blend crossfade or none")
     return None
 
 

@@ -13,26 +13,12 @@ import numpy as np
 import torch
 
 from .attention import select_backend
-from .config import DTYPES, ModelConfig, head_names, is_starvla, noise_rows
+from .families import ActionInputs, registry
 from .graphs import DecodeGraphs, DenoiseGraphs
 from .images import prepare
-from .model.mot import AdaRMSModulations
-from .model.sampler import LocalContext, Velocity, euler_sample
-from .model.starvla_heads import crossattn_memory, crossattn_sample, query_positions, regress_chunk
+from .model_config import DTYPES, ModelConfig
 from .paging import LRU, PagedContext, PrefillContext, padded_tables, slots
-from .rtc import Guide, guided_euler_sample
-
-def _velocity(model: torch.nn.Module, expert: int, x: torch.Tensor, positions: torch.Tensor,
-              ctx: PagedContext, cond: torch.Tensor) -> torch.Tensor:
-    """The action expert's flow-matching velocity v(x, t) over the frame's prefix."""
-    hidden = model.action_in(expert, x)
-    out = model.forward_tokens(expert, hidden, positions, ctx, cond)  # cond [W]: broadcast
-    return model.action_out(expert, out).float()
-
-
-# One compiled function for the whole process, so engines that share a model (the modes of a
-# benchmark) share the compiled graphs instead of compiling again.
-_compiled_velocity = torch.compile(_velocity, dynamic=False)
+from .rtc import Guide
 
 
 @dataclass(frozen=True)
@@ -60,33 +46,49 @@ class ModelRunner:
         self.num_blocks = num_blocks
         self.backend = select_backend(backend, self.device)
         self.scale = config.head_dim ** -0.5
-        if cuda_graphs and config.family != "pi05":
-            raise ValueError(f"cuda_graphs covers the pi05 family only, not {config.family}")
+        # the family answers what differs between models: layout, action stage, capabilities
+        self.family = registry.family_of(config)
+        if cuda_graphs and not self.family.capabilities.cuda_graphs:
+            raise ValueError(f"cuda_graphs is not a capability of the {self.family.name} family")
         # The action expert runs S times per frame on a fixed-shape input: the one place where
         # torch.compile pays on a CPU (fewer, fused small ops); compiled once per prefix shape.
-        self._velocity = _compiled_velocity if compile_denoise else _velocity
+        self.compile_denoise = compile_denoise
         # One extra block past the KV manager's range is a write sink: a token recomputed only
         # for its logits, whose K/V already sits in a shared (prefix-cached) block, writes
         # there instead of touching the shared block.
         self.sink_slot = num_blocks * block_size
-        shape = (config.depth, 2, num_blocks + 1, block_size, config.num_kv_heads, config.head_dim)
+        # what a sequence keeps, as the family declares it (Family.cache_spec)
+        spec = self.family.cache_spec(config)
+        if spec.recurrent is not None or spec.attention is None \
+                or spec.attention.layers != tuple(range(len(spec.attention.layers))):
+            raise ValueError(f"the {self.family.name} family's cache spec is not attention K/V "
+                             f"of layers 0..L-1: the pool holds only that today")
+        kv = self.cache = spec.attention
+        shape = (len(kv.layers), 2, num_blocks + 1, block_size, kv.kv_heads, kv.head_dim)
         # Allocated once: every task and every frame shares this pool (gpt-fast setup_caches).
         # One tensor, so a copy-on-write moves one block of every layer in a single op.
         self.pool = torch.zeros(shape, dtype=self.dtype, device=self.device)
-        self.k_cache = [self.pool[layer, 0] for layer in range(config.depth)]  # contiguous views
-        self.v_cache = [self.pool[layer, 1] for layer in range(config.depth)]
+        self.k_cache = [self.pool[layer, 0] for layer in kv.layers]  # contiguous views
+        self.v_cache = [self.pool[layer, 1] for layer in kv.layers]
         # Single-token decode steps through captured graphs (a CPU stand-in off CUDA).
         self.decode_graphs = DecodeGraphs(self) if cuda_graphs else None
         self.denoise_graphs = DenoiseGraphs(self) if cuda_graphs else None
-        # adaRMS modulations per (expert, S) for the fixed Euler schedule (weights are fixed
-        # while the runner serves; a runner is built after the weights are loaded)
-        self._adarms: LRU[tuple[int, int], dict[float, AdaRMSModulations]] = LRU(4)
-        # The hidden states the StarVLA heads read (layer -> [max prefix, W_vlm]), written by
-        # the action path's prefill only: allocated once, a frame overwrites its first P rows.
+        # a family's per-schedule values (pi0.5: adaRMS modulations per (expert, S) for the
+        # fixed Euler schedule; weights are fixed while the runner serves, and a runner is
+        # built after the weights are loaded); a few kept, S may change live
+        self.schedules: LRU[tuple[int, int], dict] = LRU(4)
+        # The hidden states the family's action stage reads (Family.kept_layers: layer ->
+        # [max prefix, W_vlm]), written by the action path's prefill only: allocated once, a
+        # frame overwrites its first P rows.
         rows, width = config.max_prefix_tokens, config.vlm.width
         self.hidden = {layer: torch.zeros(rows, width, dtype=self.dtype, device=self.device)
-                       for layer in getattr(model, "kept_layers", ())}
-        self.head_names = head_names(config)
+                       for layer in self.family.kept_layers(config)}
+        self.head_names = self.family.head_names(config)
+
+    @property
+    def _adarms(self) -> LRU:
+        """The pi0.5 family's adaRMS schedules (runner.schedules; the tests' name)."""
+        return self.schedules
 
     @property
     def hidden_bytes(self) -> int:
@@ -95,29 +97,32 @@ class ModelRunner:
 
     @property
     def bytes_per_block(self) -> int:
-        c = self.config
         elem = torch.finfo(self.dtype).bits // 8
-        return 2 * c.depth * self.block_size * c.num_kv_heads * c.head_dim * elem
+        return self.block_size * self.cache.bytes_per_token(elem)
 
-    # -- helpers --------------------------------------------------------------------------------
-    def _slots(self, table: Sequence[int], start: int, count: int) -> list[int]:
+    # -- helpers (a family's action stage addresses the pool through them) ----------------------
+    def slots_of(self, table: Sequence[int], start: int, count: int) -> list[int]:
         return slots(table, start, count, self.block_size)
 
-    def _tables(self, tables: Sequence[Sequence[int]]) -> torch.Tensor:
+    def tables(self, tables: Sequence[Sequence[int]]) -> torch.Tensor:
         return padded_tables(tables).to(self.device)
 
-    def _long(self, values: Sequence[int]) -> torch.Tensor:
+    def long(self, values: Sequence[int]) -> torch.Tensor:
         return torch.as_tensor(values, dtype=torch.long, device=self.device)
 
-    def _int(self, values: Sequence[int]) -> torch.Tensor:
+    def int32(self, values: Sequence[int]) -> torch.Tensor:
         return torch.as_tensor(values, dtype=torch.int32, device=self.device)
 
-    def _seq_start(self, counts: Sequence[int]) -> torch.Tensor | None:
+    _slots, _tables, _long, _int = slots_of, tables, long, int32
+
+    def seq_start(self, counts: Sequence[int]) -> torch.Tensor | None:
         """Query offsets of consecutive same-row segments, for the Triton backend's query-tiled
         kernel when some segment has more than one query (one query each: the decode kernel)."""
         if self.backend != "triton" or max(counts, default=0) <= 1:
             return None
         return self._int(np.concatenate([[0], np.cumsum(counts)]).tolist())
+
+    _seq_start = seq_start
 
     def copy_blocks(self, copies: Sequence[tuple[int, int, int]]) -> None:
         """Copy-on-write of a shared, partially filled block (once per forked sequence)."""
@@ -152,7 +157,7 @@ class ModelRunner:
         if n != seq.length:
             raise ValueError(f"prefix has {n} tokens but {seq.length} slots were allocated")
         ctx = PrefillContext(self, self._long(self._slots(seq.block_table, 0, n)),
-                             causal=self.config.family != "pi05")
+                             causal=self.family.capabilities.causal_prefix)
         if keep_hidden and self.hidden:
             m.prefill_prefix(pix, prompt_ids, ctx, keep=self.hidden)
         else:
@@ -164,167 +169,21 @@ class ModelRunner:
                       num_images: int = 0, prompt_ids: Sequence[int] = ()
                       ) -> dict[str, torch.Tensor]:
         """The frame's action stage after its prefill: one chunk per head (`head_names`, in
-        order). kv-layerwise: `denoise` of expert 1. StarVLA: each head in turn on the hidden
-        states the prefill kept (prefill_observation's keep_hidden); `noise` holds every DiT
-        head's rows one after the other (config.noise_rows), `state` [action_dim] feeds a head
-        with a state token, the prefix's images and prompt give OFT its action queries."""
-        if not is_starvla(self.config):  # denoise picks its own grad mode (RTC's vjp needs one)
-            return {self.head_names[0]: self.denoise(seq, prefix_len, noise, num_steps,
-                                                     guide=guide, state=state)}
-        if guide is not None:  # the engine refuses an action prior for this family first
-            raise ValueError("real-time chunking covers the pi05 family's experts only")
-        with torch.inference_mode():
-            return self._head_chunks(seq, prefix_len, noise, num_steps, state, num_images,
-                                     prompt_ids)
-
-    def _head_chunks(self, seq: SeqView, prefix_len: int, noise: torch.Tensor, num_steps: int,
-                     state: torch.Tensor | None, num_images: int, prompt_ids: Sequence[int]
-                     ) -> dict[str, torch.Tensor]:
-        """Each StarVLA head in turn (action_chunks)."""
-        c, m = self.config, self.model
-        if noise.shape != (noise_rows(c), c.action_dim):
-            raise ValueError(f"noise must be [{noise_rows(c)}, {c.action_dim}], got "
-                             f"{tuple(noise.shape)}")
-        last = self.hidden[c.depth - 1][:prefix_len][None]
-        chunks, row = {}, 0
-        for i, (name, e) in enumerate(zip(self.head_names, c.action_experts)):
-            head = m.head(i + 1)
-            if e.kind == "regress":
-                ids = m.prefix_ids(num_images, list(prompt_ids))
-                if len(ids) != prefix_len:
-                    raise ValueError(f"an OFT head needs the prefix's images and prompt "
-                                     f"({prefix_len} tokens), got {len(ids)}")
-                ids = torch.as_tensor(ids, device=self.device)[None]
-                pos = query_positions(ids, e.head.query_token_id, e.head.horizon)
-                chunks[name] = regress_chunk(head, last, pos)[0]
-                continue
-            if e.head.source == "layerwise":
-                hidden = [self.hidden[layer][:prefix_len][None]
-                          for layer in range(c.depth - e.num_layers, c.depth)]
-            else:
-                hidden = last
-            x0 = noise[row:row + e.head.horizon].to(self.device)[None]
-            row += e.head.horizon
-            s = None
-            if e.head.state_dim:
-                s = torch.zeros(1, e.head.state_dim, device=self.device)
-                if state is not None:
-                    v = state.reshape(-1)[:e.head.state_dim]
-                    s[0, :v.numel()] = v.to(self.device)
-            chunks[name] = crossattn_sample(head, crossattn_memory(head, hidden), x0, num_steps,
-                                            s)[0]
-        return chunks
+        order), by the family (Family.action_chunks). `noise` [noise_rows, action_dim], `state`
+        the normalised joint state [action_dim], the prefix's images and prompt for a family
+        whose heads read them."""
+        return self.family.action_chunks(self, ActionInputs(
+            seq, prefix_len, noise, num_steps, guide, state, num_images, tuple(prompt_ids)))
 
     def denoise(self, seq: SeqView, prefix_len: int, noise: torch.Tensor, num_steps: int,
                 expert: int = 1, guide: Guide | None = None,
                 state: torch.Tensor | None = None) -> torch.Tensor:
-        """Flow-matching Euler from t=1 (noise) to t=0. The action tokens' K/V go to the
-        sequence's own scratch slots after the prefix; the shared prefix blocks are only read.
-        `guide`: real-time chunking toward the previous chunk (engine/rtc.py); it runs eagerly,
-        never through the captured denoise graph (its target changes every frame and the vjp
-        needs autograd). `state`: the normalised joint state [action_dim] (the DiT expert's
-        state tokens)."""
-        kind = self.model.expert_kind(expert)
-        if kind in ("hidden-crossattn", "regress"):
-            raise ValueError(f"expert {expert} is a StarVLA head ({kind}): action_chunks runs it")
-        if kind == "dit":
-            if guide is not None:  # the engine refuses an action prior for this family first
-                raise ValueError("real-time chunking covers the pi05 family's experts only")
-            with torch.inference_mode():
-                return self._denoise_dit(seq, prefix_len, noise, num_steps, expert, state)
-        if guide is not None and guide.method == "guided" and guide.jacobian == "vjp":
-            return self._denoise_vjp(seq, prefix_len, noise, num_steps, expert, guide)
-        with torch.inference_mode():
-            return self._denoise(seq, prefix_len, noise, num_steps, expert, guide)
-
-    def _denoise(self, seq: SeqView, prefix_len: int, noise: torch.Tensor, num_steps: int,
-                 expert: int, guide: Guide | None) -> torch.Tensor:
-        h = noise.shape[0]
-        conds = self._adarms_schedule(expert, num_steps)
-        x0 = noise.to(device=self.device, dtype=torch.float32)
-        if self.denoise_graphs is not None and guide is None:  # the whole S-step loop as one graph
-            return self.denoise_graphs.run(expert, seq.block_table, prefix_len,
-                                           self._slots(seq.block_table, prefix_len, h), x0, conds,
-                                           self._velocity)
-        slots = self._long(self._slots(seq.block_table, prefix_len, h))
-        tables = self._tables([seq.block_table])
-        ctx = PagedContext(self, slots, tables, self._int([0] * h), self._int([prefix_len + h] * h),
-                           self._seq_start([h]))
-        positions = torch.arange(prefix_len, prefix_len + h, device=self.device)
-        velocity = self._on_schedule(self._velocity, expert, positions, ctx, conds)
-        if guide is not None:
-            return guided_euler_sample(velocity, x0, num_steps, guide)
-        # The model's own Euler schedule (one copy of the pi0.5 sampler, shared with the
-        # unpaged reference path and the captured denoise graph).
-        return euler_sample(velocity, x0, num_steps)
-
-    def _denoise_vjp(self, seq: SeqView, prefix_len: int, noise: torch.Tensor, num_steps: int,
-                     expert: int, guide: Guide) -> torch.Tensor:
-        """Guided denoising with the vector-Jacobian product through the action expert: the
-        prefix K/V are gathered once from the pool (read, never differentiated) and the action
-        tokens attend to [prefix ; actions] with differentiable attention (LocalContext, the
-        reference path); the paged kernels have no backward. Outside inference mode (autograd),
-        under no_grad except each step's velocity."""
-        with torch.no_grad():
-            # the prefix's slots, as every other path addresses the pool (a [slots, Hkv, D] copy)
-            slots = self._long(self._slots(seq.block_table, 0, prefix_len))
-            ks = [k.flatten(0, 1)[slots] for k in self.k_cache]
-            vs = [v.flatten(0, 1)[slots] for v in self.v_cache]
-            ctx = LocalContext(self.config.depth, self.scale, k=ks, v=vs)
-            h = noise.shape[0]
-            positions = torch.arange(prefix_len, prefix_len + h, device=self.device)
-            # the cached modulations are inference tensors: autograd may not save them
-            conds = {t: AdaRMSModulations(tuple((a.clone(), b.clone()) for a, b in c.layers),
-                                          c.final.clone())
-                     for t, c in self._adarms_schedule(expert, num_steps).items()}
-            velocity = self._on_schedule(_velocity, expert, positions, ctx, conds)
-            x0 = noise.to(device=self.device, dtype=torch.float32)
-            return guided_euler_sample(velocity, x0, num_steps, guide, grad_velocity=velocity)
-
-    def _on_schedule(self, fn, expert: int, positions: torch.Tensor, ctx,
-                     conds: dict[float, AdaRMSModulations]) -> Velocity:
-        """v(x, t) of the action expert (`fn`: _velocity, compiled or not) with the modulations
-        precomputed at the schedule's times; a time off the schedule (never, with euler_sample)
-        computes its own."""
-        m = self.model
-
-        def velocity(x: torch.Tensor, t: float) -> torch.Tensor:
-            cond = conds.get(t)
-            if cond is None:
-                cond = m.adarms_modulations(expert, m.time_cond(expert, t))
-            return fn(m, expert, x.to(self.dtype), positions, ctx, cond)
-
-        return velocity
-
-    def _denoise_dit(self, seq: SeqView, prefix_len: int, noise: torch.Tensor, num_steps: int,
-                     expert: int, state: torch.Tensor | None) -> torch.Tensor:
-        """The DiT expert: [state ; time ; chunk] tokens in the scratch slots, causal among
-        themselves (query j sees the prefix and DiT tokens 0..j), rotary positions continuing
-        after the prefix's largest one."""
-        m, n = self.model, self.config.action_tokens
-        if state is None:
-            state = torch.zeros(self.config.action_dim)
-        slots = self._long(self._slots(seq.block_table, prefix_len, n))
-        ctx = PagedContext(self, slots, self._tables([seq.block_table]), self._int([0] * n),
-                           self._int([prefix_len + j + 1 for j in range(n)]))
-        positions = torch.arange(n, device=self.device) + prefix_len + seq.rope_offset
-
-        def velocity(x: torch.Tensor, t: float) -> torch.Tensor:
-            return m.dit_velocity(expert, x.to(self.dtype), t, state, positions, ctx)
-
-        return euler_sample(velocity, noise.to(device=self.device, dtype=torch.float32), num_steps)
-
-    def _adarms_schedule(self, expert: int, num_steps: int) -> dict[float, AdaRMSModulations]:
-        """The adaRMS modulations at every time of the fixed S-step Euler schedule (t_k = 1 + k dt,
-        as euler_sample computes them), made once per (expert, S) instead of every step: each
-        step would otherwise re-read the time MLP and 2 x depth + 1 dense layers (~117 M
-        parameters for pi0.5). A few schedules are kept (S may change live)."""
-        def make() -> dict[float, AdaRMSModulations]:
-            m, dt = self.model, -1.0 / num_steps
-            times = [1.0 + k * dt for k in range(num_steps)]
-            return {t: m.adarms_modulations(expert, m.time_cond(expert, t)) for t in times}
-
-        return self._adarms.get((expert, num_steps), make)
+        """Flow-matching Euler from t=1 (noise) to t=0 of a denoising expert (Family.denoise).
+        The action tokens' K/V go to the sequence's own scratch slots after the prefix; the
+        shared prefix blocks are only read. `guide`: real-time chunking toward the previous
+        chunk (engine/rtc.py); it runs eagerly, never through the captured denoise graph.
+        `state`: the normalised joint state [action_dim] (a DiT expert's state tokens)."""
+        return self.family.denoise(self, seq, prefix_len, noise, num_steps, expert, guide, state)
 
     @torch.inference_mode()
     def generate(self, seqs: Sequence[SeqView], inputs: Sequence[Sequence[int]],

@@ -6,7 +6,7 @@ from typing import Iterator
 
 import numpy as np
 
-from .config import ModelConfig
+from .model_config import ModelConfig
 from .observation import Observation
 
 

@@ -170,8 +170,8 @@ class OxygenNode(LifecycleNode):
     # -- configure ------------------------------------------------------------------------------
     def _build(self, p: dict[str, Any]) -> Runtime:
         built = build(p)
-        if p["chunk_blend"] == "rtc" and unsupported_reason(built.model_config.family):
-            raise ValueError(f"chunk_blend rtc: {unsupported_reason(built.model_config.family)}")
+        if p["chunk_blend"] == "rtc" and unsupported_reason(built.model_config):
+            raise ValueError(f"chunk_blend rtc: {unsupported_reason(built.model_config)}")
         names = list(p["joint_names"])
         mapping = self._mapping(p, len(names), built.norm)
         # the chunk's time axis (chunk_rate_hz / the checkpoint's fps) apart from the control tick
@@ -258,7 +258,7 @@ class OxygenNode(LifecycleNode):
             except ValueError as exc:
                 return str(exc)
         if rt is not None and changes.get("chunk_blend") == "rtc":
-            reason = unsupported_reason(rt.built.model_config.family)
+            reason = unsupported_reason(rt.built.model_config)
             if reason:
                 return reason
         if rt is not None and any(k in P.ENGINE_KEYS for k in changes):

@@ -154,10 +154,11 @@ def test_denoise_graph_equals_eager_and_keeps_buffers(model):
 
 def test_denoise_loop_traces_as_one_graph(model):
     from oxygen_ros.engine.graphs import DenoiseBuffers, denoise_loop
-    from oxygen_ros.engine.runner import _velocity
+    from oxygen_ros.engine.families.pi05 import FAMILY
+    from oxygen_ros.engine.families.pi05 import velocity_fn as _velocity
 
     runner = _runner(model, True)
-    conds = runner._adarms_schedule(1, 2)
+    conds = FAMILY.adarms_schedule(runner, 1, 2)
     buf = DenoiseBuffers.allocate(MC.action_horizon, MC.action_dim, 4, runner.sink_slot, runner.device)
     buf.x.normal_()
     torch._dynamo.reset()

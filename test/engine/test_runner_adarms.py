@@ -4,6 +4,7 @@ from __future__ import annotations
 import torch
 
 from oxygen_ros.engine.config import PRESETS
+from oxygen_ros.engine.families.pi05 import FAMILY as PI05
 from oxygen_ros.engine.model import init_model
 from oxygen_ros.engine.model.layers import AdaRMSNorm
 from oxygen_ros.engine.runner import ModelRunner, SeqView
@@ -26,7 +27,8 @@ def test_precomputed_schedule_equals_per_step_conditioning(monkeypatch):
     per_step = ModelRunner(model, MC, num_blocks=32, block_size=8)
     per_step.pool.copy_(runner.pool)
     # the old path: the conditioning vector itself reaches every norm, dense(cond) per step
-    monkeypatch.setattr(per_step, "_adarms_schedule", lambda expert, s: {})
+    # (the schedule is the pi05 family's: engine/families/pi05.py)
+    monkeypatch.setattr(PI05, "adarms_schedule", lambda runner, expert, s: {})
     monkeypatch.setattr(model, "adarms_modulations", lambda expert, cond: cond)
     assert torch.equal(per_step.denoise(seq, 17, noise, 5), cached)
 

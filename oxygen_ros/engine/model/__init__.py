@@ -1,6 +1,6 @@
 """pi0.5-class MoT VLA in torch (packed tokens + AttentionContext; knows nothing about paging)."""
-from .checkpoint import (Checkpoint, describe_checkpoint, init_model, load_checkpoint, open_checkpoint,
-                         to_lerobot_name)
+from .checkpoint import describe_checkpoint, to_lerobot_name
+from .loader import Checkpoint, init_model, load_checkpoint, open_checkpoint
 from .layers import (AdaRMSNorm, GemmaMLP, RMSNorm, apply_rope, rope_cos_sin,
                      sinusoidal_time_embedding)
 from .mot import AttentionContext, MoTModel

@@ -1,4 +1,4 @@
-"""Random init, and loading LeRobot / openpi pi0.5 checkpoints (formats.py reads their small
+"""The pi05 family's checkpoints: random init, loading and inspecting LeRobot / openpi pi0.5 checkpoints (formats.py reads their small
 files, writer.py writes both layouts).
 
 Weights: ``model.paligemma_with_expert...`` names (openpi's converter writes the same without
@@ -12,18 +12,24 @@ Extension for E > 2 (not in LeRobot): action expert i >= 2 is ``gemma_expert_{i}
 """
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from safetensors import safe_open
 
-from ..config import ModelConfig
-from ..device import check_device
-from ..tokenizer import Tokenizer, check_vocab, find_tokenizer, load_tokenizer_spec
-from .formats import CheckpointInfo, read_checkpoint_files
+from ..model_config import ModelConfig
+from .formats import read_checkpoint_files
+from .loader import Checkpoint, init_model, load_checkpoint, open_checkpoint, resolve_tokenizer
 from .mot import MoTModel
-from .norm import NormStats
+
+# init_model, open_checkpoint, load_checkpoint, Checkpoint and resolve_tokenizer are
+# family-neutral (engine/model/loader.py); imported from here as well as before
+__all__ = ["Checkpoint", "WEIGHTS", "check_weights", "describe_checkpoint", "init_model",
+           "init_mot", "inspect_pi05_folder", "load_checkpoint", "load_weights",
+           "open_checkpoint", "open_pi05_folder", "resolve_tokenizer", "to_lerobot_name"]
 
 PWE = "model.paligemma_with_expert."
 VLM = PWE + "paligemma.model.language_model."
@@ -89,8 +95,8 @@ def _canonical(key: str) -> str | None:
     return key
 
 
-def init_model(config: ModelConfig, seed: int = 0, device: str | torch.device = "cpu",
-               dtype: torch.dtype | str = torch.float32) -> MoTModel:
+def init_mot(config: ModelConfig, seed: int = 0, device: torch.device = torch.device("cpu"),
+             dtype: torch.dtype = torch.float32) -> MoTModel:
     """Deterministic random init (same seed -> same weights on any device); inference-only
     (requires_grad off, eval mode), as is the model load_checkpoint returns.
 
@@ -106,13 +112,6 @@ def init_model(config: ModelConfig, seed: int = 0, device: str | torch.device = 
     Draws are made in the parameters' order with one generator, so float32 values do not depend
     on the block size; in other dtypes, blocked parameters round the same float32 draws.
     """
-    if isinstance(dtype, str):
-        dtype = getattr(torch, dtype)
-    device = check_device(device)
-    if config.family == "qwen3vl":  # the other backbone family (docs/qwen3-vl.md)
-        from .qwen3vl_checkpoint import init_qwen3vl
-
-        return init_qwen3vl(config, seed, device, dtype)
     with torch.device("meta"):
         model = MoTModel(config)
     gen = torch.Generator().manual_seed(seed)
@@ -140,7 +139,7 @@ _INIT_BLOCK_BYTES = 64 << 20
 
 
 def _init_value(name: str, p: torch.Tensor, config: ModelConfig, gen: torch.Generator) -> torch.Tensor:
-    """Fill the float32 tensor p (a parameter or a block of its rows) by init_model's rules."""
+    """Fill the float32 tensor p (a parameter or a block of its rows) by init_mot's rules."""
     if name.startswith("vision.tower.") and "patch_embedding" not in name \
             and "position_embedding" not in name:
         if name.endswith("weight") and p.dim() == 2:
@@ -328,31 +327,6 @@ def load_weights(path: str | Path, config: ModelConfig, device: str | torch.devi
     return model.eval().requires_grad_(False)
 
 
-@dataclass
-class Checkpoint:
-    model: MoTModel | None  # None from describe_checkpoint (nothing loaded)
-    config: ModelConfig
-    tokenizer: Tokenizer | None
-    tokenizer_source: str  # where the tokenizer came from, or why none was found
-    norm_stats: NormStats | None
-    info: CheckpointInfo
-
-
-def resolve_tokenizer(folder: str | Path, config: ModelConfig, info: CheckpointInfo,
-                      tokenizer=None) -> tuple[Tokenizer, str]:
-    """The given tokenizer (object, file, folder or cached repo id), else the one found next to
-    the checkpoint or in the local caches; ValueError when none is found or its vocabulary does
-    not fit the embedding."""
-    if tokenizer is not None and not isinstance(tokenizer, (str, Path)):
-        tok, source = tokenizer, f"{type(tokenizer).__name__} object"
-    elif tokenizer:
-        tok, source = load_tokenizer_spec(tokenizer)
-    else:
-        tok, source = find_tokenizer(folder, info.tokenizer_repos, openpi=info.format == "openpi")
-    check_vocab(tok, config.vocab_size, source)
-    return tok, source
-
-
 def describe_checkpoint(folder: str | Path, tokenizer=None, asset_id: str | None = None) -> Checkpoint:
     """Everything but the weights (for oxygen-inspect); a tokenizer problem is reported in
     tokenizer_source instead of raised."""
@@ -364,27 +338,57 @@ def describe_checkpoint(folder: str | Path, tokenizer=None, asset_id: str | None
     return Checkpoint(None, config, tok, source, stats, info)
 
 
-def open_checkpoint(folder: str | Path, device: str | torch.device = "cpu",
-                    dtype: torch.dtype | str = torch.float32, tokenizer=None,
-                    asset_id: str | None = None, progress: bool | None = None) -> Checkpoint:
-    """Load a LeRobot or openpi pi0.5 checkpoint with its tokenizer and statistics, or a Qwen3-VL
-    folder (qwen3vl_checkpoint.open_qwen3vl_folder: the backbone + our experts' files). The
-    tokenizer and every key and shape are checked before any weight is read."""
-    check_device(device)
+def open_pi05_folder(folder: str | Path, device: str | torch.device = "cpu",
+                     dtype: torch.dtype | str = torch.float32, tokenizer=None,
+                     asset_id: str | None = None, progress: bool | None = None) -> Checkpoint:
+    """A LeRobot or openpi pi0.5 checkpoint with its tokenizer and statistics (the pi05
+    family's open_folder)."""
     folder = Path(folder)
-    from .qwen3vl_checkpoint import is_qwen3vl_folder, open_qwen3vl_folder
-
-    if is_qwen3vl_folder(folder):
-        return open_qwen3vl_folder(folder, device, dtype, tokenizer)
     config, info, stats = read_checkpoint_files(folder, asset_id)
     tok, source = resolve_tokenizer(folder, config, info, tokenizer)
     model = load_weights(folder / WEIGHTS, config, device, dtype, progress)
     return Checkpoint(model, config, tok, source, stats, info)
 
 
-def load_checkpoint(folder: str | Path, device: str | torch.device = "cpu",
-                    dtype: torch.dtype | str = torch.float32, tokenizer=None,
-                    asset_id: str | None = None, progress: bool | None = None):
-    """-> (model, config, tokenizer, NormStats | None); see open_checkpoint."""
-    ck = open_checkpoint(folder, device, dtype, tokenizer, asset_id, progress)
-    return ck.model, ck.config, ck.tokenizer, ck.norm_stats
+def inspect_pi05_folder(folder: str | Path, tokenizer: str | None = None,
+                        asset_id: str | None = None) -> dict[str, Any]:
+    """oxygen-inspect's report of a LeRobot / openpi folder (report["problems"]: what stops
+    serving), from its small files and the weights' headers."""
+    folder = Path(folder)
+    report: dict[str, Any] = {"problems": []}
+    try:
+        ck = describe_checkpoint(folder, tokenizer, asset_id)
+    except (ValueError, OSError) as err:
+        report["problems"].append(str(err))
+        return report
+    info, cfg = ck.info, ck.config
+    report.update(format=info.format, config=cfg, camera_keys=list(info.camera_keys),
+                  state_dim=info.state_dim, action_dim=info.action_dim,
+                  n_action_steps=info.n_action_steps, asset_id=info.asset_id, config_dtype=info.dtype)
+    if ck.norm_stats is not None:
+        report["norm_state"] = ck.norm_stats.state.summary()
+        report["norm_action"] = ck.norm_stats.action.summary()
+    else:
+        report["norm_state"] = report["norm_action"] = "none (joint limits or identity in the node)"
+    if ck.tokenizer is not None:
+        report["tokenizer"] = f"{ck.tokenizer_source} ({ck.tokenizer.vocab_size} tokens)"
+    else:
+        report["tokenizer"] = "NOT FOUND"
+        report["problems"].append(ck.tokenizer_source)
+    weights = folder / WEIGHTS
+    if not weights.is_file():
+        report["problems"].append(f"{weights} not found")
+        return report
+    try:
+        check = check_weights(weights, cfg)
+    except Exception as err:  # a damaged header: safetensors raises its own error types
+        report["problems"].append(f"{weights}: {err}")
+        return report
+    dtypes = Counter(e.file_dtype for e in check.entries.values())
+    report["params"] = check.num_params
+    report["file_bytes"] = sum(e.file_bytes for e in check.entries.values())
+    report["file_dtypes"] = dict(dtypes)
+    report["weights"] = (f"{len(check.entries)} tensors match" if not check.problems
+                         else "; ".join(check.problems))
+    report["problems"] += [f"{weights}: {p}" for p in check.problems]
+    return report

@@ -18,7 +18,8 @@ from pathlib import Path
 
 from safetensors.numpy import load_file as np_load_file
 
-from ..config import ModelConfig, PRESETS, model_config_from_dict
+from ..model_config import ModelConfig, model_config_from_dict
+from ..presets import PRESETS
 from ..tokenizer import PALIGEMMA_REPO
 from .norm import NormStats
 

@@ -27,7 +27,7 @@ from torch import nn
 from transformers import Qwen3VLVisionConfig
 from transformers.models.qwen3_vl.modeling_qwen3_vl import Qwen3VLVisionModel
 
-from ..config import ModelConfig
+from ..model_config import ModelConfig
 from .layers import GemmaMLP, apply_rope, rope_cos_sin, sinusoidal_time_embedding
 from .starvla_heads import CrossAttnHead, RegressHead, build_head, kept_layers
 
@@ -259,10 +259,6 @@ class Qwen3VLModel(nn.Module):
         if self.expert_kind(expert) in ("lm", "dit"):
             raise ValueError(f"expert {expert} is not a StarVLA head")
         return self.experts[expert - 1]
-
-    def fuse_projections(self, layout: str = "standard") -> "Qwen3VLModel":
-        """Kept for the MoTModel contract; this family runs its projections unfused."""
-        return self
 
     def _dit(self, expert: int) -> DiTExpert:
         if self.expert_kind(expert) != "dit":

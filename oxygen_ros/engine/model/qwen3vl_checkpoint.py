@@ -22,7 +22,12 @@ from typing import Any
 import torch
 from safetensors.torch import load_file, save_file
 
-from ..config import PRESETS, ExpertConfig, ModelConfig, QwenVLConfig, VisionConfig
+from ..families.base import HeadParams, ParamCounts
+from ..families.registry import family_of
+from ..model_config import ExpertConfig, ModelConfig, QwenVLConfig, VisionConfig, model_config_from_dict
+from ..presets import PRESETS
+from .formats import CheckpointInfo
+from .loader import Checkpoint, resolve_tokenizer
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +38,7 @@ EXPERT_CONFIG = "action_expert.json"
 # action queries (OFT); of `vision`, the image side (a processor setting in transformers)
 _ACTION_FIELDS = ("action_experts", "num_cameras", "max_prompt_tokens", "action_horizon",
                   "action_dim", "state_bins")
-_SPEC_FIELDS = ("name", *_ACTION_FIELDS, "eos_token_id", "pad_token_id", "bos_token_id")
+_SPEC_FIELDS = ("name", "family", *_ACTION_FIELDS, "eos_token_id", "pad_token_id", "bos_token_id")
 _SPEC_QWEN = ("head_ids", "tail_ids", "state_tokens", "action_query_ids")
 _SPEC_VISION = ("image_size",)
 
@@ -105,7 +110,7 @@ def model_config_from_hf(d: dict[str, Any], base: ModelConfig | None = None,
         tie_word_embeddings=tie, hidden_act=hf.text_config.hidden_act,
         vision_hidden_act=hf.vision_config.hidden_act)
     fields = dict(
-        name="qwen3vl", family="qwen3vl", vocab_size=t["vocab_size"],
+        name="qwen3vl", family=base.family, vocab_size=t["vocab_size"],
         depth=t["num_hidden_layers"], num_heads=heads,
         num_kv_heads=t.get("num_key_value_heads", heads),
         head_dim=t.get("head_dim") or t["hidden_size"] // heads,
@@ -131,8 +136,6 @@ def model_config_from_hf(d: dict[str, Any], base: ModelConfig | None = None,
                                         for k, v in action.pop("qwen", {}).items()})
     vision = dataclasses.replace(fields["vision"], **action.pop("vision", {}))
     merged.update(action)
-    from ..config import model_config_from_dict
-
     merged["vlm"], merged["vision"], merged["qwen"] = fields["vlm"], vision, qwen
     return model_config_from_dict(merged)
 
@@ -310,8 +313,6 @@ def load_qwen3vl_folder(folder: str | Path, base: ModelConfig | None = None,
 def qwen3vl_info(folder: str | Path, mc: ModelConfig):
     """The CheckpointInfo of a Qwen3-VL folder: no statistics, no named cameras or joints (the
     random presets' camera0.. keys; the robot's joint limits normalise), every chunk step run."""
-    from .formats import CheckpointInfo
-
     size = mc.vision.image_size
     cameras = tuple(f"camera{i}" for i in range(mc.num_cameras))
     return CheckpointInfo(Path(folder), "qwen3vl", cameras, None, None, 0, (size, size), ())
@@ -322,8 +323,6 @@ def open_qwen3vl_folder(folder: str | Path, device: str | torch.device = "cpu",
     """open_checkpoint for a Qwen3-VL folder (the node's model.checkpoint, oxygen-demo's
     --checkpoint): its config and experts' files checked, then its tokenizer (given, or
     tokenizer.json / tokenizer.model next to it: never a made-up vocabulary), then the weights."""
-    from .checkpoint import Checkpoint, resolve_tokenizer
-
     if isinstance(dtype, str):
         dtype = getattr(torch, dtype)
     folder = Path(folder)
@@ -373,8 +372,7 @@ def init_qwen3vl(config: ModelConfig, seed: int = 0, device: str | torch.device 
 
 def describe_heads(mc: ModelConfig) -> list[str]:
     """One line per action expert: its chunk's name (FrameOutput.chunks), kind and shape."""
-    from ..config import head_names
-
+    head_names = family_of(mc).head_names
     names = head_names(mc) if len(head_names(mc)) == len(mc.action_experts) else \
         tuple(f"expert {i + 1}" for i in range(len(mc.action_experts)))
     lines = []
@@ -399,7 +397,6 @@ def inspect_qwen3vl(folder: str | Path, tokenizer: str | None = None) -> dict[st
     key and shape."""
     from safetensors import safe_open
 
-    from .checkpoint import resolve_tokenizer
     from .qwen3vl import Qwen3VLModel
 
     folder = Path(folder)
@@ -453,3 +450,70 @@ def inspect_qwen3vl(folder: str | Path, tokenizer: str | None = None) -> dict[st
                             f"{EXPERT_FILE}: {len(problems)} problem(s)")
     out["problems"] += [f"{EXPERT_FILE}: {p}" for p in problems[:10]]
     return out
+
+
+def _crossattn_group(head: torch.nn.Module, name: str) -> str:
+    """per_frame / per_step for a CrossAttnHead parameter (positions apart). Once a frame: the
+    projections and the cross blocks' K/V (crossattn_memory), and what depends only on t or the
+    state (timestep MLP, every block's adaLN, the output adaLN, the state encoder: all S
+    timesteps at once, as adarms_once for pi0.5); every step: the rest."""
+    top, _, rest = name.partition(".")
+    if top in ("projections", "time_in", "time_out", "out_ada", "state_in", "state_out"):
+        return "per_frame"
+    if top == "blocks":
+        block, _, leaf = rest.partition(".")
+        if leaf.startswith("ada.") or (int(block) in head.cross_blocks
+                                       and leaf.startswith(("to_k.", "to_v."))):
+            return "per_frame"
+    return "per_step"
+
+
+def _head_params(name: str, expert: ExpertConfig, head: torch.nn.Module) -> HeadParams:
+    """One head's parameters: OFT's all once a frame; a DiT's by _crossattn_group."""
+    groups = dict(per_frame=0, per_step=0, unread=0)
+    for pname, p in head.named_parameters():
+        n = p.numel()
+        if expert.kind == "regress":
+            groups["per_frame"] += n
+        elif pname == "positions":  # the chunk's rows only
+            used = expert.head.horizon * p.shape[1]
+            groups["per_step"] += used
+            groups["unread"] += n - used
+        else:
+            groups[_crossattn_group(head, pname)] += n
+    return HeadParams(name, expert.kind, **groups)
+
+
+def count_qwen3vl_params(config: ModelConfig, expert: int = 1) -> ParamCounts:
+    """The bandwidth floor's parameter groups (bench/floor.py) of a Qwen3-VL model, counted on
+    the model built on the meta device: the DiT ``expert`` by what reads it, StarVLA heads each
+    by how often a frame reads them."""
+    from .qwen3vl import Qwen3VLModel
+
+    with torch.device("meta"):
+        model = Qwen3VLModel(config)
+    tied = config.qwen.tie_word_embeddings
+    groups = dict(vision=0, vlm_layers=0, lm_head=0, action_step=0, adarms_once=0, unread=0)
+    for name, p in model.named_parameters():
+        n = p.numel()
+        if name.startswith("visual."):
+            groups["vision"] += n
+        elif name == "language_model.embed_tokens.weight":
+            groups["lm_head" if tied else "unread"] += n
+        elif name.startswith(("language_model.", "lm_head.")):
+            groups["lm_head" if name.startswith("lm_head.") else "vlm_layers"] += n
+        elif name.startswith("experts."):
+            i = int(name.split(".")[1]) + 1
+            if config.action_experts[i - 1].kind != "kv-layerwise":
+                continue  # the heads below
+            if i != expert:
+                groups["unread"] += n
+            elif ".time_mlp" in name or ".state_proj." in name:
+                groups["adarms_once"] += n  # t (and the state) only: once per frame
+            else:
+                groups["action_step"] += n
+    names = family_of(config).head_names(config)
+    heads = tuple(_head_params(name, e, model.experts[i])
+                  for i, (name, e) in enumerate(zip(names, config.action_experts))
+                  if e.kind != "kv-layerwise")
+    return ParamCounts(**groups, heads=heads)

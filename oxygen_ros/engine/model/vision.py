@@ -5,7 +5,7 @@ import torch
 from torch import nn
 from transformers import SiglipVisionConfig, SiglipVisionModel
 
-from ..config import ModelConfig
+from ..model_config import ModelConfig
 
 
 def siglip_config(config: ModelConfig) -> SiglipVisionConfig:

@@ -16,7 +16,7 @@ import numpy as np
 from safetensors.numpy import save_file as np_save_file
 from safetensors.torch import save_file
 
-from ..config import ModelConfig
+from ..model_config import ModelConfig
 from ..tokenizer import PALIGEMMA_REPO
 from .checkpoint import PWE, VISION, VISION_OLD, WEIGHTS, to_lerobot_name
 from .formats import CONFIG_KEY, POST_STATE, PRE_STATE

@@ -1,0 +1,184 @@
+"""Qwen3-VL with a DiT action expert (the Xiaomi-Robotics-0 layout, docs/qwen3-vl.md): the
+Qwen3-VL backbone (engine/model/qwen3vl.py), a causal prefix in a chat template (the user turn
+left open after the images and the instruction), no BOS, 3-axis rotary positions; the DiT reads
+the last layers' prefix K/V with [state ; time ; chunk] tokens. ModelConfig.family "qwen3vl".
+Checkpoints: transformers save_pretrained folders + our experts' files
+(engine/model/qwen3vl_checkpoint.py), which also hold StarVLA models (family starvla)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from ..paging import PagedContext
+from .base import ActionInputs, Capabilities, Family, ParamCounts, StageCost
+from .pi05 import kv_action_costs
+
+# A question follows the instruction in the same user turn, on its own line. Encoded apart from
+# the shared prefix: with a GPT-2-style byte-level BPE (the tests') a newline starts a new
+# pre-token, so the ids equal those of the joined text; Qwen's own pre-tokenizer joins a space
+# before a newline (" \n"), so after a prompt ending in a space (pi0.5's "Action: ") its ids
+# differ from the joined text's at that one boundary (docs/qwen3-vl.md)
+QUESTION_SEPARATOR = "\n"
+
+if TYPE_CHECKING:
+    from ..model_config import ModelConfig
+    from ..rtc import Guide
+    from ..runner import ModelRunner, SeqView
+    from ..tokenizer import Tokenizer
+
+
+class QwenVLFamily(Family):
+    """What every Qwen3-VL family shares: the layout, the prompt, the backbone's checks, the
+    model, the folders. Subclasses: the DiT (this module's FAMILY) and StarVLA's heads."""
+
+    capabilities = Capabilities(rtc=False, cuda_graphs=False, causal_prefix=True, bos=False)
+    question_note = ", with the chat template"
+
+    def validate(self, config: "ModelConfig") -> None:
+        q, v = config.qwen, config.vision
+        if q is None:
+            raise ValueError(f"family {self.name} needs the qwen fields (a Qwen3-VL backbone)")
+        cell = v.patch_size * q.spatial_merge_size
+        if v.image_size % cell:
+            raise ValueError(f"vision.image_size {v.image_size} must be a multiple of "
+                             f"patch_size x spatial_merge_size = {cell}")
+        if sum(q.mrope_section) != config.head_dim // 2:
+            raise ValueError(f"qwen.mrope_section {q.mrope_section} must sum to head_dim/2 "
+                             f"= {config.head_dim // 2}")
+        if any(not 0 <= i < v.depth for i in q.deepstack_visual_indexes):
+            raise ValueError(f"qwen.deepstack_visual_indexes {q.deepstack_visual_indexes} "
+                             f"outside the vision tower's {v.depth} layers")
+        if len(q.deepstack_visual_indexes) > config.depth:
+            raise ValueError("more DeepStack features than decoder layers")
+        for tok in (q.image_token_id, q.vision_start_token_id, q.vision_end_token_id,
+                    *q.head_ids, *q.tail_ids, *q.action_query_ids):
+            if not 0 <= tok < config.vocab_size:
+                raise ValueError(f"qwen token id {tok} outside vocab of {config.vocab_size}")
+
+    # -- layout ----------------------------------------------------------------------------------
+    def image_grid(self, config: "ModelConfig") -> tuple[int, int]:
+        """(rows, cols) of one image's LM tokens after the patch merger."""
+        side = (config.vision.image_size // config.vision.patch_size
+                // config.qwen.spatial_merge_size)
+        return side, side
+
+    def image_tokens(self, config: "ModelConfig") -> int:
+        """Merged patches between <|vision_start|> and <|vision_end|>."""
+        return config.image_grid_tokens + 2
+
+    def prefix_tokens(self, config: "ModelConfig", num_images: int, num_prompt: int) -> int:
+        """The chat template's head, each image, the prompt."""
+        return len(config.qwen.head_ids) + num_images * config.image_tokens + num_prompt
+
+    def rope_offset(self, config: "ModelConfig", num_images: int) -> int:
+        """Qwen3-VL's rope delta: an image of r x c tokens advances positions by max(r, c)."""
+        rows, cols = config.image_grid
+        return num_images * (max(rows, cols) - rows * cols)
+
+    def prompt_ids(self, config: "ModelConfig", tokenizer: "Tokenizer", text: str) -> list[int]:
+        # the user turn's text: the turn stays open for a question; OFT's action queries end
+        # the text (docs/starvla.md)
+        return tokenizer.encode(text, add_bos=False) + list(config.qwen.action_query_ids)
+
+    def question_ids(self, config: "ModelConfig", tokenizer: "Tokenizer", prompt: str
+                     ) -> list[int]:
+        """The prefix ends inside the user turn, after the images and the instruction: the
+        question on its own line, still in the user turn, then the chat template's tail closing
+        it and opening the assistant's turn (docs/qwen3-vl.md, "Prefix layout")."""
+        return tokenizer.encode(QUESTION_SEPARATOR + prompt, add_bos=False) \
+            + list(config.qwen.tail_ids)
+
+    # -- the model -------------------------------------------------------------------------------
+    def init_model(self, config, seed, device, dtype):
+        from ..model.qwen3vl_checkpoint import init_qwen3vl
+
+        return init_qwen3vl(config, seed, device, dtype)
+
+    # -- checkpoints -----------------------------------------------------------------------------
+    def open_folder(self, folder, device, dtype, tokenizer=None, asset_id=None, progress=None):
+        from ..model.qwen3vl_checkpoint import open_qwen3vl_folder
+
+        return open_qwen3vl_folder(folder, device, dtype, tokenizer)
+
+    def inspect_folder(self, folder, tokenizer=None, asset_id=None) -> dict[str, Any]:
+        from ..model.qwen3vl_checkpoint import inspect_qwen3vl
+
+        return inspect_qwen3vl(folder, tokenizer)
+
+    def write_folder(self, model, folder) -> None:
+        from ..model.qwen3vl_checkpoint import save_qwen3vl_folder
+
+        save_qwen3vl_folder(model, folder)
+
+    def count_params(self, config: "ModelConfig", expert: int = 1) -> ParamCounts:
+        from ..model.qwen3vl_checkpoint import count_qwen3vl_params
+
+        return count_qwen3vl_params(config, expert)
+
+
+class Xr0Family(QwenVLFamily):
+    name = "qwen3vl"
+
+    def validate(self, config: "ModelConfig") -> None:
+        super().validate(config)
+        for e in config.action_experts:
+            if e.kind != "kv-layerwise":
+                raise ValueError(f"family {self.name} runs kv-layerwise DiT experts, not {e.kind}: "
+                                 f"StarVLA heads are family starvla; a frame runs one or the "
+                                 f"other, not both (docs/starvla.md)")
+            heads = e.num_heads or config.num_heads
+            if heads % config.num_kv_heads:
+                raise ValueError(f"expert heads {heads} not a multiple of num_kv_heads "
+                                 f"{config.num_kv_heads}")
+
+    def action_tokens(self, config: "ModelConfig") -> int:
+        """State tokens + a time token + the chunk."""
+        return config.qwen.state_tokens + 1 + config.action_horizon
+
+    # the folder format is the backbone's: this family opens it whatever heads it holds
+    def owns_folder(self, folder: Path) -> bool:
+        from ..model.qwen3vl_checkpoint import is_qwen3vl_folder
+
+        return is_qwen3vl_folder(folder)
+
+    def action_chunks(self, runner: "ModelRunner", a: ActionInputs) -> dict[str, torch.Tensor]:
+        if a.guide is not None:  # the engine refuses an action prior for this family first
+            raise ValueError(f"real-time chunking covers families with capabilities.rtc, not "
+                             f"{self.name}")
+        return {"action": runner.denoise(a.seq, a.prefix_len, a.noise, a.num_steps,
+                                         state=a.state)}
+
+    def denoise(self, runner: "ModelRunner", seq: "SeqView", prefix_len: int,
+                noise: torch.Tensor, num_steps: int, expert: int, guide: "Guide | None",
+                state: torch.Tensor | None) -> torch.Tensor:
+        """The DiT expert: [state ; time ; chunk] tokens in the scratch slots, causal among
+        themselves (query j sees the prefix and DiT tokens 0..j), rotary positions continuing
+        after the prefix's largest one."""
+        if guide is not None:
+            raise ValueError(f"real-time chunking covers families with capabilities.rtc, not "
+                             f"{self.name}")
+        from ..model.sampler import euler_sample
+
+        with torch.inference_mode():
+            r = runner
+            m, n = r.model, r.config.action_tokens
+            if state is None:
+                state = torch.zeros(r.config.action_dim)
+            slots = r.long(r.slots_of(seq.block_table, prefix_len, n))
+            ctx = PagedContext(r, slots, r.tables([seq.block_table]), r.int32([0] * n),
+                               r.int32([prefix_len + j + 1 for j in range(n)]))
+            positions = torch.arange(n, device=r.device) + prefix_len + seq.rope_offset
+
+            def velocity(x: torch.Tensor, t: float) -> torch.Tensor:
+                return m.dit_velocity(expert, x.to(r.dtype), t, state, positions, ctx)
+
+            return euler_sample(velocity, noise.to(device=r.device, dtype=torch.float32),
+                                num_steps)
+
+    def action_costs(self, config, counts, prefix_tokens, elem) -> list[StageCost]:
+        return kv_action_costs(config, counts, prefix_tokens, elem)
+
+
+FAMILY = Xr0Family()

@@ -1,0 +1,198 @@
+"""Reading oxygen_ros's source as data (ast), for the structure tests: which modules import
+which (module-level and function-local imports alike; `if TYPE_CHECKING:` blocks, which never
+run, apart), and where code branches on a model family."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = "oxygen_ros"
+
+
+def modules(root: Path) -> dict[str, Path]:
+    """Dotted module name -> file, for every .py file of the package under ``root``."""
+    out = {}
+    for path in sorted((root / PACKAGE).rglob("*.py")):
+        parts = list(path.relative_to(root).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = path
+    return out
+
+
+def _type_checking_blocks(tree: ast.AST) -> set[int]:
+    """ids of the nodes under `if TYPE_CHECKING:` (never executed)."""
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and isinstance(node.test, (ast.Name, ast.Attribute)) and \
+                (getattr(node.test, "id", None) or getattr(node.test, "attr", None)) == "TYPE_CHECKING":
+            for child in node.body:
+                skip.update(id(n) for n in ast.walk(child))
+    return skip
+
+
+def imports(name: str, path: Path, known: set[str]) -> set[str]:
+    """The package's modules ``name`` imports anywhere in its file (a `from X import y` of a
+    submodule y counts as importing X.y, else X)."""
+    tree = ast.parse(path.read_text(), str(path))
+    skip = _type_checking_blocks(tree)
+    is_pkg = path.name == "__init__.py"
+    here = name if is_pkg else name.rpartition(".")[0]
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names if a.name.split(".")[0] == PACKAGE)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = here.split(".")
+                base = base[:len(base) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if target.split(".")[0] != PACKAGE:
+                continue
+            for a in node.names:
+                sub = f"{target}.{a.name}"
+                out.add(sub if sub in known else target)
+    return {m for m in out if m in known and m != name}
+
+
+def import_graph(root: Path) -> dict[str, set[str]]:
+    mods = modules(root)
+    known = set(mods)
+    return {name: imports(name, path, known) for name, path in mods.items()}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+    counter = [0]
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+# -- family branches ------------------------------------------------------------------------------
+# The family modules: the families themselves and each family's own model code (its model, its
+# checkpoint format, the StarVLA heads and their config, which define the expert kinds). Code
+# anywhere else asks the family (engine/families/base.py) instead of branching on it.
+FAMILY_MODULES = (
+    "oxygen_ros/engine/families/",
+    "oxygen_ros/engine/head_config.py",
+    "oxygen_ros/engine/model/mot.py",
+    "oxygen_ros/engine/model/vision.py",
+    "oxygen_ros/engine/model/checkpoint.py",
+    "oxygen_ros/engine/model/formats.py",
+    "oxygen_ros/engine/model/writer.py",
+    "oxygen_ros/engine/model/qwen3vl.py",
+    "oxygen_ros/engine/model/qwen3vl_checkpoint.py",
+    "oxygen_ros/engine/model/starvla_heads.py",
+    "oxygen_ros/engine/model/qwen35.py",
+)
+# ModelConfig.family names (today's and the ones before the registry) and the expert kinds
+# (engine/head_config.py's, and the model objects' own names for them)
+FAMILY_WORDS = frozenset({"pi05", "qwen3vl", "starvla", "xr0", "qwen35"})
+KIND_WORDS = frozenset({"kv-layerwise", "hidden-crossattn", "regress", "dit", "adarms"})
+# attributes and calls that only stand for a family
+FAMILY_PROXIES = frozenset({"is_starvla", "expert_kind"})
+# a name or attribute that is a model object (hasattr / getattr with a default on it probes the
+# model for a capability it should declare)
+MODEL_NAMES = frozenset({"model"})
+
+
+def _literals(node: ast.AST) -> set[str]:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return {node.value}
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return {e.value for e in node.elts if isinstance(e, ast.Constant)
+                and isinstance(e.value, str)}
+    return set()
+
+
+def _names_family(node: ast.AST) -> bool:
+    """An expression reading a family: a name or attribute with "family" in it (config.family,
+    a local `family`)."""
+    return any((isinstance(n, ast.Name) and "family" in n.id)
+               or (isinstance(n, ast.Attribute) and "family" in n.attr) for n in ast.walk(node))
+
+
+def _is_model(node: ast.AST) -> bool:
+    return (isinstance(node, ast.Name) and node.id in MODEL_NAMES) or \
+        (isinstance(node, ast.Attribute) and node.attr in MODEL_NAMES)
+
+
+def family_branches(path: Path) -> list[str]:
+    """What in ``path`` decides by family instead of asking it, one line each:
+    - a comparison (==, !=, in, not in) with an expert kind as a string literal (alone or in a
+      literal tuple / list / set), or of a family (config.family, a variable named family) with
+      a family name literal (a preset that shares a family's name, "pi05", is not a family);
+    - `<x>.qwen is None` / `is not None` (the Qwen section standing for the family);
+    - a use of is_starvla or expert_kind;
+    - hasattr(<model>, ...) or getattr(<model>, ..., default) (probing a model instead of a
+      declared capability)."""
+    tree = ast.parse(path.read_text(), str(path))
+    found = []
+    for node in ast.walk(tree):
+        line = getattr(node, "lineno", 0)
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            words = set().union(*(_literals(s) for s in sides))
+            hits = words & KIND_WORDS
+            if any(_names_family(s) for s in sides):
+                hits |= words & FAMILY_WORDS
+            if any(isinstance(op, (ast.Eq, ast.NotEq, ast.In, ast.NotIn)) for op in node.ops) \
+                    and hits:
+                found.append(f"{path}:{line}: compares with {sorted(hits)}")
+            if any(isinstance(op, (ast.Is, ast.IsNot)) for op in node.ops) and any(
+                    isinstance(s, ast.Attribute) and s.attr == "qwen" for s in sides):
+                found.append(f"{path}:{line}: .qwen is (not) None")
+        elif isinstance(node, (ast.Name, ast.Attribute)):
+            name = node.id if isinstance(node, ast.Name) else node.attr
+            if name in FAMILY_PROXIES:
+                found.append(f"{path}:{line}: {name}")
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.args:
+            fn = node.func.id
+            if (fn == "hasattr" or (fn == "getattr" and len(node.args) == 3)) \
+                    and _is_model(node.args[0]):
+                found.append(f"{path}:{line}: {fn} on a model")
+    return found
+
+
+def branches_outside_families(root: Path) -> list[str]:
+    out = []
+    for path in sorted((root / PACKAGE).rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if any(rel == m or (m.endswith("/") and rel.startswith(m)) for m in FAMILY_MODULES):
+            continue
+        out += [line.replace(str(path), rel) for line in family_branches(path)]
+    return out
