@@ -26,13 +26,13 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from oxygen_ros.engine.engine_config import MODES
+from oxygen_ros.robot.command_config import BLENDS
+
 from .env import CONTROL_PERIOD_S, JOINT_NAMES
 from .episodes import Status
 from .metrics import MemoryCheck, Timeline, check_memory
 from .node import SimConfig
-
-MODES = ("isolated", "oxygen", "shared", "parallel")
-BLENDS = ("crossfade", "rtc", "none")
 
 
 @dataclass(frozen=True)
