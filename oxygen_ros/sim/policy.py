@@ -39,12 +39,12 @@ MEMORY_PROMPT: str = EngineConfig().memory_prompt
 
 def policy_config(name: str = "sim-policy", width: int = 128, expert_width: int = 96,
                   depth: int = 4, vision_width: int = 64, vision_depth: int = 2,
-                  horizon: int = ACTION_HORIZON) -> ModelConfig:
+                  horizon: int = ACTION_HORIZON, patch: int = 8) -> ModelConfig:
     """The trainable simulator policy (see the module docstring for the sizes' reasons)."""
     return ModelConfig(
         name=name, vocab_size=VOCAB_SIZE, depth=depth, num_heads=4, num_kv_heads=1, head_dim=32,
         vlm=ExpertConfig(width, 2 * width), action_experts=(ExpertConfig(expert_width, 2 * expert_width),),
-        vision=VisionConfig(image_size=IMAGE_SIZE, patch_size=8, width=vision_width,
+        vision=VisionConfig(image_size=IMAGE_SIZE, patch_size=patch, width=vision_width,
                             depth=vision_depth, num_heads=2, mlp_dim=2 * vision_width),
         num_cameras=1, max_prompt_tokens=48, action_horizon=horizon, action_dim=ACTION_DIM)
 
