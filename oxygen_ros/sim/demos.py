@@ -8,7 +8,7 @@ scripted action) and the stage caption are recorded, and the robot is driven by 
 After the simulator reports success the expert goes on for `--after` more steps, recorded with
 the success caption, so the policy learns to hold still and say the task is done. Episodes that
 time out are left out (counted in the summary). Layout seeds: seed * 1_000_000 + task * 10_000 +
-episode, so evaluation seeds elsewhere (oxygen_ros/sim/evaluate.py) never overlap them.
+episode, so evaluation seeds elsewhere (oxygen_ros/sim/offline_eval.py) never overlap them.
 """
 from __future__ import annotations
 

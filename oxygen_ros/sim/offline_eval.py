@@ -1,7 +1,7 @@
 """Offline checks of a trained simulator policy, served by the engine exactly as the node does
 (robot/build.py build_engine on the checkpoint folder), without ROS and without wall-clock timing.
 
-    python -m oxygen_ros.sim.evaluate --checkpoint checkpoints/sim-policy \
+    python -m oxygen_ros.sim.offline_eval --checkpoint checkpoints/sim-policy \
         --data data/sim_demos.npz --frames 200 --episodes 10
 
 - open loop: on held-out demonstration frames (the episodes training.json lists as held out),
