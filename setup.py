@@ -26,6 +26,8 @@ setup(
             "oxygen-eval=oxygen_ros.bags.eval:main",
             "oxygen-replay=oxygen_ros.bags.replay_cli:main",
             "oxygen-inspect=oxygen_ros.checkpoint_cli:main",
+            "oxygen-sim=oxygen_ros.sim.cli:main",
+            "oxygen-sim-eval=oxygen_ros.sim.eval_cli:main",
         ],
     },
     zip_safe=False,

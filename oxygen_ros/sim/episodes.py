@@ -1,0 +1,65 @@
+"""Which episode comes next, and the small status record the sim publishes (ROS-free).
+
+Episodes cycle through the tasks (task-major: E episodes of the first task, then the next), each
+with its own layout seed: seed = base_seed + 1000 * task index + episode index, so a run of any
+length reproduces the same layouts, and two settings evaluated with the same base seed see the
+same scenes in the same order.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from typing import Sequence
+
+from .tasks import TASKS
+
+
+@dataclass(frozen=True)
+class Episode:
+    index: int  # 0.. over the whole run
+    task: str
+    seed: int
+    instruction: str
+
+
+def schedule(tasks: Sequence[str], episodes_per_task: int, base_seed: int = 0) -> list[Episode]:
+    """The run's episodes in order (task-major)."""
+    if episodes_per_task < 1:
+        raise ValueError(f"episodes_per_task must be >= 1, got {episodes_per_task}")
+    if not tasks:
+        raise ValueError("no tasks")
+    unknown = [t for t in tasks if t not in TASKS]
+    if unknown:
+        raise ValueError(f"unknown tasks {unknown}; known: {', '.join(TASKS)}")
+    out: list[Episode] = []
+    for ti, name in enumerate(tasks):
+        task_index = list(TASKS).index(name)
+        for e in range(episodes_per_task):
+            out.append(Episode(len(out), name, base_seed + 1000 * task_index + e, TASKS[name].instruction))
+    return out
+
+
+@dataclass(frozen=True)
+class Status:
+    """One message on the sim's episode topic (std_msgs/String holding this as JSON)."""
+
+    episode: int
+    task: str
+    seed: int
+    instruction: str
+    step: int  # control steps since the episode started (after the reset hold)
+    t: float  # seconds of wall time since the episode started
+    progress: float
+    stage: int
+    caption: str
+    success: bool
+    done: bool  # the episode ended (success or timeout); the next status is a new episode
+    timed_out: bool
+    late_steps: int  # control steps this episode that ran behind the wall clock (caught up)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str) -> "Status":
+        return cls(**json.loads(text))

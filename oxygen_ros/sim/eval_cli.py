@@ -1,0 +1,115 @@
+"""oxygen-sim-eval: closed-loop evaluation of a checkpoint through the oxygen node and the sim.
+
+    oxygen-sim-eval --checkpoint CKPT --episodes 30 --out results/sim
+    oxygen-sim-eval --random-checkpoint --episodes 2 --settings isolated oxygen-k1 --out /tmp/e
+
+For every setting (default: the scripted expert as the ceiling, then isolated, oxygen-k1 and
+oxygen-k5, each with memory every frame, N = --N, under every --blends entry) it starts a node
+process, runs E episodes per task on the same seeded layouts, and writes into --out:
+results.json (everything), table.md (success [95% Wilson interval], time to success, action Hz,
+tokens/s, memory correctness), progress.png (task progress against wall time per setting),
+bags/<setting>/ (the node's recording of each run) and the node's log and parameters per run.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("MUJOCO_GL", "osmesa")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    from .env import CONTROL_PERIOD_S
+    from .tasks import TASKS
+
+    p = argparse.ArgumentParser(prog="oxygen-sim-eval", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    src = p.add_mutually_exclusive_group()  # one is needed unless every setting is expert
+    src.add_argument("--checkpoint", help="LeRobot / openpi checkpoint folder (model.checkpoint)")
+    src.add_argument("--random-checkpoint", action="store_true",
+                     help="write and use a random-weight checkpoint shaped for the sim (plumbing only)")
+    p.add_argument("--tokenizer", default="", help="model.tokenizer (default: next to the checkpoint)")
+    p.add_argument("--out", required=True, help="results folder")
+    p.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
+    p.add_argument("--episodes", type=int, default=10, help="episodes per task and setting")
+    p.add_argument("--seed", type=int, default=1_000_000,
+                   help="base layout seed (default far from the seeds demonstrations use, 0..)")
+    p.add_argument("--settings", nargs="+", default=["expert", "isolated", "oxygen-k1", "oxygen-k5"],
+                   help="expert | <mode> | <mode>-k<N> | ...-nomem  (mode: isolated, oxygen, shared, parallel)")
+    p.add_argument("--blends", nargs="+", default=["crossfade", "rtc"], choices=["crossfade", "rtc", "none"],
+                   help="chunk_blend of every node setting")
+    p.add_argument("--N", type=int, default=30, help="max_decode_steps (memory text length)")
+    p.add_argument("--memory-every", type=int, default=1, help="memory.every_n_frames")
+    p.add_argument("--memory-prompt", default="", help="memory.prompt (default: the node's)")
+    p.add_argument("--denoise-steps", type=int, default=0, help="S (0 = the node's default)")
+    p.add_argument("--control-rate", type=float, default=1.0 / CONTROL_PERIOD_S,
+                   help="the node's control_rate_hz: the chunk step of the checkpoint's training data")
+    p.add_argument("--threads", type=int, default=1, help="model.num_threads of the node")
+    p.add_argument("--image-size", type=int, default=64)
+    p.add_argument("--camera-rate", type=float, default=20.0)
+    p.add_argument("--reset-hold", type=float, default=0.5)
+    p.add_argument("--param", action="append", default=[], metavar="NAME=JSON",
+                   help="another node parameter, e.g. --param crossfade_s=0.05 (repeatable)")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    from .evaluate import NodeOptions, Setting, run_all
+    from .node import SimConfig
+    from .report import progress_plot, table
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        settings: list = []
+        for text in args.settings:
+            if text == "expert":
+                settings.append(Setting.parse(text))
+            else:
+                settings += [Setting.parse(text, blend) for blend in args.blends]
+        sim_cfg = SimConfig(tasks=tuple(args.tasks), episodes_per_task=args.episodes, base_seed=args.seed,
+                            image_size=args.image_size, camera_rate_hz=args.camera_rate,
+                            reset_hold_s=args.reset_hold)
+        extra = {}
+        for item in args.param:
+            name, sep, value = item.partition("=")
+            if not sep:
+                raise ValueError(f"--param {item!r}: expected NAME=JSON")
+            extra[name] = json.loads(value)
+    except (ValueError, json.JSONDecodeError) as exc:
+        print(f"oxygen-sim-eval: {exc}", file=sys.stderr)
+        return 2
+    if not (args.checkpoint or args.random_checkpoint) and any(s.mode != "expert" for s in settings):
+        print("oxygen-sim-eval: --checkpoint or --random-checkpoint is needed for node settings",
+              file=sys.stderr)
+        return 2
+    checkpoint = args.checkpoint or ""
+    if args.random_checkpoint:
+        from .checkpoint import write_random_checkpoint
+
+        checkpoint = str(write_random_checkpoint(out / "random_checkpoint", image_size=args.image_size))
+    opts = NodeOptions(checkpoint=str(Path(checkpoint).resolve()) if checkpoint else "", tokenizer=args.tokenizer,
+                       control_rate_hz=args.control_rate, max_decode_steps=args.N,
+                       memory_every_n_frames=args.memory_every, memory_prompt=args.memory_prompt,
+                       denoise_steps=args.denoise_steps, num_threads=args.threads, extra=extra)
+    runs = run_all(settings, sim_cfg, out, opts)
+    summaries = [r.summary() for r in runs]
+    (out / "results.json").write_text(json.dumps(
+        {"command": "oxygen-sim-eval " + " ".join(sys.argv[1:] if argv is None else argv),
+         "checkpoint": opts.checkpoint, "sim": {k: (list(v) if isinstance(v, tuple) else v)
+                                                 for k, v in vars(sim_cfg).items()},
+         "settings": summaries}, indent=1))
+    md = table(summaries, args.tasks)
+    (out / "table.md").write_text(md)
+    progress_plot(runs, args.tasks, out / "progress.png")
+    print(md)
+    print(f"written: {out}/results.json, table.md, progress.png, bags/")
+    return 1 if any(r.error for r in runs) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,348 @@
+"""Closed-loop evaluation: the oxygen node (a process of its own, as on the robot) drives the sim.
+
+One run per setting: a fresh node process with the setting's parameters, `model.checkpoint`, the
+sim's topics and its recorder on (a bag per run); the sim in this process plays the same seeded
+episodes for every setting. The sim waits for the node's first FrameStats before its first
+episode (start-up is not episode time), then never waits again. This process also listens to the
+node's FrameStats (action rate, tokens/s) and memory texts, and keeps what the sim showed when,
+so each memory text is checked against the scene it was generated from (its source stamp).
+
+The scripted expert (setting "expert") runs in this process through the same topics: the
+ceiling.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from .env import CONTROL_PERIOD_S, JOINT_NAMES
+from .episodes import Status
+from .metrics import MemoryCheck, Timeline, check_memory
+from .node import SimConfig
+
+MODES = ("isolated", "oxygen", "shared", "parallel")
+BLENDS = ("crossfade", "rtc", "none")
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One evaluated configuration; `mode` "expert" is the scripted expert (no node)."""
+
+    mode: str
+    k: int = 1
+    blend: str = "crossfade"
+    memory: bool = True
+
+    def __post_init__(self) -> None:
+        if self.mode != "expert" and self.mode not in MODES:
+            raise ValueError(f"mode {self.mode!r} is not expert or one of {', '.join(MODES)}")
+        if not 1 <= self.k <= 64:
+            raise ValueError(f"k {self.k} must be 1..64")
+        if self.blend not in BLENDS:
+            raise ValueError(f"blend {self.blend!r} is not one of {', '.join(BLENDS)}")
+
+    @property
+    def name(self) -> str:
+        if self.mode == "expert":
+            return "expert"
+        base = f"{self.mode}-k{self.k}" if self.mode != "isolated" else "isolated"
+        return f"{base}{'' if self.memory else '-nomem'}/{self.blend}"
+
+    @classmethod
+    def parse(cls, text: str, blend: str = "crossfade") -> "Setting":
+        """'expert', 'isolated', 'oxygen-k5', 'oxygen-k1-nomem' (with `blend`)."""
+        if text == "expert":
+            return cls("expert")
+        parts = text.split("-")
+        memory = parts[-1] != "nomem"
+        parts = parts if memory else parts[:-1]
+        k = 1
+        if len(parts) == 2 and parts[1].startswith("k") and parts[1][1:].isdigit():
+            k = int(parts[1][1:])
+        elif len(parts) != 1:
+            raise ValueError(f"setting {text!r}: expected expert, <mode>, <mode>-k<N> or ...-nomem")
+        return cls(parts[0], k, blend, memory)
+
+
+@dataclass
+class NodeOptions:
+    checkpoint: str
+    tokenizer: str = ""
+    control_rate_hz: float = 1.0 / CONTROL_PERIOD_S
+    max_decode_steps: int = 30  # N
+    memory_every_n_frames: int = 1
+    memory_prompt: str = ""  # "" = the node's default
+    denoise_steps: int = 0  # 0 = the node's default
+    num_threads: int = 1
+    extra: dict[str, Any] = field(default_factory=dict)  # more node parameters
+
+
+@dataclass
+class RunResult:
+    setting: Setting
+    episodes: list[Status]  # final status of each episode
+    statuses: list[Status]  # every status (progress curves)
+    frame_ms: list[float]
+    action_rate_hz: list[float]
+    tokens_per_s: list[float]
+    memory: list[MemoryCheck]
+    commands_per_s: float | None  # commands the sim received per second of episode time
+    late_steps: int
+    steps: int
+    lost_s: float
+    wall_s: float
+    bag: str
+    error: str = ""
+
+    def summary(self) -> dict[str, Any]:
+        from .metrics import summarize_memory, wilson
+
+        tasks: dict[str, dict[str, Any]] = {}
+        for s in self.episodes:
+            tasks.setdefault(s.task, {"n": 0, "success": 0, "times": []})
+            row = tasks[s.task]
+            row["n"] += 1
+            row["success"] += int(s.success)
+            if s.success:
+                row["times"].append(s.t)
+        out_tasks = {}
+        for task, row in tasks.items():
+            lo, hi = wilson(row["success"], row["n"])
+            out_tasks[task] = {"n": row["n"], "success": row["success"],
+                               "rate": row["success"] / row["n"], "ci95": [lo, hi],
+                               "time_to_success_s": float(np.median(row["times"])) if row["times"] else None}
+        n = sum(r["n"] for r in tasks.values())
+        k = sum(r["success"] for r in tasks.values())
+        times = [s.t for s in self.episodes if s.success]
+
+        def med(xs):
+            return float(np.median(xs)) if xs else None
+
+        return {"setting": self.setting.name, "config": asdict(self.setting), "tasks": out_tasks,
+                "all": {"n": n, "success": k, "rate": k / n if n else None,
+                        "ci95": list(wilson(k, n)) if n else None, "time_to_success_s": med(times)},
+                "action_rate_hz": med(self.action_rate_hz), "tokens_per_s": med(self.tokens_per_s),
+                "frame_ms_p50": med(self.frame_ms),
+                "commands_per_s": self.commands_per_s,
+                "late_step_fraction": self.late_steps / self.steps if self.steps else None,
+                "lost_s": self.lost_s, "wall_s": self.wall_s, "bag": self.bag, "error": self.error,
+                "memory": summarize_memory(self.memory)}
+
+
+def node_parameters(setting: Setting, opts: NodeOptions, sim: SimConfig, bag: Path,
+                    instruction: str) -> dict[str, Any]:
+    """The node's parameters for one run (its parameter names, docs/node.md)."""
+    p: dict[str, Any] = {
+        "autostart": True,
+        "model.checkpoint": opts.checkpoint,
+        "model.num_threads": opts.num_threads,
+        "camera_topics": [sim.image_topic],
+        "joint_state_topic": sim.joint_state_topic,
+        "joint_names": list(JOINT_NAMES),
+        "control_rate_hz": float(opts.control_rate_hz),
+        "mode": setting.mode,
+        "decode_steps_per_frame": setting.k,
+        "max_decode_steps": opts.max_decode_steps,
+        "memory.enabled": setting.memory,
+        "memory.every_n_frames": opts.memory_every_n_frames,
+        "chunk_blend": setting.blend,
+        "instruction": instruction,
+        "record.enabled": True,
+        "record.path": str(bag),
+        # the node's own inputs/outputs and the sim's episode status (success and progress)
+        "record.topics": [sim.image_topic, sim.joint_state_topic, "/oxygen/joint_command",
+                          "/oxygen/action_chunk", "/oxygen/memory", "/oxygen/frame_stats",
+                          "/oxygen/instruction", "/diagnostics", sim.episode_topic],
+    }
+    if opts.tokenizer:
+        p["model.tokenizer"] = opts.tokenizer
+    if opts.memory_prompt:
+        p["memory.prompt"] = opts.memory_prompt
+    if opts.denoise_steps:
+        p["denoise_steps"] = opts.denoise_steps
+    p.update(opts.extra)
+    return p
+
+
+def write_params_file(path: Path, params: dict[str, Any], node_name: str = "oxygen") -> Path:
+    """A --params-file (JSON is valid YAML; doubles keep their decimal point)."""
+    path.write_text(json.dumps({node_name: {"ros__parameters": params}}, indent=1))
+    return path
+
+
+def node_command(params_file: Path) -> list[str]:
+    """OXYGEN_NODE_CMD (a command line) overrides the module."""
+    if os.environ.get("OXYGEN_NODE_CMD"):
+        import shlex
+
+        base = shlex.split(os.environ["OXYGEN_NODE_CMD"])
+    else:
+        base = [sys.executable, "-m", "oxygen_ros.node.main"]
+    return base + ["--ros-args", "--params-file", str(params_file)]
+
+
+def run_setting(setting: Setting, sim_cfg: SimConfig, out: Path, opts: NodeOptions | None = None,
+                ready_timeout_s: float = 300.0, log=print) -> RunResult:
+    """Run the sim's episodes under one setting; returns everything measured."""
+    import rclpy
+    from rclpy.executors import MultiThreadedExecutor
+
+    from std_msgs.msg import String  # noqa: F401 - message types load before the nodes
+
+    from .node import SimNode
+
+    out.mkdir(parents=True, exist_ok=True)
+    safe = setting.name.replace("/", "_")
+    bag = out / "bags" / safe
+    expert = setting.mode == "expert"
+    if expert:
+        sim_cfg = SimConfig(**{**asdict(sim_cfg), "privileged": True,
+                               "tasks": tuple(sim_cfg.tasks)})
+    elif opts is None:
+        raise ValueError("a node setting needs NodeOptions (the checkpoint)")
+
+    statuses: list[Status] = []
+    timeline = Timeline()
+    lock = threading.Lock()
+
+    def on_status(s: Status) -> None:
+        with lock:
+            statuses.append(s)
+            timeline.add(time.time_ns(), s.task, s.caption)
+        if s.done:
+            log(f"  [{setting.name}] episode {s.episode:3d} {s.task:22s} "
+                f"{'success' if s.success else 'timeout'} {s.t:5.2f} s")
+
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    ready = threading.Event()
+    frame_ms: list[float] = []
+    hz: list[float] = []
+    tps: list[float] = []
+    memory: list[MemoryCheck] = []
+    proc = None
+    nodes: list[Any] = []
+    executor = MultiThreadedExecutor(num_threads=2, context=context)
+    try:
+        sim = SimNode(sim_cfg, context=context, on_status=on_status)
+        nodes.append(sim)
+        if expert:
+            from .expert import ExpertNode
+
+            nodes.append(ExpertNode(context=context, command_topic=sim_cfg.command_topic))
+            ready.set()
+        else:
+            from oxygen_ros.msg import FrameStats, TextMemory
+
+            monitor = rclpy.create_node("sim_eval_monitor", context=context)
+            nodes.append(monitor)
+
+            def on_stats(msg: FrameStats) -> None:
+                if ready.is_set():  # the first frame (warm-up) is not counted
+                    frame_ms.append(float(msg.frame_ms))
+                    hz.append(float(msg.action_rate_hz))
+                    tps.append(float(msg.tokens_per_s))
+                ready.set()
+
+            def on_memory(msg: TextMemory) -> None:
+                if not (msg.is_final and msg.kind == "memory") or msg.finish_reason not in ("eos", "length"):
+                    return
+                stamp = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
+                with lock:
+                    where = timeline.at(stamp)
+                if where is not None:
+                    memory.append(check_memory(msg.text, where))
+
+            monitor.create_subscription(FrameStats, "/oxygen/frame_stats", on_stats, 100)
+            monitor.create_subscription(TextMemory, "/oxygen/memory", on_memory, 1000)
+            params = node_parameters(setting, opts, sim_cfg, bag,
+                                     instruction=sim.episodes[0].instruction)
+            pfile = write_params_file(out / f"params_{safe}.yaml", params)
+            log_path = out / f"node_{safe}.log"
+            bag.parent.mkdir(parents=True, exist_ok=True)
+            with open(log_path, "wb") as node_log:
+                proc = subprocess.Popen(node_command(pfile), stdout=node_log, stderr=subprocess.STDOUT,
+                                        start_new_session=True)
+        for n in nodes:
+            executor.add_node(n)
+        spin = threading.Thread(target=executor.spin, daemon=True)
+        spin.start()
+        t0 = time.monotonic()
+        sim.start(ready=ready, ready_timeout_s=ready_timeout_s)
+        checked = expert
+        while not sim.finished.wait(0.5):
+            if proc is not None and proc.poll() is not None:
+                sim.error = f"the node exited with {proc.returncode} (log: {out / f'node_{safe}.log'})"
+                break
+            if not checked:
+                state = _lifecycle_state(monitor)
+                if state is not None:
+                    checked = True
+                    if state != "active":  # autostart failed: say so now, not after the timeout
+                        sim.error = (f"the node is {state} after start-up (log: "
+                                     f"{out / f'node_{safe}.log'}): {_log_error(out / f'node_{safe}.log')}")
+                        break
+        wall = time.monotonic() - t0
+        sim.stop()
+        st = sim.stats
+        error = sim.error
+    finally:
+        if proc is not None and proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGINT)  # the node closes its bag on shutdown
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(5)
+        executor.shutdown(timeout_sec=1.0)
+        for n in nodes:
+            n.destroy_node()
+        rclpy.try_shutdown(context=context)
+    bags = sorted(str(p) for p in bag.parent.glob(bag.name + "*")) if not expert else []
+    cps = st.episode_commands / st.episode_s if st.episode_s > 0 else None
+    return RunResult(setting, list(st.results), statuses, frame_ms, hz, tps, memory, cps,
+                     st.late_steps, st.steps, st.lost_s, wall, bags[-1] if bags else "", error)
+
+
+def _lifecycle_state(node) -> str | None:
+    """The oxygen node's lifecycle state label, or None while it does not answer (the node
+    serves its services only after autostart's configure + activate finished)."""
+    from lifecycle_msgs.srv import GetState
+
+    client = getattr(node, "_state_client", None)
+    if client is None:
+        client = node._state_client = node.create_client(GetState, "/oxygen/get_state")
+    if not client.service_is_ready():
+        return None
+    future = client.call_async(GetState.Request())
+    deadline = time.monotonic() + 2.0
+    while not future.done() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return future.result().current_state.label if future.done() and future.result() else None
+
+
+def _log_error(path: Path) -> str:
+    lines = [ln for ln in path.read_text(errors="replace").splitlines() if "ERROR" in ln]
+    return lines[0].split("]: ", 1)[-1] if lines else "no error in its log"
+
+
+def run_all(settings: Sequence[Setting], sim_cfg: SimConfig, out: Path, opts: NodeOptions | None,
+            log=print) -> list[RunResult]:
+    results = []
+    for s in settings:
+        log(f"setting {s.name}: {len(sim_cfg.tasks)} tasks x {sim_cfg.episodes_per_task} episodes")
+        r = run_setting(s, sim_cfg, out, opts, log=log)
+        if r.error:
+            log(f"setting {s.name}: {r.error}")
+        results.append(r)
+    return results

@@ -1,0 +1,300 @@
+"""The simulated robot on ROS topics (rclpy): camera, joint states, commands, episode status.
+
+Timing: physics advances on the wall clock, one control step (12.5 ms) per period, in a thread of
+its own; it never waits for a command. The newest absolute target on the command topic is
+applied at every step; with none (yet) the last one is held. When the loop falls behind (a slow
+render, a busy machine) the missed steps are stepped at once (physics costs ~1 ms a step) so that
+simulated time keeps up with wall time; they are counted as late steps. More than
+`max_catch_up_s` behind, the clock is re-based and the loss counted (`lost_s` in the log).
+
+Episodes: after a reset the robot holds still for `reset_hold_s` while the camera and joint
+states of the new scene are already published; commands are ignored meanwhile, so chunks that a
+policy computed from the previous scene are not played in the new one. The episode's clock
+(`t`, `step`, the timeout) starts when the hold ends. The episode ends on success or after the
+task's horizon; the next one starts at once (episodes.schedule).
+
+Topics (defaults; SimConfig):
+- /sim/camera/image_raw   sensor_msgs/Image rgb8, camera_rate_hz (sensor-data QoS)
+- /sim/joint_states       sensor_msgs/JointState, every step (JOINT_NAMES, absolute)
+- /oxygen/joint_command   sensor_msgs/JointState in: absolute targets by joint name
+- /sim/episode            std_msgs/String, JSON episodes.Status at camera rate and at the end
+- /oxygen/instruction     std_msgs/String: the task instruction at every episode start
+- /sim/privileged_state   std_msgs/String JSON {episode, task, obs} every step, only with
+                          `privileged` (for the scripted expert; never for a policy)
+"""
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
+
+from builtin_interfaces.msg import Time
+from sensor_msgs.msg import Image, JointState
+from std_msgs.msg import Header, String
+
+from oxygen_ros.robot.values import joint_state_to_vector
+
+from .env import CAMERAS, CONTROL_PERIOD_S, DEFAULT_CAMERA, DEFAULT_IMAGE_SIZE, GAIN, JOINT_NAMES, SimEnv
+from .episodes import Episode, Status, schedule
+from .tasks import TASKS
+
+RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
+STATUS_QOS = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
+# the instruction must reach a node that subscribes later too (it keeps the last one)
+LATCHED = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST,
+                     durability=DurabilityPolicy.TRANSIENT_LOCAL)
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    tasks: tuple[str, ...] = tuple(TASKS)
+    episodes_per_task: int = 5
+    base_seed: int = 0
+    image_size: int = DEFAULT_IMAGE_SIZE
+    camera: str = DEFAULT_CAMERA
+    camera_rate_hz: float = 20.0
+    reset_hold_s: float = 0.5
+    max_catch_up_s: float = 0.5
+    gain: float = GAIN
+    privileged: bool = False
+    image_topic: str = "/sim/camera/image_raw"
+    joint_state_topic: str = "/sim/joint_states"
+    command_topic: str = "/oxygen/joint_command"
+    episode_topic: str = "/sim/episode"
+    instruction_topic: str = "/oxygen/instruction"  # "" = do not publish
+    privileged_topic: str = "/sim/privileged_state"
+    frame_id: str = "sim_camera"
+
+    def __post_init__(self) -> None:
+        schedule(self.tasks, self.episodes_per_task, self.base_seed)  # raises on bad tasks / count
+        if self.camera not in CAMERAS:
+            raise ValueError(f"camera {self.camera!r} is not one of {', '.join(CAMERAS)}")
+        if not 16 <= self.image_size <= 512:
+            raise ValueError(f"image_size {self.image_size} must be 16..512 px")
+        if not 1.0 <= self.camera_rate_hz <= 1.0 / CONTROL_PERIOD_S:
+            raise ValueError(f"camera_rate_hz {self.camera_rate_hz} must be 1..{1.0 / CONTROL_PERIOD_S:g} "
+                             "(at most one image per control step)")
+        if not 0.0 <= self.reset_hold_s <= 10.0:
+            raise ValueError(f"reset_hold_s {self.reset_hold_s} must be 0..10 s")
+        if not 0.0 < self.max_catch_up_s <= 5.0:
+            raise ValueError(f"max_catch_up_s {self.max_catch_up_s} must be in (0, 5] s")
+        for name in ("image_topic", "joint_state_topic", "command_topic", "episode_topic",
+                     "privileged_topic"):
+            if not getattr(self, name).strip():
+                raise ValueError(f"{name} must not be empty")
+
+
+@dataclass
+class RunStats:
+    steps: int = 0
+    late_steps: int = 0
+    lost_s: float = 0.0
+    images: int = 0
+    render_s: float = 0.0
+    commands: int = 0
+    bad_commands: int = 0
+    episode_s: float = 0.0  # wall time inside episodes (holds excluded)
+    episode_commands: int = 0  # commands received inside episodes
+    results: list = field(default_factory=list)  # final Status of each episode
+
+
+class SimNode(Node):
+    """Runs `config`'s episodes on the wall clock; `finished` is set after the last one."""
+
+    def __init__(self, config: SimConfig = SimConfig(), *, context: Any = None,
+                 node_name: str = "sim", on_status: Callable[[Status], None] | None = None) -> None:
+        super().__init__(node_name, context=context)
+        self.config = config
+        self.episodes: list[Episode] = schedule(config.tasks, config.episodes_per_task, config.base_seed)
+        self.stats = RunStats()
+        self.finished = threading.Event()
+        self._on_status = on_status
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._target: np.ndarray | None = None  # newest command, robot units
+        self._envs: dict[str, SimEnv] = {}
+        self._warned: dict[str, float] = {}
+        self._pub_image = self.create_publisher(Image, config.image_topic, qos_profile_sensor_data)
+        self._pub_joints = self.create_publisher(JointState, config.joint_state_topic, RELIABLE)
+        self._pub_status = self.create_publisher(String, config.episode_topic, STATUS_QOS)
+        self._pub_instruction = (self.create_publisher(String, config.instruction_topic, LATCHED)
+                                 if config.instruction_topic else None)
+        self._pub_priv = (self.create_publisher(String, config.privileged_topic, RELIABLE)
+                          if config.privileged else None)
+        self.create_subscription(JointState, config.command_topic, self._command_cb, RELIABLE)
+        self._thread: threading.Thread | None = None
+        self._ready: threading.Event | None = None
+        self._ready_timeout_s = 300.0
+        self.error = ""  # why the run ended early ("" = it did not)
+
+    # -- commands (callback: check and store only) ------------------------------------------------
+    def _command_cb(self, msg: JointState) -> None:
+        try:
+            target = joint_state_to_vector(msg, JOINT_NAMES).astype(np.float64)
+        except ValueError as exc:
+            self.stats.bad_commands += 1
+            self._warn("command", f"command refused: {exc}")
+            return
+        with self._lock:
+            self._target = target
+            self.stats.commands += 1
+
+    def _warn(self, key: str, text: str, every_s: float = 2.0) -> None:
+        now = time.monotonic()
+        if now - self._warned.get(key, -1e9) >= every_s:
+            self._warned[key] = now
+            self.get_logger().warning(text)
+
+    # -- the loop ----------------------------------------------------------------------------------
+    def start(self, ready: threading.Event | None = None, ready_timeout_s: float = 300.0) -> None:
+        """Make the simulators (slow: Meta-World builds each scene) and start the loop thread.
+        With `ready`, the first episode's scene is published (the robot holding still) until it
+        is set, e.g. by the policy's first output: a policy's start-up is not the episode's time.
+        Not set within `ready_timeout_s`: the run ends with no episode (`error` says why)."""
+        self._ready, self._ready_timeout_s = ready, ready_timeout_s
+        for name in dict.fromkeys(self.config.tasks):
+            self._envs[name] = SimEnv(name, self.config.image_size, self.config.camera, self.config.gain)
+        self._thread = threading.Thread(target=self._run, name="sim-loop", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=5.0)
+        for env in self._envs.values():
+            env.close()
+        self._envs.clear()
+
+    def _run(self) -> None:
+        try:
+            for episode in self.episodes:
+                if self._stop.is_set():
+                    break
+                self._episode(episode)
+        except Exception as exc:  # noqa: BLE001 - the loop thread must say why it ended
+            self.get_logger().error(f"simulation loop failed: {type(exc).__name__}: {exc}")
+            raise
+        finally:
+            self.finished.set()
+
+    def _stamp(self) -> Time:
+        return self.get_clock().now().to_msg()
+
+    def _episode(self, ep: Episode) -> None:
+        cfg = self.config
+        env = self._envs[ep.task]
+        dt = CONTROL_PERIOD_S
+        cam_every = max(1, round(1.0 / (cfg.camera_rate_hz * dt)))  # steps per image
+        state = env.reset(ep.seed)
+        with self._lock:
+            self._target = None  # a command from the previous scene is never applied here
+        if self._pub_instruction is not None:
+            self._pub_instruction.publish(String(data=ep.instruction))
+        late = 0
+
+        # hold: the new scene is published, the robot stands still, commands are not applied
+        hold_end = time.monotonic() + cfg.reset_hold_s
+        image_msg = self._image(env)
+        next_pub = time.monotonic()
+        wait = self._ready if ep.index == 0 else None
+        give_up = time.monotonic() + self._ready_timeout_s
+        while not self._stop.is_set():
+            now = time.monotonic()
+            if wait is not None and not wait.is_set():
+                if now > give_up:
+                    self.error = f"the policy gave no sign of life within {self._ready_timeout_s:g} s"
+                    self._stop.set()
+                    return
+                hold_end = now + cfg.reset_hold_s  # the full hold starts once it is ready
+            if now >= hold_end:
+                break
+            if now >= next_pub:
+                stamp = self._stamp()
+                image_msg.header.stamp = stamp
+                self._pub_image.publish(image_msg)
+                self._publish_state(state, stamp, ep, env)
+                self._publish_status(ep, env, 0, 0.0, late)
+                next_pub += cam_every * dt
+            self._stop.wait(max(0.0, min(hold_end, next_pub) - now))
+        with self._lock:
+            target = self._target  # the newest command, computed from the new scene
+        hold_target = state.copy()
+
+        start = time.monotonic()
+        next_t = start
+        step = 0
+        commands0 = self.stats.commands
+        while not self._stop.is_set():
+            now = time.monotonic()
+            if now < next_t:
+                self._stop.wait(next_t - now)
+                continue
+            behind = now - next_t
+            if behind > cfg.max_catch_up_s:  # cannot catch up: re-base, count what was lost
+                self.stats.lost_s += behind
+                self._warn("lost", f"simulation {behind:.2f} s behind the wall clock: re-based")
+                next_t = now
+            due = int((now - next_t) / dt) + 1  # steps owed to the wall clock, this one included
+            with self._lock:
+                if self._target is not None:
+                    target = self._target
+            first = step
+            for _ in range(due):
+                info = env.step(target if target is not None else hold_target)
+                step += 1
+                if info.success or info.timed_out:
+                    break
+            taken = step - first
+            late += taken - 1
+            self.stats.steps += taken
+            self.stats.late_steps += taken - 1
+            next_t += due * dt
+            t = step * dt
+            stamp = self._stamp()
+            state = env.state()
+            self._publish_state(state, stamp, ep, env)
+            done = info.success or info.timed_out
+            if first // cam_every != step // cam_every or done:  # an image step was crossed
+                msg = self._image(env)
+                msg.header.stamp = stamp
+                self._pub_image.publish(msg)
+                self._publish_status(ep, env, step, t, late, done=done)
+            if done:
+                self.stats.episode_s += time.monotonic() - start
+                self.stats.episode_commands += self.stats.commands - commands0
+                return
+
+    # -- messages ----------------------------------------------------------------------------------
+    def _image(self, env: SimEnv) -> Image:
+        t0 = time.perf_counter()
+        rgb = env.render()
+        self.stats.render_s += time.perf_counter() - t0
+        self.stats.images += 1
+        h, w = rgb.shape[:2]
+        return Image(header=Header(frame_id=self.config.frame_id), height=h, width=w, encoding="rgb8",
+                     is_bigendian=0, step=w * 3, data=rgb.tobytes())
+
+    def _publish_state(self, state: np.ndarray, stamp: Time, ep: Episode, env: SimEnv) -> None:
+        self._pub_joints.publish(JointState(header=Header(stamp=stamp), name=list(JOINT_NAMES),
+                                            position=[float(v) for v in state]))
+        if self._pub_priv is not None:
+            self._pub_priv.publish(String(data=json.dumps(
+                {"episode": ep.index, "task": ep.task, "obs": env.raw_obs.tolist()})))
+
+    def _publish_status(self, ep: Episode, env: SimEnv, step: int, t: float, late: int,
+                        done: bool = False) -> None:
+        info = env.info
+        status = Status(ep.index, ep.task, ep.seed, ep.instruction, step, round(t, 4),
+                        round(info.progress, 4), info.stage, info.caption, info.success, done,
+                        info.timed_out and not info.success, late)
+        self._pub_status.publish(String(data=status.to_json()))
+        if done:
+            self.stats.results.append(status)
+        if self._on_status is not None:
+            self._on_status(status)

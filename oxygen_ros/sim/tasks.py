@@ -1,0 +1,110 @@
+"""The simulated tasks: Meta-World v3 tasks whose target is a visible object placed at random.
+
+Chosen for image-based behaviour cloning with a language instruction: the thing to act on is a
+large, distinctly coloured object that moves with every layout (not a 2 cm marker), the scripted
+expert succeeds in every episode, and episodes are short (the expert needs 30-80 control steps,
+0.4-1 s). Each task has an instruction and stage captions computed from the simulator's state
+(hand and object positions: the same conditions the scripted expert switches on), so recorded
+demonstrations can be labelled with what is happening.
+
+Nothing here imports metaworld; env.py does.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+# obs (Meta-World's 39-D state): [0:3] hand position, [3] gripper opening, [4:7] object position
+Stage = Callable[[np.ndarray], int]
+
+
+def _xy(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.linalg.norm(a[:2] - b[:2]))
+
+
+def _stage_button_topdown(obs: np.ndarray) -> int:
+    hand, button = obs[0:3], obs[4:7]
+    return 0 if _xy(hand, button) > 0.04 else 1
+
+
+def _stage_handle_press(obs: np.ndarray) -> int:
+    hand, grip = obs[0:3], obs[4:7] + np.array([0.0, -0.02, 0.0])
+    return 0 if _xy(hand, grip) > 0.02 else 1
+
+
+def _stage_coffee_button(obs: np.ndarray) -> int:
+    hand, face = obs[0:3], obs[4:7] + np.array([0.0, 0.0, -0.07])
+    return 0 if float(np.linalg.norm((hand - face)[[0, 2]])) > 0.02 else 1
+
+
+def _stage_drawer_close(obs: np.ndarray) -> int:
+    hand, handle = obs[0:3], obs[4:7] + np.array([0.0, 0.0, -0.02])
+    if hand[1] > handle[1]:
+        return 0  # still beside/over the drawer: go up and over to its front
+    if abs(hand[2] - handle[2]) > 0.04:
+        return 1
+    return 2
+
+
+@dataclass(frozen=True)
+class Task:
+    """One task. `stages` are the captions before success (index from `stage_of(obs)`),
+    `done` the caption once the simulator reports success."""
+
+    name: str  # short name used on the command line and in results
+    env_name: str  # Meta-World v3 environment name
+    instruction: str
+    stages: tuple[str, ...]
+    done: str
+    stage_of: Stage = field(repr=False)
+    # where the hand is when the object starts to move, relative to the object (obs[4:7]):
+    # the end of the reach part of `progress`
+    contact: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    horizon: int = 300  # control steps before the episode times out (12.5 ms each)
+
+    def __post_init__(self) -> None:
+        if not self.stages:
+            raise ValueError(f"task {self.name}: needs at least one stage caption")
+        if not 1 <= self.horizon <= 500:
+            raise ValueError(f"task {self.name}: horizon {self.horizon} must be 1..500 "
+                             "(Meta-World stops an episode after 500 steps)")
+
+    def caption(self, obs: np.ndarray, success: bool) -> tuple[int, str]:
+        """(stage index, caption) of a state; success is the last stage, len(stages)."""
+        if success:
+            return len(self.stages), self.done
+        i = min(max(self.stage_of(obs), 0), len(self.stages) - 1)
+        return i, self.stages[i]
+
+    @property
+    def captions(self) -> tuple[str, ...]:
+        return (*self.stages, self.done)
+
+
+# Horizons: about 4x the scripted expert's longest episode (40-80 steps measured), so a policy
+# that is slower than the expert (inference latency, hesitation) still has time, while a policy
+# that is lost ends its episode within 2.5-3.75 s of wall time.
+TASKS: dict[str, Task] = {t.name: t for t in (
+    Task("button-press-topdown", "button-press-topdown-v3", "press the button from the top",
+         ("moving above the button", "pressing the button down"), "the button is pressed",
+         _stage_button_topdown, contact=(0.0, 0.0, 0.045), horizon=300),
+    Task("handle-press", "handle-press-v3", "press the handle down",
+         ("moving above the handle", "pushing the handle down"), "the handle is pressed down",
+         _stage_handle_press, contact=(0.0, -0.02, 0.045), horizon=200),
+    Task("coffee-button", "coffee-button-v3", "press the button on the coffee machine",
+         ("lining up with the coffee button", "pushing the coffee button"),
+         "the coffee button is pressed", _stage_coffee_button, contact=(0.0, -0.05, -0.07),
+         horizon=200),
+    Task("drawer-close", "drawer-close-v3", "close the drawer",
+         ("moving over the drawer", "lowering in front of the drawer", "pushing the drawer closed"),
+         "the drawer is closed", _stage_drawer_close, contact=(0.0, -0.03, -0.02), horizon=300),
+)}
+
+
+def get_task(name: str) -> Task:
+    try:
+        return TASKS[name]
+    except KeyError:
+        raise ValueError(f"unknown task {name!r}; known: {', '.join(TASKS)}") from None

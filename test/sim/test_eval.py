@@ -1,0 +1,110 @@
+"""oxygen-sim-eval's parts: settings, Wilson intervals, progress curves, memory checks, the table;
+and one run of the expert setting end to end (in-process, through the sim's topics)."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from oxygen_ros.sim import metaworld_available
+from oxygen_ros.sim.episodes import Status, schedule
+from oxygen_ros.sim.evaluate import NodeOptions, Setting, node_parameters
+from oxygen_ros.sim.metrics import Timeline, check_memory, progress_curve, wilson
+from oxygen_ros.sim.report import table
+
+
+def test_settings_parse_and_name():
+    assert Setting.parse("oxygen-k5", "rtc") == Setting("oxygen", 5, "rtc", True)
+    assert Setting.parse("oxygen-k5", "rtc").name == "oxygen-k5/rtc"
+    assert Setting.parse("isolated").name == "isolated/crossfade"
+    assert Setting.parse("oxygen-k1-nomem").memory is False
+    assert Setting.parse("expert").name == "expert"
+    with pytest.raises(ValueError, match="mode"):
+        Setting.parse("fast")
+    with pytest.raises(ValueError, match="expected"):
+        Setting.parse("oxygen-x-y")
+
+
+def test_wilson_interval_known_values():
+    lo, hi = wilson(0, 10)
+    assert lo == 0.0 and hi == pytest.approx(0.2775, abs=1e-4)
+    lo, hi = wilson(29, 30)
+    assert lo == pytest.approx(0.8333, abs=1e-3) and hi == pytest.approx(0.9941, abs=1e-3)
+    lo, hi = wilson(15, 30)
+    assert lo < 0.5 < hi and hi - 0.5 == pytest.approx(0.5 - lo)
+
+
+def test_schedule_is_reproducible_and_task_major():
+    eps = schedule(["handle-press", "coffee-button"], 2, base_seed=10)
+    assert [(e.task, e.seed) for e in eps] == [("handle-press", 1010), ("handle-press", 1011),
+                                               ("coffee-button", 2010), ("coffee-button", 2011)]
+    # a task's seeds do not depend on which other tasks run
+    assert schedule(["coffee-button"], 2, base_seed=10)[0].seed == 2010
+
+
+def _st(ep, t, progress, success=False, done=False):
+    return Status(ep, "handle-press", 0, "", int(t / 0.0125), t, progress, 0, "", success, done,
+                  done and not success, 0)
+
+
+def test_progress_curve_holds_success_and_timeout():
+    sts = [_st(0, 0.0, 0.0), _st(0, 0.5, 0.5), _st(0, 1.0, 1.0, success=True, done=True),
+           _st(1, 0.0, 0.0), _st(1, 0.5, 0.2), _st(1, 2.5, 0.3, done=True)]
+    curve = progress_curve(sts, np.array([0.0, 0.6, 1.5, 3.0]))
+    np.testing.assert_allclose(curve, [0.0, (0.5 + 0.2) / 2, (1.0 + 0.2) / 2, (1.0 + 0.3) / 2])
+
+
+def test_memory_text_is_checked_against_the_scene_it_came_from():
+    tl = Timeline()
+    tl.add(100, "handle-press", "moving above the handle")
+    tl.add(200, "handle-press", "pushing the handle down")
+    assert tl.at(50) is None and tl.at(150) == ("handle-press", "moving above the handle")
+    ok = check_memory("Pushing the handle down.", tl.at(250))
+    assert ok.names_stage and ok.names_task
+    late = check_memory("moving above the handle", tl.at(250))
+    assert not late.names_stage and late.names_task
+    wrong = check_memory("close the drawer", tl.at(250))
+    assert not wrong.names_stage and not wrong.names_task
+
+
+def test_node_parameters_use_the_sim_topics_and_the_setting():
+    from oxygen_ros.sim.node import SimConfig
+    from oxygen_ros.sim.env import JOINT_NAMES
+
+    p = node_parameters(Setting("oxygen", 5, "rtc"), NodeOptions("/ckpt"), SimConfig(), bag=__import__("pathlib").Path("/b"),
+                        instruction="close the drawer")
+    assert p["camera_topics"] == ["/sim/camera/image_raw"] and p["joint_names"] == list(JOINT_NAMES)
+    assert (p["mode"], p["decode_steps_per_frame"], p["chunk_blend"]) == ("oxygen", 5, "rtc")
+    assert p["max_decode_steps"] == 30 and p["memory.every_n_frames"] == 1 and p["record.enabled"]
+    assert p["control_rate_hz"] == 80.0 and "/sim/episode" in p["record.topics"]
+
+
+def test_table_row():
+    summary = {"setting": "isolated/crossfade",
+               "tasks": {"handle-press": {"n": 30, "success": 29, "rate": 29 / 30, "ci95": list(wilson(29, 30)),
+                                          "time_to_success_s": 0.6}},
+               "all": {"n": 30, "success": 29, "rate": 29 / 30, "ci95": list(wilson(29, 30)),
+                       "time_to_success_s": 0.6},
+               "action_rate_hz": 12.34, "tokens_per_s": 99.0, "memory": {"count": 0}}
+    md = table([summary], ["handle-press"])
+    assert "| isolated/crossfade | 96.7 [83.3, 99.4] (29/30) |" in md and "| 0.60 | 12.3 | 99 | - | - |" in md
+
+
+@pytest.mark.ros
+@pytest.mark.skipif(not metaworld_available(),
+                    reason="metaworld/mujoco not importable: pip install -r requirements-sim.txt")
+def test_expert_setting_end_to_end(tmp_path):
+    pytest.importorskip("rclpy")
+    from oxygen_ros.sim import eval_cli
+
+    rc = eval_cli.main(["--out", str(tmp_path), "--settings", "expert",
+                        "--tasks", "coffee-button", "--episodes", "2", "--reset-hold", "0.2"])
+    assert rc == 0
+    res = json.loads((tmp_path / "results.json").read_text())
+    (s,) = res["settings"]
+    assert s["setting"] == "expert" and s["all"]["success"] == 2 and s["all"]["n"] == 2
+    assert 0.2 < s["all"]["time_to_success_s"] < 2.0
+    assert s["commands_per_s"] > 10  # the expert answers every published state (fewer when late)
+    assert "| expert | 100.0" in (tmp_path / "table.md").read_text()
+    assert (tmp_path / "progress.png").stat().st_size > 1000
