@@ -94,9 +94,20 @@ def open_loop(checkpoint: str | Path, data: str | Path, frames: int = 200, seed:
     }
 
 
+PROBES = {  # what the camera feeds the policy: the image as is, or a plumbing fault
+    "none": lambda img: img,
+    "bgr": lambda img: np.ascontiguousarray(img[..., ::-1]),  # channels swapped
+    "black": lambda img: np.zeros_like(img),  # no picture at all: what the state alone gives
+}
+
+
 def closed_loop(checkpoint: str | Path, task_names: list[str], episodes: int, replan: int = 4,
-                seed: int = 0, image_size: int | None = None) -> dict:
-    """Success of each task over `episodes` policy-driven episodes (the sim waits for the model)."""
+                seed: int = 0, image_size: int | None = None, probe: str = "none") -> dict:
+    """Success of each task over `episodes` policy-driven episodes (the sim waits for the model).
+    `probe`: feed the camera as is ("none"), as BGR, or black (PROBES)."""
+    if probe not in PROBES:
+        raise ValueError(f"probe must be one of {sorted(PROBES)}, got {probe!r}")
+    see = PROBES[probe]
     from . import TASKS, SimEnv
 
     built = load_policy(checkpoint, memory=False, seed=seed)
@@ -116,7 +127,8 @@ def closed_loop(checkpoint: str | Path, task_names: list[str], episodes: int, re
                 info = env.info
                 done = False
                 while not done:
-                    obs = _observation(built, env.render(), state, task.instruction, float(frames))
+                    obs = _observation(built, see(env.render()), state, task.instruction,
+                                       float(frames))
                     chunk = stats.unnormalize_actions(engine.step(obs).actions)
                     frames += 1
                     for k in range(replan):
@@ -149,6 +161,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--episodes", type=int, default=0, help="closed-loop episodes per task")
     p.add_argument("--tasks", default="all")
     p.add_argument("--replan", type=int, default=4, help="chunk targets played before the next")
+    p.add_argument("--probe", default="none", choices=sorted(PROBES),
+                   help="closed loop: feed the camera as is, as BGR, or black")
     p.add_argument("--out", default=None, help="write the results as JSON here")
     a = p.parse_args(argv)
     result: dict = {"checkpoint": a.checkpoint}
@@ -158,8 +172,9 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(result["open_loop"], indent=2), flush=True)
     if a.episodes:
         names = list(TASKS) if a.tasks == "all" else a.tasks.split(",")
-        result["closed_loop"] = closed_loop(a.checkpoint, names, a.episodes, a.replan)
-        result["closed_loop_replan"] = a.replan
+        result["closed_loop"] = closed_loop(a.checkpoint, names, a.episodes, a.replan,
+                                            probe=a.probe)
+        result["closed_loop_replan"], result["probe"] = a.replan, a.probe
         print(json.dumps(result["closed_loop"], indent=2), flush=True)
     result["seconds"] = round(time.perf_counter() - t0, 1)
     if a.out:

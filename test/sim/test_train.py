@@ -55,7 +55,7 @@ def test_a_training_step_lowers_the_loss():
     d = synthetic_demos()
     config = policy_config(**SMALL)
     codec = PromptCodec(config, build_tokenizer(d.instructions + d.captions))
-    batch = Batcher(d, codec, norm_stats(d, np.arange(len(d)))).batch(np.arange(16))
+    batch = Batcher(d, codec, norm_stats(d, np.arange(len(d)))).batch(np.arange(8))
     model = init_model(config, seed=0).train().requires_grad_(True)
     opt = torch.optim.AdamW(model.parameters(), lr=2e-3)
 
@@ -64,7 +64,7 @@ def test_a_training_step_lowers_the_loss():
 
     with torch.no_grad():
         before = float(loss())
-    for _ in range(15):
+    for _ in range(10):
         opt.zero_grad()
         loss().backward()
         opt.step()
