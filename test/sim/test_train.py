@@ -142,3 +142,14 @@ def test_recorder_writes_replayable_expert_episodes(tmp_path):
         assert np.allclose(a, np.clip(env.expert_action(), -1, 1), atol=1e-5)
     finally:
         env.close()
+
+
+def test_training_is_deterministic_for_a_seed(tmp_path):
+    data = synthetic_demos().save(tmp_path / "demos.npz")
+    files = []
+    for run, seed in (("a", 0), ("b", 0), ("c", 1)):
+        train(data, tmp_path / run, epochs=0.5, batch_size=8, warmup=1, held_out=0.5, seed=seed,
+              model_kw=SMALL, progress=False)
+        files.append((tmp_path / run / "model.safetensors").read_bytes())
+    assert files[0] == files[1]
+    assert files[0] != files[2]
