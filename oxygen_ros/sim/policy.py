@@ -1,9 +1,11 @@
 """The simulator policy's shape, vocabulary and prompts: what training and serving must agree on.
 
 The policy is this project's pi0.5 architecture (engine/model/mot.py) at a size that trains on a
-2-core CPU within about an hour: one 64 x 64 camera in 8 x 8 patches (64 image tokens), a 4-layer
-VLM of width 128 and a 4-layer action expert of width 96, 4-D proprioception and 4-D absolute
-targets (end-effector x, y, z and gripper).
+shared 2-core CPU within about an hour: one 64 x 64 camera in 16 x 16 patches (16 image tokens:
+measured, a pilot at patch 8 (64 tokens) ran 1.8x slower per step and reached a higher loss
+after the same 8 minutes), a 4-layer VLM and a 4-layer action expert of width 64, 4-D
+proprioception and 4-D absolute targets (end-effector x, y, z and gripper opening); 0.64 M
+parameters. docs/training.md has the numbers.
 
 Actions: a chunk of ACTION_HORIZON absolute targets, one every ACTION_PERIOD_STEPS env steps
 (Meta-World steps at 80 Hz, so a target every 50 ms = 20 Hz and a chunk covers 0.4 s). Why 20 Hz
@@ -37,9 +39,9 @@ VOCAB_SIZE = 512
 MEMORY_PROMPT: str = EngineConfig().memory_prompt
 
 
-def policy_config(name: str = "sim-policy", width: int = 128, expert_width: int = 96,
+def policy_config(name: str = "sim-policy", width: int = 64, expert_width: int = 64,
                   depth: int = 4, vision_width: int = 64, vision_depth: int = 2,
-                  horizon: int = ACTION_HORIZON, patch: int = 8) -> ModelConfig:
+                  horizon: int = ACTION_HORIZON, patch: int = 16) -> ModelConfig:
     """The trainable simulator policy (see the module docstring for the sizes' reasons)."""
     return ModelConfig(
         name=name, vocab_size=VOCAB_SIZE, depth=depth, num_heads=4, num_kv_heads=1, head_dim=32,
