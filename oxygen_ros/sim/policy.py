@@ -48,7 +48,7 @@ def policy_config(name: str = "sim-policy", width: int = 64, expert_width: int =
         vlm=ExpertConfig(width, 2 * width), action_experts=(ExpertConfig(expert_width, 2 * expert_width),),
         vision=VisionConfig(image_size=IMAGE_SIZE, patch_size=patch, width=vision_width,
                             depth=vision_depth, num_heads=2, mlp_dim=2 * vision_width),
-        num_cameras=1, max_prompt_tokens=48, action_horizon=horizon, action_dim=ACTION_DIM)
+        num_cameras=1, max_prompt_tokens=64, action_horizon=horizon, action_dim=ACTION_DIM)
 
 
 def corpus(texts: Iterable[str]) -> list[str]:
