@@ -9,9 +9,11 @@ API (stable; docs/simulation.md explains the choices):
 
     from oxygen_ros.sim import TASKS, SimEnv, JOINT_NAMES, action_from_target, target_from_expert
 
-    TASKS                      name -> Task(name, env_name, instruction, stages, done, horizon, ...)
+    TASKS                      name -> Task(name, env_name, instruction, stages, done, horizon, ...):
+                               the evaluated tasks (a policy must use the camera to succeed)
+    BLIND_SOLVABLE, ALL_TASKS  3 more tasks solvable without vision (plumbing only); get_task(name)
     task.captions              stage captions, the last one is the success caption
-    env = SimEnv("handle-press", image_size=64, camera="corner4")
+    env = SimEnv("door-unlock", image_size=64, camera="corner4")
     state = env.reset(seed)    float64[4] = [ee_x, ee_y, ee_z, gripper opening] (JOINT_NAMES);
                                the layout (object placement) depends on `seed` only
     image = env.render()       uint8 (64, 64, 3) RGB, upright
@@ -31,16 +33,29 @@ from __future__ import annotations
 from .env import (CAMERAS, CONTROL_PERIOD_S, DEFAULT_CAMERA, DEFAULT_IMAGE_SIZE, GAIN, GRIPPER_CLOSED,
                   GRIPPER_OPEN, JOINT_NAMES, FastCamera, SimEnv, StepInfo, action_from_target,
                   gripper_command, gripper_opening, target_from_expert)
-from .tasks import TASKS, Task, get_task
+from .tasks import ALL_TASKS, BLIND_SOLVABLE, TASKS, Task, get_task
 
-__all__ = ["CAMERAS", "CONTROL_PERIOD_S", "DEFAULT_CAMERA", "DEFAULT_IMAGE_SIZE", "GAIN",
-           "GRIPPER_CLOSED", "GRIPPER_OPEN", "JOINT_NAMES", "FastCamera", "SimEnv", "StepInfo",
-           "TASKS", "Task", "action_from_target", "get_task", "gripper_command", "gripper_opening",
-           "target_from_expert"]
+__all__ = ["ALL_TASKS", "BLIND_SOLVABLE", "CAMERAS", "CONTROL_PERIOD_S", "DEFAULT_CAMERA",
+           "DEFAULT_IMAGE_SIZE", "GAIN", "GRIPPER_CLOSED", "GRIPPER_OPEN", "JOINT_NAMES", "FastCamera",
+           "SimEnv", "StepInfo", "TASKS", "Task", "action_from_target", "get_task", "gripper_command",
+           "gripper_opening", "target_from_expert", "metaworld_available", "unavailable_reason"]
+
+
+def unavailable_reason() -> str | None:
+    """Why the simulator cannot run here (None: it can): metaworld / mujoco not installed, or
+    MUJOCO_GL=osmesa without the OSMesa library."""
+    import ctypes.util
+    import importlib.util
+    import os
+
+    missing = [m for m in ("metaworld", "mujoco") if importlib.util.find_spec(m) is None]
+    if missing:
+        return f"{' and '.join(missing)} not importable: pip install -r requirements-sim.txt"
+    if os.environ.get("MUJOCO_GL", "osmesa") == "osmesa" and ctypes.util.find_library("OSMesa") is None:
+        return "MUJOCO_GL=osmesa but no OSMesa library: apt-get install libosmesa6"
+    return None
 
 
 def metaworld_available() -> bool:
-    """True where the simulator can be made (metaworld and mujoco importable)."""
-    import importlib.util
-
-    return all(importlib.util.find_spec(m) is not None for m in ("metaworld", "mujoco"))
+    """True where the simulator can be made and render (unavailable_reason() is None)."""
+    return unavailable_reason() is None

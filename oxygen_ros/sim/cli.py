@@ -1,6 +1,6 @@
 """oxygen-sim: the simulated robot on ROS topics (and, with --expert, the scripted expert driving it).
 
-    oxygen-sim --tasks handle-press coffee-button --episodes 5            # wait for a policy
+    oxygen-sim --tasks door-unlock window-open --episodes 5              # wait for a policy
     oxygen-sim --expert --episodes 3                                     # the expert, through ROS
 
 Prints one line per finished episode and a summary (success rate per task); --json writes the
@@ -22,11 +22,11 @@ os.environ.setdefault("MUJOCO_GL", "osmesa")
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     from .env import CAMERAS, DEFAULT_CAMERA, DEFAULT_IMAGE_SIZE
-    from .tasks import TASKS
+    from .tasks import ALL_TASKS, TASKS
 
     p = argparse.ArgumentParser(prog="oxygen-sim", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
+    p.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(ALL_TASKS))
     p.add_argument("--episodes", type=int, default=5, help="episodes per task")
     p.add_argument("--seed", type=int, default=0, help="base layout seed")
     p.add_argument("--image-size", type=int, default=DEFAULT_IMAGE_SIZE)
@@ -88,6 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         sim.stop()
         executor.shutdown(timeout_sec=1.0)
+        spin.join(timeout=5.0)  # a spin thread still inside rcl at exit aborts the process
         for n in nodes:
             n.destroy_node()
         rclpy.try_shutdown()
@@ -100,7 +101,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{task:22s} success {ok}/{len(rs)}")
     st = sim.stats
     print(f"steps {st.steps} (late {st.late_steps}, lost {st.lost_s:.2f} s), images {st.images} "
-          f"({1000 * st.render_s / max(st.images, 1):.1f} ms each), commands {st.commands} "
+          f"({1000 * st.render_s / max(st.images, 1):.1f} ms each, {st.skipped_images} skipped while "
+          f"drawing), commands {st.commands} "
           f"(refused {st.bad_commands})")
     if args.json:
         with open(args.json, "w") as f:

@@ -91,15 +91,30 @@ class FastCamera:
         self.camera, self.size = camera, size
         self._data = data
         model.vis.quality.offsamples = 0  # must be set before the renderer's context is made
-        self._renderer = mujoco.Renderer(model, size, size)
+        try:
+            self._renderer = mujoco.Renderer(model, size, size)
+        except mujoco.FatalError as exc:  # MuJoCo picked its GL backend when first imported
+            raise RuntimeError(
+                f"MuJoCo cannot render ({exc}). Set MUJOCO_GL=osmesa (Debian: apt-get install "
+                "libosmesa6) before mujoco or metaworld is first imported, e.g. import "
+                "oxygen_ros.sim first") from exc
         flags = mujoco.mjtRndFlag
         self._off = (flags.mjRND_SHADOW, flags.mjRND_REFLECTION, flags.mjRND_SKYBOX)
         self._flip = camera in _ROTATED_CAMERAS
 
     def render(self) -> np.ndarray:
+        self.capture()
+        return self.draw()
+
+    def capture(self) -> None:
+        """Copy the simulation's current state into the scene (CPU, ~1 ms): after this, physics
+        may step on while `draw` renders the captured scene, e.g. in another thread."""
         self._renderer.update_scene(self._data, camera=self.camera)
         for flag in self._off:  # update_scene restores the model's defaults every time
             self._renderer.scene.flags[flag] = 0
+
+    def draw(self) -> np.ndarray:
+        """Render the captured scene (OpenGL, the slow part; MuJoCo releases the GIL)."""
         img = self._renderer.render()
         return np.ascontiguousarray(img[::-1, ::-1] if self._flip else img)
 

@@ -11,7 +11,7 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Sequence
 
-from .tasks import TASKS
+from .tasks import ALL_TASKS
 
 
 @dataclass(frozen=True)
@@ -28,14 +28,14 @@ def schedule(tasks: Sequence[str], episodes_per_task: int, base_seed: int = 0) -
         raise ValueError(f"episodes_per_task must be >= 1, got {episodes_per_task}")
     if not tasks:
         raise ValueError("no tasks")
-    unknown = [t for t in tasks if t not in TASKS]
+    unknown = [t for t in tasks if t not in ALL_TASKS]
     if unknown:
-        raise ValueError(f"unknown tasks {unknown}; known: {', '.join(TASKS)}")
+        raise ValueError(f"unknown tasks {unknown}; known: {', '.join(ALL_TASKS)}")
     out: list[Episode] = []
     for ti, name in enumerate(tasks):
-        task_index = list(TASKS).index(name)
+        task_index = list(ALL_TASKS).index(name)
         for e in range(episodes_per_task):
-            out.append(Episode(len(out), name, base_seed + 1000 * task_index + e, TASKS[name].instruction))
+            out.append(Episode(len(out), name, base_seed + 1000 * task_index + e, ALL_TASKS[name].instruction))
     return out
 
 

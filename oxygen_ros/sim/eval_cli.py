@@ -23,7 +23,7 @@ os.environ.setdefault("MUJOCO_GL", "osmesa")
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     from .env import CONTROL_PERIOD_S
-    from .tasks import TASKS
+    from .tasks import ALL_TASKS, TASKS
 
     p = argparse.ArgumentParser(prog="oxygen-sim-eval", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -33,12 +33,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                      help="write and use a random-weight checkpoint shaped for the sim (plumbing only)")
     p.add_argument("--tokenizer", default="", help="model.tokenizer (default: next to the checkpoint)")
     p.add_argument("--out", required=True, help="results folder")
-    p.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
+    p.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(ALL_TASKS))
     p.add_argument("--episodes", type=int, default=10, help="episodes per task and setting")
     p.add_argument("--seed", type=int, default=1_000_000,
                    help="base layout seed (default far from the seeds demonstrations use, 0..)")
     p.add_argument("--settings", nargs="+", default=["expert", "isolated", "oxygen-k1", "oxygen-k5"],
-                   help="expert | <mode> | <mode>-k<N> | ...-nomem  (mode: isolated, oxygen, shared, parallel)")
+                   help="expert | <mode> | <mode>-k<N> | ...-nomem, each optionally +bgr or +state-swapped "
+                   "(a wiring fault fed to the policy); mode: isolated, oxygen, shared, parallel")
     p.add_argument("--blends", nargs="+", default=["crossfade", "rtc"], choices=["crossfade", "rtc", "none"],
                    help="chunk_blend of every node setting")
     p.add_argument("--N", type=int, default=30, help="max_decode_steps (memory text length)")

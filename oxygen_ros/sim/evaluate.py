@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -42,8 +43,15 @@ class Setting:
     k: int = 1
     blend: str = "crossfade"
     memory: bool = True
+    fault: str = ""  # node.FAULTS: a wiring fault fed to the policy (sensitivity runs)
 
     def __post_init__(self) -> None:
+        from .node import FAULTS
+
+        if self.fault not in FAULTS:
+            raise ValueError(f"fault {self.fault!r} is not one of {', '.join(f for f in FAULTS if f)}")
+        if self.fault and self.mode == "expert":
+            raise ValueError("the scripted expert reads the simulator's state: a fault would not reach it")
         if self.mode != "expert" and self.mode not in MODES:
             raise ValueError(f"mode {self.mode!r} is not expert or one of {', '.join(MODES)}")
         if not 1 <= self.k <= 64:
@@ -56,13 +64,14 @@ class Setting:
         if self.mode == "expert":
             return "expert"
         base = f"{self.mode}-k{self.k}" if self.mode != "isolated" else "isolated"
-        return f"{base}{'' if self.memory else '-nomem'}/{self.blend}"
+        return f"{base}{'' if self.memory else '-nomem'}/{self.blend}{'+' + self.fault if self.fault else ''}"
 
     @classmethod
     def parse(cls, text: str, blend: str = "crossfade") -> "Setting":
-        """'expert', 'isolated', 'oxygen-k5', 'oxygen-k1-nomem' (with `blend`)."""
+        """'expert', 'isolated', 'oxygen-k5', 'oxygen-k1-nomem', '...+bgr' (with `blend`)."""
+        text, _, fault = text.partition("+")
         if text == "expert":
-            return cls("expert")
+            return cls("expert", fault=fault)
         parts = text.split("-")
         memory = parts[-1] != "nomem"
         parts = parts if memory else parts[:-1]
@@ -71,7 +80,7 @@ class Setting:
             k = int(parts[1][1:])
         elif len(parts) != 1:
             raise ValueError(f"setting {text!r}: expected expert, <mode>, <mode>-k<N> or ...-nomem")
-        return cls(parts[0], k, blend, memory)
+        return cls(parts[0], k, blend, memory, fault)
 
 
 @dataclass
@@ -202,13 +211,12 @@ def run_setting(setting: Setting, sim_cfg: SimConfig, out: Path, opts: NodeOptio
     from .node import SimNode
 
     out.mkdir(parents=True, exist_ok=True)
-    safe = setting.name.replace("/", "_")
+    safe = setting.name.replace("/", "_").replace("+", "_")
     bag = out / "bags" / safe
     expert = setting.mode == "expert"
-    if expert:
-        sim_cfg = SimConfig(**{**asdict(sim_cfg), "privileged": True,
-                               "tasks": tuple(sim_cfg.tasks)})
-    elif opts is None:
+    sim_cfg = SimConfig(**{**asdict(sim_cfg), "privileged": expert, "fault": setting.fault,
+                           "tasks": tuple(sim_cfg.tasks)})
+    if not expert and opts is None:
         raise ValueError("a node setting needs NodeOptions (the checkpoint)")
 
     statuses: list[Status] = []
@@ -233,6 +241,7 @@ def run_setting(setting: Setting, sim_cfg: SimConfig, out: Path, opts: NodeOptio
     proc = None
     nodes: list[Any] = []
     executor = MultiThreadedExecutor(num_threads=2, context=context)
+    spin = threading.Thread(target=executor.spin, daemon=True)
     try:
         sim = SimNode(sim_cfg, context=context, on_status=on_status)
         nodes.append(sim)
@@ -275,7 +284,6 @@ def run_setting(setting: Setting, sim_cfg: SimConfig, out: Path, opts: NodeOptio
                                         start_new_session=True)
         for n in nodes:
             executor.add_node(n)
-        spin = threading.Thread(target=executor.spin, daemon=True)
         spin.start()
         t0 = time.monotonic()
         sim.start(ready=ready, ready_timeout_s=ready_timeout_s)
@@ -305,13 +313,22 @@ def run_setting(setting: Setting, sim_cfg: SimConfig, out: Path, opts: NodeOptio
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(5)
         executor.shutdown(timeout_sec=1.0)
+        if spin.is_alive():
+            spin.join(timeout=5.0)  # a spin thread still inside rcl at exit aborts the process
         for n in nodes:
             n.destroy_node()
         rclpy.try_shutdown(context=context)
-    bags = sorted(str(p) for p in bag.parent.glob(bag.name + "*")) if not expert else []
     cps = st.episode_commands / st.episode_s if st.episode_s > 0 else None
     return RunResult(setting, list(st.results), statuses, frame_ms, hz, tps, memory, cps,
-                     st.late_steps, st.steps, st.lost_s, wall, bags[-1] if bags else "", error)
+                     st.late_steps, st.steps, st.lost_s, wall, "" if expert else newest_bag(bag), error)
+
+
+def newest_bag(path: Path) -> str:
+    """The newest bag the node wrote for record.path `path`: the path itself or, when it existed,
+    path_<date-time>[_n] (recorder.bag_path); never another setting's path_<suffix>."""
+    own = re.compile(re.escape(path.name) + r"(_\d{8}-\d{6}(_\d+)?)?")
+    bags = [p for p in path.parent.glob(path.name + "*") if own.fullmatch(p.name)]
+    return str(max(bags, key=lambda p: p.stat().st_mtime)) if bags else ""
 
 
 def _lifecycle_state(node) -> str | None:

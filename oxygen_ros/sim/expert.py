@@ -24,7 +24,7 @@ from std_msgs.msg import Header, String
 
 from .env import GAIN, JOINT_NAMES, target_from_expert
 from .node import RELIABLE
-from .tasks import TASKS
+from .tasks import ALL_TASKS
 
 
 class ExpertNode(Node):
@@ -34,7 +34,7 @@ class ExpertNode(Node):
         super().__init__(node_name, context=context)
         from metaworld.policies import ENV_POLICY_MAP
 
-        self._experts = {name: ENV_POLICY_MAP[t.env_name]() for name, t in TASKS.items()}
+        self._experts = {name: ENV_POLICY_MAP[t.env_name]() for name, t in ALL_TASKS.items()}
         self._gain = gain
         self._pub = self.create_publisher(JointState, command_topic, RELIABLE)
         self.create_subscription(String, privileged_topic, self._state_cb, RELIABLE)

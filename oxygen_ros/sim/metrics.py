@@ -10,7 +10,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from .episodes import Status
-from .tasks import TASKS
+from .tasks import get_task
 
 
 def wilson(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
@@ -74,7 +74,7 @@ class Timeline:
 
 def check_memory(text: str, where: tuple[str, str]) -> MemoryCheck:
     task, caption = where
-    t = TASKS[task]
+    t = get_task(task)
     said = _norm(text)
     named = {_norm(c) for c in t.captions} | {_norm(t.instruction)}
     return MemoryCheck(text, task, caption, said == _norm(caption) or _norm(caption) in said,

@@ -2,10 +2,12 @@
 
 Timing: physics advances on the wall clock, one control step (12.5 ms) per period, in a thread of
 its own; it never waits for a command. The newest absolute target on the command topic is
-applied at every step; with none (yet) the last one is held. When the loop falls behind (a slow
-render, a busy machine) the missed steps are stepped at once (physics costs ~1 ms a step) so that
-simulated time keeps up with wall time; they are counted as late steps. More than
-`max_catch_up_s` behind, the clock is re-based and the loss counted (`lost_s` in the log).
+applied at every step; with none (yet) the last one is held. Images are drawn in a render thread
+(render_worker.py) from a scene captured at their step, and published with that step's stamp
+when drawn (15-35 ms later here, like a camera's latency). When the loop falls behind (a busy
+machine) the missed steps are stepped at once (physics costs ~1 ms a step) so that simulated
+time keeps up with wall time; they are counted as late steps. More than `max_catch_up_s` behind,
+the clock is re-based and the loss counted (`lost_s` in the log).
 
 Episodes: after a reset the robot holds still for `reset_hold_s` while the camera and joint
 states of the new scene are already published; commands are ignored meanwhile, so chunks that a
@@ -42,6 +44,7 @@ from oxygen_ros.robot.values import joint_state_to_vector
 
 from .env import CAMERAS, CONTROL_PERIOD_S, DEFAULT_CAMERA, DEFAULT_IMAGE_SIZE, GAIN, JOINT_NAMES, SimEnv
 from .episodes import Episode, Status, schedule
+from .render_worker import RenderWorker
 from .tasks import TASKS
 
 RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
@@ -49,6 +52,13 @@ STATUS_QOS = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE, histo
 # the instruction must reach a node that subscribes later too (it keeps the last one)
 LATCHED = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST,
                      durability=DurabilityPolicy.TRANSIENT_LOCAL)
+
+
+# Wiring faults a sensitivity run feeds the policy (the simulator itself stays right):
+#   bgr            the camera's bytes in BGR order, still labelled rgb8 (a driver set up wrongly)
+#   state-swapped  the joint state's ee_x and ee_y values exchanged under the right names (a wrong
+#                  joint mapping); commands are still read by name
+FAULTS = ("", "bgr", "state-swapped")
 
 
 @dataclass(frozen=True)
@@ -70,8 +80,12 @@ class SimConfig:
     instruction_topic: str = "/oxygen/instruction"  # "" = do not publish
     privileged_topic: str = "/sim/privileged_state"
     frame_id: str = "sim_camera"
+    # a deliberate wiring fault, for sensitivity runs (FAULTS); "" = none
+    fault: str = ""
 
     def __post_init__(self) -> None:
+        if self.fault not in FAULTS:
+            raise ValueError(f"fault {self.fault!r} is not one of {', '.join(f for f in FAULTS if f)} (or empty)")
         schedule(self.tasks, self.episodes_per_task, self.base_seed)  # raises on bad tasks / count
         if self.camera not in CAMERAS:
             raise ValueError(f"camera {self.camera!r} is not one of {', '.join(CAMERAS)}")
@@ -96,6 +110,7 @@ class RunStats:
     late_steps: int = 0
     lost_s: float = 0.0
     images: int = 0
+    skipped_images: int = 0  # due while the previous image was still being drawn
     render_s: float = 0.0
     commands: int = 0
     bad_commands: int = 0
@@ -129,6 +144,8 @@ class SimNode(Node):
                           if config.privileged else None)
         self.create_subscription(JointState, config.command_topic, self._command_cb, RELIABLE)
         self._thread: threading.Thread | None = None
+        self._render: RenderWorker | None = None
+        self._last_image: Image | None = None
         self._ready: threading.Event | None = None
         self._ready_timeout_s = 300.0
         self.error = ""  # why the run ended early ("" = it did not)
@@ -160,6 +177,7 @@ class SimNode(Node):
         self._ready, self._ready_timeout_s = ready, ready_timeout_s
         for name in dict.fromkeys(self.config.tasks):
             self._envs[name] = SimEnv(name, self.config.image_size, self.config.camera, self.config.gain)
+        self._render = RenderWorker(self._deliver_image)
         self._thread = threading.Thread(target=self._run, name="sim-loop", daemon=True)
         self._thread.start()
 
@@ -167,6 +185,9 @@ class SimNode(Node):
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=5.0)
+        if self._render is not None:
+            self._render.close()
+            self._render = None
         for env in self._envs.values():
             env.close()
         self._envs.clear()
@@ -178,7 +199,8 @@ class SimNode(Node):
                     break
                 self._episode(episode)
         except Exception as exc:  # noqa: BLE001 - the loop thread must say why it ended
-            self.get_logger().error(f"simulation loop failed: {type(exc).__name__}: {exc}")
+            self.error = f"simulation loop failed: {type(exc).__name__}: {exc}"
+            self.get_logger().error(self.error)
             raise
         finally:
             self.finished.set()
@@ -200,7 +222,7 @@ class SimNode(Node):
 
         # hold: the new scene is published, the robot stands still, commands are not applied
         hold_end = time.monotonic() + cfg.reset_hold_s
-        image_msg = self._image(env)
+        image_msg = self._render_now(env)
         next_pub = time.monotonic()
         wait = self._ready if ep.index == 0 else None
         give_up = time.monotonic() + self._ready_timeout_s
@@ -261,9 +283,9 @@ class SimNode(Node):
             self._publish_state(state, stamp, ep, env)
             done = info.success or info.timed_out
             if first // cam_every != step // cam_every or done:  # an image step was crossed
-                msg = self._image(env)
-                msg.header.stamp = stamp
-                self._pub_image.publish(msg)
+                self._render.submit(env.camera, stamp)  # published when drawn, with this stamp
+                if self._render.error is not None:
+                    raise RuntimeError(f"rendering failed: {self._render.error}") from self._render.error
                 self._publish_status(ep, env, step, t, late, done=done)
             if done:
                 self.stats.episode_s += time.monotonic() - start
@@ -271,16 +293,38 @@ class SimNode(Node):
                 return
 
     # -- messages ----------------------------------------------------------------------------------
-    def _image(self, env: SimEnv) -> Image:
-        t0 = time.perf_counter()
-        rgb = env.render()
-        self.stats.render_s += time.perf_counter() - t0
-        self.stats.images += 1
+    def _render_now(self, env: SimEnv) -> Image:
+        """The current scene's image, drawn by the worker (waits for it; for the holds)."""
+        self._render.wait_idle()
+        self._last_image = None
+        self._render.submit(env.camera, None)
+        self._render.wait_idle()
+        if self._render.error is not None:
+            raise RuntimeError(f"rendering failed: {self._render.error}") from self._render.error
+        return self._last_image
+
+    def _deliver_image(self, rgb: np.ndarray, stamp: Time | None, tag: object) -> None:
+        """In the render thread: publish a drawn image (stamp None: keep it for the caller)."""
+        msg = self._image_msg(rgb)
+        stats = self.stats
+        stats.images, stats.render_s = self._render.rendered, self._render.render_s
+        stats.skipped_images = self._render.skipped
+        if stamp is None:
+            self._last_image = msg
+        else:
+            msg.header.stamp = stamp
+            self._pub_image.publish(msg)
+
+    def _image_msg(self, rgb: np.ndarray) -> Image:
+        if self.config.fault == "bgr":
+            rgb = np.ascontiguousarray(rgb[:, :, ::-1])
         h, w = rgb.shape[:2]
         return Image(header=Header(frame_id=self.config.frame_id), height=h, width=w, encoding="rgb8",
                      is_bigendian=0, step=w * 3, data=rgb.tobytes())
 
     def _publish_state(self, state: np.ndarray, stamp: Time, ep: Episode, env: SimEnv) -> None:
+        if self.config.fault == "state-swapped":
+            state = state[[1, 0, 2, 3]]
         self._pub_joints.publish(JointState(header=Header(stamp=stamp), name=list(JOINT_NAMES),
                                             position=[float(v) for v in state]))
         if self._pub_priv is not None:

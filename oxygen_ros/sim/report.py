@@ -7,7 +7,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .metrics import progress_curve
-from .tasks import TASKS
+from .tasks import get_task
 
 
 def _pct(x: float | None) -> str:
@@ -52,7 +52,7 @@ def progress_plot(runs: Sequence[Any], tasks: Sequence[str], path: Path, dt: flo
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    horizon = max(TASKS[t].horizon for t in tasks) * 0.0125
+    horizon = max(get_task(t).horizon for t in tasks) * 0.0125
     grid = np.arange(0.0, horizon + dt, dt)
     panels = [*tasks, "all tasks"]
     fig, axes = plt.subplots(1, len(panels), figsize=(3.2 * len(panels), 3.0), sharey=True)

@@ -5,10 +5,11 @@ import numpy as np
 import pytest
 
 from oxygen_ros.sim import (GAIN, GRIPPER_CLOSED, GRIPPER_OPEN, TASKS, action_from_target, get_task,
-                            gripper_command, gripper_opening, metaworld_available, target_from_expert)
+                            gripper_command, gripper_opening, metaworld_available, target_from_expert,
+                            unavailable_reason)
 
 needs_sim = pytest.mark.skipif(not metaworld_available(),
-                               reason="metaworld/mujoco not importable: pip install -r requirements-sim.txt")
+                               reason=str(unavailable_reason()))
 
 
 def test_target_round_trip_is_exact_for_expert_actions():
@@ -90,7 +91,7 @@ def test_corner_camera_is_upright():
     """The table is in the lower half of the image, the black (skybox off) background on top."""
     from oxygen_ros.sim import SimEnv
 
-    env = SimEnv("handle-press", image_size=48)
+    env = SimEnv("door-unlock", image_size=48)
     try:
         env.reset(0)
         img = env.render().astype(float)
@@ -98,3 +99,42 @@ def test_corner_camera_is_upright():
         assert top < 20 < bottom, (top, bottom)
     finally:
         env.close()
+
+
+def test_blind_solvable_tasks_are_known_but_not_evaluated():
+    from oxygen_ros.sim import ALL_TASKS, BLIND_SOLVABLE
+
+    assert not set(BLIND_SOLVABLE) & set(TASKS)
+    assert get_task("handle-press").done == "the handle is pressed down"
+    assert set(ALL_TASKS) == set(TASKS) | set(BLIND_SOLVABLE)
+
+
+@needs_sim
+def test_standing_still_never_succeeds_in_the_evaluated_tasks():
+    """drawer-close (not evaluated) succeeds in most layouts without moving: the evaluated tasks
+    must not."""
+    from oxygen_ros.sim import SimEnv
+
+    for name in [*TASKS, "drawer-close"]:
+        env = SimEnv(name, image_size=16)
+        try:
+            wins = 0
+            for seed in (1, 2):
+                start = env.reset(seed)
+                for _ in range(env.task.horizon):
+                    info = env.step(start)
+                    if info.success or info.timed_out:
+                        break
+                wins += info.success
+        finally:
+            env.close()
+        assert (wins > 0) == (name == "drawer-close"), (name, wins)
+
+
+@needs_sim
+def test_blind_check_runs_and_counts():
+    from oxygen_ros.sim.blind import DIRECTIONS, blind_successes
+
+    r = blind_successes("door-unlock", episodes=1)
+    assert r["expert"] == 1 and set(r) == {"expert", "expert_steps", "mean", *DIRECTIONS, "hold"}
+    assert r["hold"] == 0 and all(0 <= r[k] <= 1 for k in ("mean", *DIRECTIONS))

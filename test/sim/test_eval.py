@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from oxygen_ros.sim import metaworld_available
+from oxygen_ros.sim import metaworld_available, unavailable_reason
 from oxygen_ros.sim.episodes import Status, schedule
 from oxygen_ros.sim.evaluate import NodeOptions, Setting, node_parameters
 from oxygen_ros.sim.metrics import Timeline, check_memory, progress_curve, wilson
@@ -20,6 +20,12 @@ def test_settings_parse_and_name():
     assert Setting.parse("isolated").name == "isolated/crossfade"
     assert Setting.parse("oxygen-k1-nomem").memory is False
     assert Setting.parse("expert").name == "expert"
+    assert Setting.parse("oxygen-k1+bgr", "rtc") == Setting("oxygen", 1, "rtc", True, "bgr")
+    assert Setting.parse("isolated+state-swapped").name == "isolated/crossfade+state-swapped"
+    with pytest.raises(ValueError, match="fault"):
+        Setting.parse("isolated+upside-down")
+    with pytest.raises(ValueError, match="expert"):
+        Setting.parse("expert+bgr")
     with pytest.raises(ValueError, match="mode"):
         Setting.parse("fast")
     with pytest.raises(ValueError, match="expected"):
@@ -36,15 +42,15 @@ def test_wilson_interval_known_values():
 
 
 def test_schedule_is_reproducible_and_task_major():
-    eps = schedule(["handle-press", "coffee-button"], 2, base_seed=10)
-    assert [(e.task, e.seed) for e in eps] == [("handle-press", 1010), ("handle-press", 1011),
-                                               ("coffee-button", 2010), ("coffee-button", 2011)]
+    eps = schedule(["door-unlock", "window-open"], 2, base_seed=10)
+    assert [(e.task, e.seed) for e in eps] == [("door-unlock", 2010), ("door-unlock", 2011),
+                                               ("window-open", 1010), ("window-open", 1011)]
     # a task's seeds do not depend on which other tasks run
-    assert schedule(["coffee-button"], 2, base_seed=10)[0].seed == 2010
+    assert schedule(["window-open"], 2, base_seed=10)[0].seed == 1010
 
 
 def _st(ep, t, progress, success=False, done=False):
-    return Status(ep, "handle-press", 0, "", int(t / 0.0125), t, progress, 0, "", success, done,
+    return Status(ep, "door-unlock", 0, "", int(t / 0.0125), t, progress, 0, "", success, done,
                   done and not success, 0)
 
 
@@ -57,14 +63,14 @@ def test_progress_curve_holds_success_and_timeout():
 
 def test_memory_text_is_checked_against_the_scene_it_came_from():
     tl = Timeline()
-    tl.add(100, "handle-press", "moving above the handle")
-    tl.add(200, "handle-press", "pushing the handle down")
-    assert tl.at(50) is None and tl.at(150) == ("handle-press", "moving above the handle")
-    ok = check_memory("Pushing the handle down.", tl.at(250))
+    tl.add(100, "door-unlock", "reaching the lock")
+    tl.add(200, "door-unlock", "turning the lock")
+    assert tl.at(50) is None and tl.at(150) == ("door-unlock", "reaching the lock")
+    ok = check_memory("Turning the lock.", tl.at(250))
     assert ok.names_stage and ok.names_task
-    late = check_memory("moving above the handle", tl.at(250))
+    late = check_memory("reaching the lock", tl.at(250))
     assert not late.names_stage and late.names_task
-    wrong = check_memory("close the drawer", tl.at(250))
+    wrong = check_memory("slide the window open", tl.at(250))
     assert not wrong.names_stage and not wrong.names_task
 
 
@@ -73,7 +79,7 @@ def test_node_parameters_use_the_sim_topics_and_the_setting():
     from oxygen_ros.sim.env import JOINT_NAMES
 
     p = node_parameters(Setting("oxygen", 5, "rtc"), NodeOptions("/ckpt"), SimConfig(), bag=__import__("pathlib").Path("/b"),
-                        instruction="close the drawer")
+                        instruction="unlock the door")
     assert p["camera_topics"] == ["/sim/camera/image_raw"] and p["joint_names"] == list(JOINT_NAMES)
     assert (p["mode"], p["decode_steps_per_frame"], p["chunk_blend"]) == ("oxygen", 5, "rtc")
     assert p["max_decode_steps"] == 30 and p["memory.every_n_frames"] == 1 and p["record.enabled"]
@@ -82,24 +88,24 @@ def test_node_parameters_use_the_sim_topics_and_the_setting():
 
 def test_table_row():
     summary = {"setting": "isolated/crossfade",
-               "tasks": {"handle-press": {"n": 30, "success": 29, "rate": 29 / 30, "ci95": list(wilson(29, 30)),
+               "tasks": {"door-unlock": {"n": 30, "success": 29, "rate": 29 / 30, "ci95": list(wilson(29, 30)),
                                           "time_to_success_s": 0.6}},
                "all": {"n": 30, "success": 29, "rate": 29 / 30, "ci95": list(wilson(29, 30)),
                        "time_to_success_s": 0.6},
                "action_rate_hz": 12.34, "tokens_per_s": 99.0, "memory": {"count": 0}}
-    md = table([summary], ["handle-press"])
+    md = table([summary], ["door-unlock"])
     assert "| isolated/crossfade | 96.7 [83.3, 99.4] (29/30) |" in md and "| 0.60 | 12.3 | 99 | - | - |" in md
 
 
 @pytest.mark.ros
 @pytest.mark.skipif(not metaworld_available(),
-                    reason="metaworld/mujoco not importable: pip install -r requirements-sim.txt")
+                    reason=str(unavailable_reason()))
 def test_expert_setting_end_to_end(tmp_path):
     pytest.importorskip("rclpy")
     from oxygen_ros.sim import eval_cli
 
     rc = eval_cli.main(["--out", str(tmp_path), "--settings", "expert",
-                        "--tasks", "coffee-button", "--episodes", "2", "--reset-hold", "0.2"])
+                        "--tasks", "door-unlock", "--episodes", "2", "--reset-hold", "0.2"])
     assert rc == 0
     res = json.loads((tmp_path / "results.json").read_text())
     (s,) = res["settings"]
@@ -108,3 +114,34 @@ def test_expert_setting_end_to_end(tmp_path):
     assert s["commands_per_s"] > 10  # the expert answers every published state (fewer when late)
     assert "| expert | 100.0" in (tmp_path / "table.md").read_text()
     assert (tmp_path / "progress.png").stat().st_size > 1000
+
+
+def test_status_json_round_trip_and_sim_config_refusals():
+    s = _st(3, 0.5, 0.25)
+    assert Status.from_json(s.to_json()) == s
+    pytest.importorskip("rclpy")
+    from oxygen_ros.sim.node import SimConfig
+
+    with pytest.raises(ValueError, match="unknown tasks"):
+        SimConfig(tasks=("reach",))
+    with pytest.raises(ValueError, match="episodes_per_task"):
+        SimConfig(episodes_per_task=0)
+    with pytest.raises(ValueError, match="camera_rate_hz"):
+        SimConfig(camera_rate_hz=100.0)  # more than one image per 12.5 ms step
+    with pytest.raises(ValueError, match="camera"):
+        SimConfig(camera="nope")
+
+
+def test_a_runs_bag_is_its_own_not_another_settings(tmp_path):
+    import os
+
+    from oxygen_ros.sim.evaluate import newest_bag
+
+    bags = tmp_path / "bags"
+    for i, name in enumerate(["isolated_crossfade", "isolated_crossfade_20261202-101010",
+                              "isolated_crossfade_bgr"]):
+        (bags / name).mkdir(parents=True)
+        os.utime(bags / name, (1000 + i, 1000 + i))  # the fault setting's bag is the newest
+    assert newest_bag(bags / "isolated_crossfade") == str(bags / "isolated_crossfade_20261202-101010")
+    assert newest_bag(bags / "isolated_crossfade_bgr") == str(bags / "isolated_crossfade_bgr")
+    assert newest_bag(bags / "oxygen-k1_rtc") == ""
