@@ -61,10 +61,10 @@ def record(task_names: list[str], episodes: int, seed: int, frame_stride: int = 
            progress: bool = True) -> tuple[Demos, dict]:
     """Record `episodes` expert episodes per task; returns the dataset (successful episodes
     only) and a summary."""
-    from . import DEFAULT_CAMERA, TASKS, SimEnv
+    from . import DEFAULT_CAMERA, SimEnv, get_task
 
     camera = camera or DEFAULT_CAMERA
-    tasks = [TASKS[n] for n in task_names]
+    tasks = [get_task(n) for n in task_names]
     captions = sorted({c for t in tasks for c in t.captions})
     cap_index = {c: i for i, c in enumerate(captions)}
     parts: dict[str, list] = {k: [] for k in ("images", "state", "target", "step", "episode",
@@ -118,7 +118,7 @@ def record(task_names: list[str], episodes: int, seed: int, frame_stride: int = 
 
 
 def main(argv: list[str] | None = None) -> int:
-    from . import TASKS
+    from . import ALL_TASKS, TASKS
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--tasks", default="all", help=f"comma-separated, or all ({', '.join(TASKS)})")
@@ -131,9 +131,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", required=True, help="dataset file (.npz)")
     a = p.parse_args(argv)
     names = list(TASKS) if a.tasks == "all" else a.tasks.split(",")
-    unknown = [n for n in names if n not in TASKS]
+    unknown = [n for n in names if n not in ALL_TASKS]
     if unknown:
-        p.error(f"unknown tasks {unknown}; known: {', '.join(TASKS)}")
+        p.error(f"unknown tasks {unknown}; known: {', '.join(ALL_TASKS)}")
     if a.episodes < 1:
         p.error("--episodes must be >= 1")
     demos, summary = record(names, a.episodes, a.seed, a.frame_stride, a.image_size, a.camera,

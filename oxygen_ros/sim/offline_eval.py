@@ -108,7 +108,7 @@ def closed_loop(checkpoint: str | Path, task_names: list[str], episodes: int, re
     if probe not in PROBES:
         raise ValueError(f"probe must be one of {sorted(PROBES)}, got {probe!r}")
     see = PROBES[probe]
-    from . import TASKS, SimEnv
+    from . import SimEnv, get_task
 
     built = load_policy(checkpoint, memory=False, seed=seed)
     engine, stats = built.engine, built.norm
@@ -118,7 +118,7 @@ def closed_loop(checkpoint: str | Path, task_names: list[str], episodes: int, re
         raise ValueError(f"replan must be 1..{horizon}")
     results = {}
     for ti, name in enumerate(task_names):
-        task = TASKS[name]
+        task = get_task(name)
         env = SimEnv(task, image_size=size)
         wins, steps, frames = [], [], 0
         try:
@@ -152,7 +152,7 @@ def closed_loop(checkpoint: str | Path, task_names: list[str], episodes: int, re
 
 
 def main(argv: list[str] | None = None) -> int:
-    from . import TASKS
+    from . import ALL_TASKS, TASKS
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--checkpoint", required=True)
