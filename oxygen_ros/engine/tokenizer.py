@@ -249,8 +249,9 @@ def _tiny_corpus() -> list[str]:
     return lines
 
 
-def build_tiny_tokenizer(vocab_size: int = 512) -> HFTokenizer:
-    """Deterministically train a byte-level BPE of exactly ``vocab_size`` tokens.
+def build_tiny_tokenizer(vocab_size: int = 512, corpus: Sequence[str] | None = None) -> HFTokenizer:
+    """Deterministically train a byte-level BPE of exactly ``vocab_size`` tokens on ``corpus``
+    (None: the built-in one; a trained policy passes its own instructions and captions).
 
     <pad>=0, <eos>=1, <bos>=2; if the corpus runs out of merges the vocab is topped up with
     ``<unused_i>`` special tokens (as Gemma does) so the size always matches the ModelConfig.
@@ -266,7 +267,7 @@ def build_tiny_tokenizer(vocab_size: int = 512) -> HFTokenizer:
         vocab_size=vocab_size, min_frequency=1, show_progress=False, special_tokens=list(SPECIALS),
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
     )
-    tok.train_from_iterator(_tiny_corpus(), trainer=trainer)
+    tok.train_from_iterator(_tiny_corpus() if corpus is None else list(corpus), trainer=trainer)
     missing = vocab_size - tok.get_vocab_size(with_added_tokens=True)
     if missing > 0:
         tok.add_special_tokens([f"<unused_{i}>" for i in range(missing)])
