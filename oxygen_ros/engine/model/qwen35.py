@@ -34,6 +34,8 @@ from torch import nn
 from . import gated_delta
 from .layers import apply_rope
 from .qwen3vl import QwenMLP, image_text_positions, mrope_cos_sin, patchify
+# Qwen3.5 saves its backbone under Qwen3-VL's key layout (mtp.* and the like map to None)
+from .qwen3vl_checkpoint import backbone_key
 
 LAYER_KINDS = ("linear_attention", "full_attention")
 
@@ -382,18 +384,6 @@ class Qwen35Model(nn.Module):
     def lm_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         w = self.language_model.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
         return hidden.to(w.dtype) @ w.t()
-
-
-_KEY_PREFIXES = (("model.visual.", "visual."), ("model.language_model.", "language_model."),
-                 ("lm_head.", "lm_head."))
-
-
-def backbone_key(hf_key: str) -> str | None:
-    """transformers' Qwen3_5ForConditionalGeneration key -> ours (None: not ours, e.g. mtp.*)."""
-    for src, dst in _KEY_PREFIXES:
-        if hf_key.startswith(src):
-            return dst + hf_key[len(src):]
-    return None
 
 
 def load_qwen35_folder(folder: str | Path, dtype: torch.dtype = torch.float32):
