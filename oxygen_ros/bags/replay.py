@@ -41,8 +41,8 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from oxygen_ros.robot.chunk_player import BLENDS, ChunkPlayer
-from oxygen_ros.robot.command_config import CommandConfig
+from oxygen_ros.robot.chunk_player import ChunkPlayer
+from oxygen_ros.robot.command_config import BLENDS, CommandConfig
 from oxygen_ros.robot.engine_port import EnginePort
 from oxygen_ros.robot.images import CameraError, CameraFrame, decode_frames, parse_transports
 from oxygen_ros.robot.inference import PairInference

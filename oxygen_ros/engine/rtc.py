@@ -24,7 +24,6 @@ from typing import Callable
 import numpy as np
 import torch
 
-from .config import MAX_GUIDANCE, RTC_JACOBIANS, RTC_METHODS  # noqa: F401 (re-exported)
 
 
 @dataclass(frozen=True)

@@ -37,8 +37,8 @@ from oxygen_ros.engine.config import head_names
 from oxygen_ros.engine.rtc import unsupported_reason
 from oxygen_ros.robot.chunk_player import ChunkPlayer
 from oxygen_ros.robot.shaper import CommandShaper
+from oxygen_ros.robot.values import StateMapping
 
-from . import conversions as conv
 from . import params as P
 from .build import Built, build
 from .control_loop import ControlLoop
@@ -60,7 +60,7 @@ class Runtime:
 
     built: Built
     joint_names: list[str]
-    mapping: conv.StateMapping
+    mapping: StateMapping
     player: ChunkPlayer
     pubs: Publishers
     inputs: Inputs
@@ -203,9 +203,9 @@ class OxygenNode(LifecycleNode):
         return rt
 
     @staticmethod
-    def _mapping(p: dict[str, Any], num_joints: int, norm: Any) -> conv.StateMapping:
+    def _mapping(p: dict[str, Any], num_joints: int, norm: Any) -> StateMapping:
         lo, hi = p["joint_limits_lower"], p["joint_limits_upper"]
-        return conv.StateMapping(num_joints, np.asarray(lo, np.float32) if lo else None,
+        return StateMapping(num_joints, np.asarray(lo, np.float32) if lo else None,
                                  np.asarray(hi, np.float32) if hi else None, norm)
 
     def _stop_run(self) -> None:
