@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import sys
 import time
 
@@ -18,21 +17,13 @@ import torch
 
 from ..engine.config import DTYPES, LINEAR_LAYOUTS, PRESETS
 from ..engine.model import init_model
-
-
-def _rss_bytes() -> int:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * resource.getpagesize()
-
-
-def _peak_rss_bytes() -> int:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
+from .timing import peak_rss_bytes, rss_bytes
 
 
 def measure_build(preset: str, dtype: str, device: str, layout: str = "standard", seed: int = 0
                   ) -> dict[str, float]:
     dev = torch.device(device)
-    before = _rss_bytes()
+    before = rss_bytes()
     if dev.type == "cuda":
         torch.cuda.reset_peak_memory_stats(dev)
     t0 = time.perf_counter()
@@ -53,7 +44,7 @@ def measure_build(preset: str, dtype: str, device: str, layout: str = "standard"
         out["peak_bytes"] = torch.cuda.max_memory_allocated(dev)
         out["peak_over_parameters"] = round(out["peak_bytes"] / params, 3)
     else:
-        peak = _peak_rss_bytes()
+        peak = peak_rss_bytes()
         out.update(rss_before_bytes=before, peak_rss_bytes=peak,
                    peak_over_parameters=round(peak / params, 3),
                    peak_net_over_parameters=round((peak - before) / params, 3))

@@ -25,16 +25,7 @@ from ..engine.model.qwen3vl import pad_state
 from ..engine.runner import ModelRunner, SeqView
 from ..engine.synthetic import SyntheticStream
 from .kv_recorder import KVCallRecorder
-
-
-def _median_ms(fn, repeats: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times)
+from .timing import median_ms
 
 
 def decode_step_ms(runner: ModelRunner, seqs: Sequence[SeqView], batches: Sequence[int],
@@ -85,12 +76,12 @@ def action_path_ms(engine: Engine, denoise_steps: Sequence[int], repeats: int = 
         raise ValueError("KV pool too small for the prefill micro-benchmark")
     view = SeqView(blocks.block_ids, n_prefix, mc.rope_offset(len(images)))
     try:
-        prefill = _median_ms(lambda: runner.prefill_observation(images, prompt, view,
+        prefill = median_ms(lambda: runner.prefill_observation(images, prompt, view,
                                                                 keep_hidden=True), repeats)
         noise = torch.randn(noise_rows(mc), mc.action_dim)
         state = pad_state(obs.state, mc.action_dim)
         # the frame's whole action stage (every StarVLA head in turn), as FrameOps.denoise runs it
-        denoise = {s: _median_ms(lambda: runner.action_chunks(
+        denoise = {s: median_ms(lambda: runner.action_chunks(
             view, n_prefix, noise, s, state=None if mc.qwen is None else state,
             num_images=len(images), prompt_ids=prompt), repeats)
                    for s in sorted(set(denoise_steps))}
@@ -153,8 +144,8 @@ def linear_layouts(width: int, out: int, tokens: tuple[int, ...] = (1, 30), repe
     res: dict[str, float] = {}
     for m in tokens:
         x = torch.randn(m, width, generator=gen, dtype=dtype)
-        res[f"standard_m{m}_ms"] = _median_ms(lambda: torch.nn.functional.linear(x, w), repeats)
-        res[f"transposed_m{m}_ms"] = _median_ms(lambda: x @ w_t, repeats)
+        res[f"standard_m{m}_ms"] = median_ms(lambda: torch.nn.functional.linear(x, w), repeats)
+        res[f"transposed_m{m}_ms"] = median_ms(lambda: x @ w_t, repeats)
     return res
 
 
