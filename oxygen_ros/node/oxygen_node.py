@@ -8,9 +8,13 @@
 - inference_worker.py  the thread running Engine.step on the newest paired observation
 - control_loop.py    ~/joint_command at control_rate_hz: ChunkPlayer -> CommandShaper (limits,
                      start from the measured pose, chunk gate, deadman)
-- publishers.py      every publisher; diagnostics.py the 1 Hz /diagnostics timer
+- publishers.py      every publisher (message types: outputs.py's table); diagnostics.py the
+                     1 Hz /diagnostics timer
 - recording.py       record.* parameters: raw subscriptions into recorder.py's bag writer
 - conversions.py     the only module knowing both message and engine types
+
+Parameters: validated once in the on-set callback (_check_params), applied in the post-set
+callback (_apply_params), ros2/demos' pattern.
 
 main() spins a SingleThreadedExecutor (see main.py for why), so callbacks never run
 concurrently and the node uses no callback groups: callbacks only convert and store, the model
