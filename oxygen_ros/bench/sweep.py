@@ -20,6 +20,7 @@ from .kv_recorder import KVCallRecorder
 from .metrics import RunSummary, StageCosts, predict_run_ms, summarize, warmup_frames
 from .power import PowerMeter
 from .profile import action_path_ms, decode_step_ms
+from .timing import peak_rss_bytes, rss_bytes
 
 PROMPT = "Memory: what happened?\n"
 
