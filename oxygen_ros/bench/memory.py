@@ -15,8 +15,9 @@ import time
 
 import torch
 
-from ..engine.config import DTYPES, LINEAR_LAYOUTS, PRESETS
+from ..engine.config import PRESETS
 from ..engine.model import init_model
+from .args import add_bench_args
 from .timing import peak_rss_bytes, rss_bytes
 
 
@@ -53,10 +54,8 @@ def measure_build(preset: str, dtype: str, device: str, layout: str = "standard"
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--preset", default="pi05", choices=sorted(PRESETS))
-    p.add_argument("--dtype", default="bfloat16", choices=DTYPES)
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--linear-layout", default="standard", choices=LINEAR_LAYOUTS)
+    # --dtype, --device, --linear-layout from their engine knobs; --preset: bench/args.py
+    add_bench_args(p, ("dtype", "device", "linear_layout"), preset="pi05", dtype="bfloat16")
     p.add_argument("--json", action="store_true")
     a = p.parse_args(argv)
     r = measure_build(a.preset, a.dtype, a.device, a.linear_layout)

@@ -25,6 +25,7 @@ from ..engine.model.qwen3vl import pad_state
 from ..engine.runner import ModelRunner, SeqView
 from ..engine.synthetic import SyntheticStream
 from .kv_recorder import KVCallRecorder
+from .args import add_bench_args
 from .timing import median_ms
 
 
@@ -151,16 +152,14 @@ def linear_layouts(width: int, out: int, tokens: tuple[int, ...] = (1, 30), repe
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m oxygen_ros.bench.profile", description=__doc__)
-    p.add_argument("--preset", default="tiny")
+    # --S, --device, --dtype (and --N below) from their engine knobs; --preset, --threads:
+    # bench/args.py
+    add_bench_args(p, ("denoise_steps", "device", "dtype"), preset="tiny", threads=2, S=10)
     p.add_argument("--model-config", default=None)
-    p.add_argument("--S", type=int, default=10)
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--dtype", default="float32")
     p.add_argument("--repeats", type=int, default=7)
     p.add_argument("--kv", action="store_true",
                    help="KV manager cost in real frames vs the same calls replayed back to back")
-    p.add_argument("--N", type=int, default=30, help="--kv: tokens per request (= the batch)")
+    add_bench_args(p, ("max_decode_steps",), N=30)  # --kv: tokens per request (= the batch)
     p.add_argument("--frames", type=int, default=20, help="--kv: measured frames")
     p.add_argument("--linear", action="store_true",
                    help="the VLM's widest projection (fused gate/up) in both linear layouts")
