@@ -7,13 +7,13 @@
 #    bf16 / fp16 / fp32: registers, spills, shared memory (python -m oxygen_ros.bench.gpu_compile;
 #    gpu-compile.md); the same check CI runs for sm_90 and sm_110 without a GPU
 # 2. Triton paged attention vs the gathering reference on the device, float32 and bfloat16,
-#    per-query and query-tiled kernels (benchmarks/gpu_checks.py attention)
+#    per-query and query-tiled kernels (oxygen_ros/bench/suite/gpu_checks.py attention)
 # 3. Kernel micro-benchmark: per-query vs query-tiled for denoise (50 action queries) and a
 #    prompt suffix, decode batch 30, pi05 and xr0 attention shapes (python -m
 #    oxygen_ros.bench.attention; attention-bench-*.txt)
 # 4. pi05 bf16 frames with EngineConfig.cuda_graphs off and on: same tokens, actions within bf16
 #    tolerance, frame and decode times, parameter bytes and peak memory of the build
-#    (benchmarks/gpu_checks.py frames)
+#    (oxygen_ros/bench/suite/gpu_checks.py frames)
 # 5. oxygen-bench pi05 bf16 k=1 N=30 S=10, isolated vs oxygen (+ the per-frame arrival
 #    pattern), stage micro-benchmarks and the bandwidth floor with measured/floor per stage
 #    (report.md, results.json)
@@ -34,7 +34,7 @@ if [ "$DRY" = 1 ]; then
   PRESET=tiny; DEV=cpu; DTYPE=float32
   TARGET=(--preset tiny --device cpu --dtype float32 --attention-backend reference --threads 2
           --bandwidth-gbs 20)
-  ATT=(env TRITON_INTERPRET=1 python benchmarks/gpu_checks.py attention --device cpu --quick)
+  ATT=(env TRITON_INTERPRET=1 python -m oxygen_ros.bench.cli gpu-checks attention --device cpu --quick)
   COMPILE=(--arch sm_90 --presets tiny --dtype float32)
   MICRO=(env TRITON_INTERPRET=1 python -m oxygen_ros.bench.attention --backends triton --device cpu
          --dtype float32 --prefix 30 --horizon 6 --batch 2 --head-dim 32 --repeats 1)
@@ -45,7 +45,7 @@ if [ "$DRY" = 1 ]; then
 else
   PRESET=pi05; DEV=cuda; DTYPE=bfloat16
   TARGET=(--preset pi05 --device cuda --dtype bfloat16 --attention-backend auto --threads 8)
-  ATT=(python benchmarks/gpu_checks.py attention --device cuda)
+  ATT=(python -m oxygen_ros.bench.cli gpu-checks attention --device cuda)
   COMPILE=(--arch "$(python -c 'import torch; print("sm_%d%d" % torch.cuda.get_device_capability())' 2>/dev/null || echo sm_90)"
            --dtype bfloat16,float16,float32)
   MICRO=(python -m oxygen_ros.bench.attention --backends triton --device cuda --dtype bfloat16
@@ -99,7 +99,7 @@ for shape in "${MICRO_SHAPES[@]}"; do
   i=$((i + 1))
 done
 say "4/5 $PRESET $DTYPE frames, cuda_graphs off vs on"
-timeout "${LIMITS[1]}" python benchmarks/gpu_checks.py frames --preset "$PRESET" --device "$DEV" --dtype "$DTYPE" \
+timeout "${LIMITS[1]}" python -m oxygen_ros.bench.cli gpu-checks frames --preset "$PRESET" --device "$DEV" --dtype "$DTYPE" \
   --k 2 --N 6 --S "$FRAMES_S" --frames 5 --out "$OUT_DIR" || FAILED+=(frames)
 say "5/5 oxygen-bench k=1 N=30 S=10, isolated vs oxygen, floor ratios"
 timeout "${LIMITS[2]}" python -m oxygen_ros.bench.cli "${TARGET[@]}" --modes isolated,oxygen --k 1 --N 30 --S 10 \

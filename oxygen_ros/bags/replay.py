@@ -41,8 +41,9 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from oxygen_ros.robot.chunk_player import BLENDS, ChunkPlayer
-from oxygen_ros.robot.command_config import CommandConfig
+from oxygen_ros.robot.chunk_player import ChunkPlayer
+from oxygen_ros.robot.command_config import BLENDS, CommandConfig
+from oxygen_ros.robot.engine_port import EnginePort
 from oxygen_ros.robot.images import CameraError, CameraFrame, decode_frames, parse_transports
 from oxygen_ros.robot.inference import PairInference
 from oxygen_ros.robot.pairing import Mailbox, Pair, Pairer
@@ -160,7 +161,7 @@ def _stamp(msg: Any, log_ns: int, max_offset_s: float) -> int:
 
 
 class Replayer:
-    def __init__(self, engine: Any, mapping: StateMapping, cfg: ReplayConfig) -> None:
+    def __init__(self, engine: EnginePort, mapping: StateMapping, cfg: ReplayConfig) -> None:
         self.engine = engine
         self.mapping = mapping
         self.cfg = cfg

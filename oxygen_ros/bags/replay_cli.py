@@ -15,7 +15,7 @@ import numpy as np
 from oxygen_ros.engine_args import engine_config, model_source
 from oxygen_ros.robot.build import build_engine
 
-from ..robot.chunk_player import BLENDS
+from ..robot.command_config import BLENDS
 from ..robot.shaper import DEFAULT_TRACKING_ERROR
 from . import messages as M
 from .reader import BagData, bag_topics, messages, read_bag

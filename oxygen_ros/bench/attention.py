@@ -23,7 +23,7 @@ import time
 import torch
 
 from ..engine.attention import paged_attention, select_backend
-from ..engine.config import DTYPES
+from .args import add_bench_args
 
 
 def _case(kind: str, prefix: int, horizon: int, batch: int, heads: int, kv_heads: int, dim: int,
@@ -64,9 +64,8 @@ def time_call(backend: str, args, scale: float, repeats: int,
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--backends", default="cpp,reference", help="comma-separated: cpp, triton, reference")
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--dtype", default="float32", choices=DTYPES)
-    p.add_argument("--threads", type=int, default=0, help="torch threads (0: leave as is)")
+    # --device, --dtype from their engine knobs; --threads (0: leave torch's): bench/args.py
+    add_bench_args(p, ("device", "dtype"), threads=0)
     p.add_argument("--prefix", type=int, default=306)
     p.add_argument("--horizon", type=int, default=10)
     p.add_argument("--batch", type=int, default=30)

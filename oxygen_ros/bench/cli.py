@@ -1,5 +1,6 @@
 """oxygen-bench: the four execution modes (isolated, parallel, shared, oxygen) on one model and
 one synthetic observation stream, swept over k, N, S, presets and request arrival patterns.
+`oxygen-bench <name> ...` runs a registered benchmark instead (bench/registry.py, listed below).
 
 Writes report.md (paper-style tables + pass/fail targets), results.json (every row) and PNG
 plots into --out. --json: one JSON object (summary + targets) on the last stdout line.
@@ -24,6 +25,7 @@ from ..engine.model import init_model
 from ..engine.tokenizer import build_tiny_tokenizer
 from ..engine_args import add_knob_args
 from . import patterns as pat
+from . import registry
 from .power import PowerMeter
 from .rate import rates_arg, run_targets
 from .rate import target as rate_target
@@ -63,7 +65,8 @@ def _presets(text: str) -> list[str]:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="oxygen-bench", description=__doc__,
+    p = argparse.ArgumentParser(prog="oxygen-bench [<benchmark>]", description=__doc__,
+                                epilog=registry.usage(),
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--preset", type=_presets, default=None,
                    help="comma list of presets (default tiny,small,balanced on cpu; pi05 on cuda)")
@@ -218,6 +221,9 @@ def environment(a: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] in registry.BENCHMARKS:  # oxygen-bench <name> ...: a registered one
+        return registry.run(argv[0], argv[1:])
     a = parse_args(argv)
     torch.set_num_threads(a.threads)
     t_start = time.perf_counter()

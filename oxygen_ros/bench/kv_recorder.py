@@ -13,9 +13,12 @@ import copy
 import statistics
 import time
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..engine.kv import KVManager
+
+if TYPE_CHECKING:
+    from ..engine.engine import Engine
 
 # the manager's public calls the engine and scheduler make; everything else (pool, usage
 # counters) is read through to the manager unrecorded
@@ -65,7 +68,7 @@ class KVCallRecorder:
         self.calls.clear()
         self.busy_s = 0.0
 
-    def attach(self, engine: Any) -> "KVCallRecorder":
+    def attach(self, engine: Engine) -> "KVCallRecorder":
         """Make `engine` call the manager through this recorder until detach(); starts
         recording. Every place the engine's calls reach the manager from is rerouted: a direct
         reference (`engine.kv`, `engine.scheduler.kv`) or the `inner` of a wrapper in front of

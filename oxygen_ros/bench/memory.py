@@ -10,29 +10,21 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import sys
 import time
 
 import torch
 
-from ..engine.config import DTYPES, LINEAR_LAYOUTS, PRESETS
+from ..engine.config import PRESETS
 from ..engine.model import init_model
-
-
-def _rss_bytes() -> int:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * resource.getpagesize()
-
-
-def _peak_rss_bytes() -> int:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
+from .args import add_bench_args
+from .timing import peak_rss_bytes, rss_bytes
 
 
 def measure_build(preset: str, dtype: str, device: str, layout: str = "standard", seed: int = 0
                   ) -> dict[str, float]:
     dev = torch.device(device)
-    before = _rss_bytes()
+    before = rss_bytes()
     if dev.type == "cuda":
         torch.cuda.reset_peak_memory_stats(dev)
     t0 = time.perf_counter()
@@ -53,7 +45,7 @@ def measure_build(preset: str, dtype: str, device: str, layout: str = "standard"
         out["peak_bytes"] = torch.cuda.max_memory_allocated(dev)
         out["peak_over_parameters"] = round(out["peak_bytes"] / params, 3)
     else:
-        peak = _peak_rss_bytes()
+        peak = peak_rss_bytes()
         out.update(rss_before_bytes=before, peak_rss_bytes=peak,
                    peak_over_parameters=round(peak / params, 3),
                    peak_net_over_parameters=round((peak - before) / params, 3))
@@ -62,10 +54,8 @@ def measure_build(preset: str, dtype: str, device: str, layout: str = "standard"
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--preset", default="pi05", choices=sorted(PRESETS))
-    p.add_argument("--dtype", default="bfloat16", choices=DTYPES)
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--linear-layout", default="standard", choices=LINEAR_LAYOUTS)
+    # --dtype, --device, --linear-layout from their engine knobs; --preset: bench/args.py
+    add_bench_args(p, ("dtype", "device", "linear_layout"), preset="pi05", dtype="bfloat16")
     p.add_argument("--json", action="store_true")
     a = p.parse_args(argv)
     r = measure_build(a.preset, a.dtype, a.device, a.linear_layout)

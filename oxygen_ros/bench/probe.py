@@ -10,25 +10,26 @@ import torch
 from ..engine.config import load_model_config
 from ..engine.model import init_model
 from ..engine.tokenizer import build_tiny_tokenizer
-from .sweep import Context, RunSpec, _maxrss, _rss, run
+from .sweep import Context, RunSpec, run
+from .timing import peak_rss_bytes, rss_bytes
 
 
 def main() -> int:
     p = json.loads(sys.argv[1])
     torch.set_num_threads(p["threads"])
     mc = load_model_config(p["preset"], p["model_config"])
-    base_before_model = _rss()
+    base_before_model = rss_bytes()
     model = init_model(mc, seed=p["seed"], device=p["device"], dtype=p["dtype"])
     tok = build_tiny_tokenizer(min(mc.vocab_size, 2048))
     ctx = Context(mc, model, tok, p["device"], p["dtype"], p["seed"],
                   attention_backend=p["attention_backend"],
                   compile_denoise=p.get("compile_denoise", False),
                   linear_layout=p.get("linear_layout", "standard"))
-    base = _rss()
+    base = rss_bytes()
     row, _ = run(ctx, RunSpec(**p["spec"]))
     row.pop("trace", None)
     row.update(rss_before_model_bytes=base_before_model, rss_after_model_bytes=base,
-               rss_maxrss_bytes=_maxrss())
+               rss_maxrss_bytes=peak_rss_bytes())
     print(json.dumps(row))
     return 0
 

@@ -25,16 +25,8 @@ from ..engine.model.qwen3vl import pad_state
 from ..engine.runner import ModelRunner, SeqView
 from ..engine.synthetic import SyntheticStream
 from .kv_recorder import KVCallRecorder
-
-
-def _median_ms(fn, repeats: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times)
+from .args import add_bench_args
+from .timing import median_ms
 
 
 def decode_step_ms(runner: ModelRunner, seqs: Sequence[SeqView], batches: Sequence[int],
@@ -85,13 +77,13 @@ def action_path_ms(engine: Engine, denoise_steps: Sequence[int], repeats: int = 
         raise ValueError("KV pool too small for the prefill micro-benchmark")
     view = SeqView(blocks.block_ids, n_prefix, mc.rope_offset(len(images)))
     try:
-        prefill = _median_ms(lambda: runner.prefill_observation(images, prompt, view,
+        prefill = median_ms(lambda: runner.prefill_observation(images, prompt, view,
                                                                 keep_hidden=True), repeats)
         noise = torch.randn(noise_rows(mc), mc.action_dim)
         state = pad_state(obs.state, mc.action_dim)
         # the frame's whole action stage (every StarVLA head in turn), as FrameOps.denoise runs
         # it; a family whose stage reads no state ignores it
-        denoise = {s: _median_ms(lambda: runner.action_chunks(
+        denoise = {s: median_ms(lambda: runner.action_chunks(
             view, n_prefix, noise, s, state=state,
             num_images=len(images), prompt_ids=prompt), repeats)
                    for s in sorted(set(denoise_steps))}
@@ -154,23 +146,21 @@ def linear_layouts(width: int, out: int, tokens: tuple[int, ...] = (1, 30), repe
     res: dict[str, float] = {}
     for m in tokens:
         x = torch.randn(m, width, generator=gen, dtype=dtype)
-        res[f"standard_m{m}_ms"] = _median_ms(lambda: torch.nn.functional.linear(x, w), repeats)
-        res[f"transposed_m{m}_ms"] = _median_ms(lambda: x @ w_t, repeats)
+        res[f"standard_m{m}_ms"] = median_ms(lambda: torch.nn.functional.linear(x, w), repeats)
+        res[f"transposed_m{m}_ms"] = median_ms(lambda: x @ w_t, repeats)
     return res
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m oxygen_ros.bench.profile", description=__doc__)
-    p.add_argument("--preset", default="tiny")
+    # --S, --device, --dtype (and --N below) from their engine knobs; --preset, --threads:
+    # bench/args.py
+    add_bench_args(p, ("denoise_steps", "device", "dtype"), preset="tiny", threads=2, S=10)
     p.add_argument("--model-config", default=None)
-    p.add_argument("--S", type=int, default=10)
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--dtype", default="float32")
     p.add_argument("--repeats", type=int, default=7)
     p.add_argument("--kv", action="store_true",
                    help="KV manager cost in real frames vs the same calls replayed back to back")
-    p.add_argument("--N", type=int, default=30, help="--kv: tokens per request (= the batch)")
+    add_bench_args(p, ("max_decode_steps",), N=30)  # --kv: tokens per request (= the batch)
     p.add_argument("--frames", type=int, default=20, help="--kv: measured frames")
     p.add_argument("--linear", action="store_true",
                    help="the VLM's widest projection (fused gate/up) in both linear layouts")

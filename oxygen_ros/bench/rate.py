@@ -15,11 +15,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..engine.config import MAX_TARGET_ACTION_HZ, PRESETS, load_model_config
+from ..engine.config import MAX_TARGET_ACTION_HZ, load_model_config
 from ..engine.model import init_model
 from ..engine.request import RequestKind
 from ..engine.synthetic import SyntheticStream
 from ..engine.tokenizer import build_tiny_tokenizer
+from .args import add_bench_args
 from .sweep import PROMPT, Context
 
 GOAL = 0.10  # achieved within 10% of the target where it is feasible
@@ -124,19 +125,16 @@ def rates_arg(text: str) -> list[float]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m oxygen_ros.bench.rate", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--preset", default="balanced", choices=sorted(PRESETS))
+    # --N, --S, --device, --dtype, --seed from their engine knobs; --preset, --threads:
+    # bench/args.py
+    add_bench_args(p, ("max_decode_steps", "denoise_steps", "device", "dtype", "seed"),
+                   preset="balanced", threads=2, N=30, S=10)
     p.add_argument("--model-config", default=None)
     p.add_argument("--targets", type=rates_arg, default=[2.0, 3.0, 4.0, 5.0, 6.0, 8.0])
     p.add_argument("--k-min", type=int, default=1)
     p.add_argument("--k-max", type=int, default=30)
-    p.add_argument("--N", type=int, default=30)
-    p.add_argument("--S", type=int, default=10)
     p.add_argument("--frames", type=int, default=30)
     p.add_argument("--warmup", type=int, default=15)
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--dtype", default="float32")
-    p.add_argument("--seed", type=int, default=0)
     p.add_argument("--strict", action="store_true",
                    help="EngineConfig.target_strict: every frame fits 1/target, no carried credit")
     p.add_argument("--json", action="store_true", help="last stdout line: the rows as JSON")

@@ -3,13 +3,11 @@ from __future__ import annotations
 
 import gc
 import json
-import resource
 import subprocess
 import sys
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
-import psutil
 import torch
 
 from ..engine.config import EngineConfig, ModelConfig
@@ -22,6 +20,7 @@ from .kv_recorder import KVCallRecorder
 from .metrics import RunSummary, StageCosts, predict_run_ms, summarize, warmup_frames
 from .power import PowerMeter
 from .profile import action_path_ms, decode_step_ms
+from .timing import peak_rss_bytes, rss_bytes
 
 PROMPT = "Memory: what happened?\n"
 
@@ -74,15 +73,6 @@ class Context:
         return Engine(self.model_config, ec, model=self.model, tokenizer=self.tokenizer)
 
 
-def _rss() -> int:
-    return psutil.Process().memory_info().rss
-
-
-def _maxrss() -> int:
-    """Peak resident set of this process so far (Linux ru_maxrss is in KiB)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-
-
 def _cuda(device: str) -> bool:
     return device.startswith("cuda") and torch.cuda.is_available()
 
@@ -115,7 +105,7 @@ def run(ctx: Context, spec: RunSpec, on_frame: Callable[[], None] | None = None,
         for _ in range(arrivals[i]):
             eng.ask(PROMPT, priority=0, kind=RequestKind.MEMORY, max_new_tokens=spec.N)
         outs.append(eng.step(stream.frame(i)))
-        rss.append(_rss())
+        rss.append(rss_bytes())
         if on_frame:
             on_frame()
     if recorder is not None:
@@ -148,7 +138,7 @@ def run(ctx: Context, spec: RunSpec, on_frame: Callable[[], None] | None = None,
                             if predicted else None),
         "prefill_ms_each": p_each,
         "glue_ms": summ.frame_ms_mean - sum(summ.stage_ms.values()),
-        "rss_peak_bytes": max(rss[spec.warmup:]), "rss_maxrss_bytes": _maxrss(),
+        "rss_peak_bytes": max(rss[spec.warmup:]), "rss_maxrss_bytes": peak_rss_bytes(),
         "cuda_peak_bytes": torch.cuda.max_memory_allocated() if cuda else None,
         "energy_j": energy,
         "energy_j_per_request": (energy / (tokens / spec.N)) if energy is not None and tokens else None,

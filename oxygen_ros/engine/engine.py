@@ -142,15 +142,17 @@ class Engine:
 
     # -- requests and live settings (engine/intake.py, engine/live_config.py) -------------------
     def ask(self, prompt: str, priority: int = 1, kind: RequestKind = RequestKind.QUESTION,
-            max_new_tokens: int | None = None) -> int:
+            max_new_tokens: int | None = None, prompt_ids: list[int] | None = None) -> int:
         """Queue a language request on the next observation; returns its id. ValueError (with
-        the reason) when the prompt or max_new_tokens cannot be served."""
-        return self.intake.ask(prompt, priority, kind, max_new_tokens, self.config)
+        the reason) when the prompt or max_new_tokens cannot be served. `prompt_ids`: what
+        check_question returned for `prompt` (the text is then not tokenised again)."""
+        return self.intake.ask(prompt, priority, kind, max_new_tokens, self.config, prompt_ids)
 
-    def check_question(self, text: str) -> None:
-        """ValueError with the reason when `text` cannot be a language request's prompt (empty,
-        or longer than max_prompt_tokens); the cheap length bound comes before tokenising."""
-        self.intake.check_question(text)
+    def check_question(self, text: str) -> list[int]:
+        """The token ids `ask` takes for `text`; ValueError with the reason when it cannot be a
+        language request's prompt (empty, or longer than max_prompt_tokens); the cheap length
+        bound comes before tokenising."""
+        return self.intake.check_question(text)
 
     def validate_changes(self, **changes: Any) -> EngineConfig:
         """The EngineConfig that `update_config(**changes)` would apply, checked against this
@@ -161,7 +163,16 @@ class Engine:
         """k, N, S, mode, max_active, memory and instruction changes take effect on the next
         frame, requests in flight included; refused (ValueError, nothing applied) as
         validate_changes refuses them."""
-        new = self.validate_changes(**changes)
+        self.apply_config(self.validate_changes(**changes))
+
+    def apply_config(self, new: EngineConfig) -> None:
+        """Take `new`, an EngineConfig that validate_changes returned for this engine, on the
+        next frame, without checking it again (the node validates in its parameter callback and
+        applies on the worker thread). ValueError when a fixed setting differs (a config of
+        another engine)."""
+        for name in live_config.FIXED:
+            if getattr(new, name) != getattr(self.config, name):
+                raise ValueError(f"{name} cannot change while the engine runs")
         self.config = new
         self.scheduler.set_max_active(new.max_active_requests)
         self.scheduler.set_max_waiting(new.max_waiting_requests)
@@ -200,6 +211,12 @@ class Engine:
     def num_live_requests(self) -> int:
         """Requests the engine holds: asked and not yet reported final (bounded)."""
         return len(self.intake.pending) + self.scheduler.num_unfinished
+
+    @property
+    def num_waiting_requests(self) -> int:
+        """Live requests not decoding yet (asked, waiting or preempted): what the waiting
+        queue (max_waiting_requests) holds or is about to take."""
+        return self.num_live_requests - len(self.scheduler.running)
 
     def abort(self, request_id: int) -> bool:
         """Drop a language request wherever it is (asked, waiting, preempted, running) and free

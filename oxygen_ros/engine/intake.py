@@ -61,22 +61,35 @@ class Intake:
 
     # -- language requests ----------------------------------------------------------------------
     def ask(self, prompt: str, priority: int, kind: RequestKind, max_new_tokens: int | None,
-            cfg: EngineConfig) -> int:
+            cfg: EngineConfig, prompt_ids: list[int] | None = None) -> int:
         """Queue a language request for the next frame; returns its id. ValueError (with the
-        reason) when the prompt or max_new_tokens cannot be served."""
-        self.check_question(prompt)
+        reason) when the prompt or max_new_tokens cannot be served. `prompt_ids`: what
+        check_question returned for `prompt` (then it is not tokenised again)."""
+        ids = self.encode_suffix(prompt) if prompt_ids is None else self._checked_ids(prompt_ids)
         n = cfg.max_decode_steps if max_new_tokens is None else max_new_tokens
         if not 1 <= n <= MAX_NEW_TOKENS:
             raise ValueError(f"max_new_tokens must be in [1, {MAX_NEW_TOKENS}], got {n}")
         self.check_request_fits(n, cfg)
-        ask = Ask(next(self._ids), kind, prompt, tuple(self.encode_suffix(prompt)), priority, n)
+        ask = Ask(next(self._ids), kind, prompt, tuple(ids), priority, n)
         self.pending.append(ask)
         return ask.id
 
-    def check_question(self, text: str) -> None:
-        """ValueError with the reason when `text` cannot be a language request's prompt (empty,
-        or longer than max_prompt_tokens); the cheap length bound comes before tokenising."""
-        self.encode_suffix(text)
+    def check_question(self, text: str) -> list[int]:
+        """The ids `ask` takes for `text`; ValueError with the reason when it cannot be a
+        language request's prompt (empty, or longer than max_prompt_tokens); the cheap length
+        bound comes before tokenising."""
+        return self.encode_suffix(text)
+
+    def _checked_ids(self, ids: list[int]) -> list[int]:
+        """Ids handed to ask (check_question's): the same bounds encode_suffix enforces, no
+        tokenising (a caller's list is copied, never kept)."""
+        out = [int(i) for i in ids]
+        limit, vocab = self.model_config.max_prompt_tokens, self.model_config.vocab_size
+        if not out or len(out) > limit:
+            raise ValueError(f"prompt is {len(out)} tokens; it must be 1..{limit} (max_prompt_tokens)")
+        if not all(0 <= i < vocab for i in out):
+            raise ValueError(f"prompt ids must be in [0, {vocab})")
+        return out
 
     def encode_suffix(self, prompt: str) -> list[int]:
         """A language request's tokens after the frame's prefix (Family.question_ids: pi0.5 the

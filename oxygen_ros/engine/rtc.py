@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Callable
 import numpy as np
 import torch
 
-from .engine_config import MAX_GUIDANCE, RTC_JACOBIANS, RTC_METHODS  # noqa: F401 (re-exported)
 from .families import registry
 
 if TYPE_CHECKING:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from oxygen_ros.robot.build import ModelSource, build_engine
+from oxygen_ros.robot.engine_port import EnginePort
 from oxygen_ros.robot.images import parse_transports
 from oxygen_ros.robot.values import camera_slots
 
@@ -21,7 +22,7 @@ PARAM_NAMES = ("model.checkpoint", "model.tokenizer", "model.asset_id")
 
 @dataclass
 class Built:
-    engine: Any
+    engine: EnginePort
     model_config: Any
     norm: Any  # checkpoint normalisation statistics or None
     model_name: str

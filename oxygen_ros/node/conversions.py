@@ -1,7 +1,8 @@
 """ROS messages <-> engine values. The ONLY module that knows both ROS message types and engine types.
 
-The parts that need no ROS import (image decoding, joint-state vectors, StateMapping,
-text kinds) live in robot/values.py and are re-exported here; offline tools (oxygen-replay) use them.
+The parts that need no ROS import (image decoding: robot/images.py; joint-state vectors,
+StateMapping, text kinds: robot/values.py) live in the robot layer, imported from there by the
+node and the offline tools (oxygen-replay) alike.
 
 Images: sensor_msgs/Image (rgb8, bgr8, mono8, rgba8, bgra8; row padding via `step` honoured)
 and sensor_msgs/CompressedImage (jpeg, png) -> RGB uint8 [H, W, 3] at the camera's own size
@@ -38,9 +39,8 @@ from oxygen_ros.engine.engine import FrameOutput, RequestUpdate
 from oxygen_ros.msg import FrameStats, TextMemory
 
 from oxygen_ros.robot import images
-from oxygen_ros.robot.images import decode_compressed  # noqa: F401 - re-exported
-from oxygen_ros.robot.values import (ENCODINGS, StateMapping, decode_image_numpy, joint_state_to_vector,  # noqa: F401
-                     text_kind)
+from oxygen_ros.robot.images import ENCODINGS, decode_image_numpy
+from oxygen_ros.robot.values import text_kind
 
 try:  # ROS 2 cv_bridge: only on the robot (PyPI's cv-bridge is a ROS 1 port and is not used)
     from cv_bridge import CvBridge as _CvBridge  # type: ignore[import-not-found]

@@ -2,7 +2,7 @@
 
 Per frame, in order: decode the pair's camera frames (once, here: the subscription callbacks
 only check and keep the messages; a frame that does not decode is refused on its topic and the
-pair skipped, never a failing frame), apply pending live engine changes (Engine.update_config),
+pair skipped, never a failing frame), apply the newest live engine config (Engine.apply_config),
 hand queued questions to the engine (Engine.ask), build the Observation, run Engine.step, map
 the action chunk to robot units and give it to the ChunkPlayer, then publish the chunk (and, for
 a model with several heads, every head's), stats,
@@ -19,6 +19,7 @@ from typing import Any, Callable
 
 
 from oxygen_ros.robot.chunk_player import ChunkPlayer
+from oxygen_ros.robot.engine_port import EnginePort
 from oxygen_ros.robot.inference import PairInference
 from oxygen_ros.robot.pairing import Mailbox, Pair
 
@@ -29,7 +30,7 @@ ERROR_WINDOW_S = 5.0  # an error is "recent" (diagnostics) this long, unless a f
 
 
 class InferenceWorker:
-    def __init__(self, engine, mapping: Callable[[], Any], player: ChunkPlayer, mailbox: Mailbox[Pair],
+    def __init__(self, engine: EnginePort, mapping: Callable[[], Any], player: ChunkPlayer, mailbox: Mailbox[Pair],
                  publishers, text, joint_names: list[str], instruction: str, frame_id: str,
                  warn: Callable[[str, str], None], node, camera_slots: tuple[int, ...] = (),
                  n_action_steps: int = 0, decode: Callable[[Pair], list | None] | None = None,
@@ -50,7 +51,7 @@ class InferenceWorker:
         self._node = node
         self._warn = warn
         self._lock = threading.Lock()
-        self._pending: dict[str, Any] = {}
+        self._pending: Any = None  # the newest validated EngineConfig, not applied yet
         self.instruction = instruction
         self.frame_id = frame_id
         self._thread: threading.Thread | None = None
@@ -68,10 +69,12 @@ class InferenceWorker:
         self.memory_text = ""
 
     # -- live settings (called from parameter callbacks) ---------------------------------------
-    def update_engine(self, changes: dict[str, Any]) -> None:
-        """Engine.update_config keyword arguments, applied before the next frame."""
+    def update_engine(self, config: Any) -> None:
+        """An EngineConfig that Engine.validate_changes returned (in the parameter callback),
+        applied before the next frame without checking it again; a newer one replaces it (each
+        carries every live setting)."""
         with self._lock:
-            self._pending.update(changes)
+            self._pending = config
 
     # -- thread ---------------------------------------------------------------------------------
     def start(self, stop: threading.Event, priority: int) -> None:
@@ -118,13 +121,13 @@ class InferenceWorker:
             return None  # a camera frame did not decode: refused on its topic
         engine = self.engine
         with self._lock:
-            pending, self._pending = self._pending, {}
-        if pending:
+            pending, self._pending = self._pending, None
+        if pending is not None:
             try:
-                engine.update_config(**pending)
+                engine.apply_config(pending)  # validated where it entered (on_set)
             except ValueError as exc:
-                self.last_error, self.last_error_at = f"update_config: {exc}", time.monotonic()
-                self._warn("update_config", f"parameter change not applied: {exc}")
+                self.last_error, self.last_error_at = f"apply_config: {exc}", time.monotonic()
+                self._warn("apply_config", f"parameter change not applied: {exc}")
         self._text.hand_over(engine)  # cancelled questions out, queued ones in
         mapping = self._mapping()
         # with chunk_blend rtc the step continues what the player executes (robot/rtc_prior.py)

@@ -41,6 +41,7 @@ from oxygen_ros.robot.images import (COMPRESSED, DEFAULT_MAX_SIDE, CameraError, 
 from oxygen_ros.robot.input_health import TopicHealth, Window
 from oxygen_ros.robot.pairing import Mailbox, Pair, Pairer
 from oxygen_ros.robot.shaper import MeasuredPose
+from oxygen_ros.robot.values import joint_state_to_vector
 
 BAD_WINDOW_S = 2.0  # a bad message keeps its topic WARN this long
 HEALTH_WINDOW_S = 2.0  # rates, losses and lags are of the last this many seconds
@@ -206,7 +207,7 @@ class Inputs:
             self._refuse(self.joint_topic, reason)
             return
         try:
-            vec = conv.joint_state_to_vector(msg, self._joint_names)
+            vec = joint_state_to_vector(msg, self._joint_names)
         except ValueError as exc:
             self._refuse(self.joint_topic, str(exc))
             return

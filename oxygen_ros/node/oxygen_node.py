@@ -8,9 +8,13 @@
 - inference_worker.py  the thread running Engine.step on the newest paired observation
 - control_loop.py    ~/joint_command at control_rate_hz: ChunkPlayer -> CommandShaper (limits,
                      start from the measured pose, chunk gate, deadman)
-- publishers.py      every publisher; diagnostics.py the 1 Hz /diagnostics timer
+- publishers.py      every publisher (message types: outputs.py's table); diagnostics.py the
+                     1 Hz /diagnostics timer
 - recording.py       record.* parameters: raw subscriptions into recorder.py's bag writer
 - conversions.py     the only module knowing both message and engine types
+
+Parameters: validated once in the on-set callback (_check_params), applied in the post-set
+callback (_apply_params), ros2/demos' pattern.
 
 main() spins a SingleThreadedExecutor (see main.py for why), so callbacks never run
 concurrently and the node uses no callback groups: callbacks only convert and store, the model
@@ -37,8 +41,8 @@ from oxygen_ros.engine.config import head_names
 from oxygen_ros.engine.rtc import unsupported_reason
 from oxygen_ros.robot.chunk_player import ChunkPlayer
 from oxygen_ros.robot.shaper import CommandShaper
+from oxygen_ros.robot.values import StateMapping
 
-from . import conversions as conv
 from . import params as P
 from .build import Built, build
 from .control_loop import ControlLoop
@@ -60,7 +64,7 @@ class Runtime:
 
     built: Built
     joint_names: list[str]
-    mapping: conv.StateMapping
+    mapping: StateMapping
     player: ChunkPlayer
     pubs: Publishers
     inputs: Inputs
@@ -79,10 +83,13 @@ class OxygenNode(LifecycleNode):
         self._run_stop: threading.Event | None = None  # the current run's stop event
         self._warned: dict[str, float] = {}
         self._sim_seen: tuple[int, float] | None = None  # (sim time ns, monotonic when it changed)
+        # what on_set validated (the engine's new config, the command path's), for post_set to
+        # apply without validating again; per thread: rclpy runs both callbacks in the caller's
+        self._staged = threading.local()
         P.declare(self)
         self.add_on_set_parameters_callback(
-            P.on_set_callback(self, lambda: self.rt is not None, self._apply_params,
-                              self._check_params))
+            P.on_set_callback(self, lambda: self.rt is not None, self._check_params))
+        self.add_post_set_parameters_callback(P.post_set_callback(self._apply_params))
 
     @property
     def active(self) -> bool:
@@ -200,9 +207,9 @@ class OxygenNode(LifecycleNode):
         return rt
 
     @staticmethod
-    def _mapping(p: dict[str, Any], num_joints: int, norm: Any) -> conv.StateMapping:
+    def _mapping(p: dict[str, Any], num_joints: int, norm: Any) -> StateMapping:
         lo, hi = p["joint_limits_lower"], p["joint_limits_upper"]
-        return conv.StateMapping(num_joints, np.asarray(lo, np.float32) if lo else None,
+        return StateMapping(num_joints, np.asarray(lo, np.float32) if lo else None,
                                  np.asarray(hi, np.float32) if hi else None, norm)
 
     def _stop_run(self) -> None:
@@ -244,8 +251,11 @@ class OxygenNode(LifecycleNode):
     # -- parameters -----------------------------------------------------------------------------
     def _check_params(self, changes: dict[str, Any], merged: dict[str, Any]) -> str | None:
         """What only the running node can check: text against the model's prompt budget (the
-        byte bound first, no tokenizing), then the engine's own check of the whole change."""
+        byte bound first, no tokenizing), then the engine's own check of the whole change. What
+        it builds on the way (CommandConfig, EngineConfig) is staged for _apply_params."""
         rt = self.rt
+        staged = self._staged
+        staged.command, staged.engine = None, None
         max_tokens = rt.built.model_config.max_prompt_tokens if rt is not None else None
         for key in ("instruction", "memory.prompt"):
             if key in changes:
@@ -253,36 +263,39 @@ class OxygenNode(LifecycleNode):
                 if reason:
                     return reason
         if rt is not None and any(k in P.COMMAND_KEYS for k in changes):
-            try:  # the whole command path's configuration, as _command would build it
-                P.command_config(merged, rt.player.dt, rt.player.tick_s)
+            try:  # the whole command path's configuration, from the full map, for _command
+                command = P.command_config(merged, rt.player.dt, rt.player.tick_s)
             except ValueError as exc:
                 return str(exc)
+        else:
+            command = None
         if rt is not None and changes.get("chunk_blend") == "rtc":
             reason = unsupported_reason(rt.built.model_config)
             if reason:
                 return reason
+        engine = None
         if rt is not None and any(k in P.ENGINE_KEYS for k in changes):
-            try:
-                rt.built.engine.validate_changes(
+            try:  # every live engine parameter (memory.enabled merged by params.engine_fields)
+                engine = rt.built.engine.validate_changes(
                     **P.engine_changes({k: merged[k] for k in P.ENGINE_KEYS}))
             except ValueError as exc:
                 return str(exc)
+        staged.command, staged.engine = command, engine
         return None
 
     def _apply_params(self, changes: dict[str, Any]) -> None:
-        """Called from the on-set callback once `changes` are valid (not yet stored): the engine
-        knobs by their EngineConfig field (params.engine_changes) in one update_config, then each
-        LIVE_APPLIERS entry that names a changed parameter."""
+        """The post-set callback: `changes` were validated by _check_params and are stored. The
+        engine's new config (validated there) goes to the worker, applied before the next frame,
+        then each LIVE_APPLIERS entry that names a changed parameter runs."""
+        staged = self._staged
+        engine = getattr(staged, "engine", None)
+        staged.engine = None
         rt = self.rt
         if rt is None:
             return  # read at configure
-        merged = {**P.values(self), **changes}
-        if any(k in P.ENGINE_KEYS for k in changes):
-            eng = {k: merged[k] for k in changes if k in P.ENGINE_KEYS}
-            if "memory.enabled" in eng or "memory.every_n_frames" in eng:  # one engine field
-                eng["memory.enabled"] = merged["memory.enabled"]
-                eng["memory.every_n_frames"] = merged["memory.every_n_frames"]
-            rt.worker.update_engine(P.engine_changes(eng))
+        merged = P.values(self)
+        if engine is not None:
+            rt.worker.update_engine(engine)
         for names, apply in LIVE_APPLIERS:
             if any(k in changes for k in names):
                 apply(self, rt, changes, merged)
@@ -350,7 +363,10 @@ def _command(node: OxygenNode, rt: Runtime, changes: dict[str, Any], m: dict[str
     the player and the shaper (a partial configure once dropped the joint limits)."""
     if "joint_limits_lower" in changes or "joint_limits_upper" in changes:
         rt.mapping = node._mapping(m, len(rt.joint_names), rt.built.norm)
-    command = P.command_config(m, rt.player.dt, rt.player.tick_s)
+    command = getattr(node._staged, "command", None)  # built and checked in on_set
+    node._staged.command = None
+    if command is None:  # accepted before configure built the player: built from the map now
+        command = P.command_config(m, rt.player.dt, rt.player.tick_s)
     rt.player.configure(command)
     rt.control.shaper.configure(*command.shaper_limits())  # all four limits, one swap
 

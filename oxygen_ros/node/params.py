@@ -8,8 +8,8 @@ test/node/test_package_files.py).
 
 Kinds (documented in docs/node.md, section Parameters):
 - ``live``: accepted in any state. Engine knobs (every ENGINE_KNOBS entry with a parameter that a
-  running engine takes, plus memory.enabled) reach the engine through Engine.update_config before
-  the NEXT frame; player / pairing knobs (observation_timeout_s, crossfade_s, chunk_blend,
+  running engine takes, plus memory.enabled) are validated by Engine.validate_changes in the
+  on-set callback and reach the engine (Engine.apply_config) before the NEXT frame; player / pairing knobs (observation_timeout_s, crossfade_s, chunk_blend,
   stamp_tolerance_s, max_stamp_offset_s, joint limits, markers.frame_id, ask.max_open, the
   command shaper's limits, deadman.timeout_s) apply on the next control tick / message.
   instruction and memory.prompt are also checked against the model's prompt budget (a byte
@@ -213,7 +213,7 @@ PARAMETERS: tuple[Spec, ...] = tuple(sorted((*ENGINE_PARAMETERS, *NODE_PARAMETER
 SPECS: dict[str, Spec] = {s.name: s for s in PARAMETERS}
 if len(SPECS) != len(PARAMETERS):
     raise ValueError("a node parameter is declared twice (engine knob and node table?)")
-# parameters a running engine takes (Engine.update_config)
+# parameters a running engine takes (Engine.validate_changes / apply_config)
 ENGINE_KEYS = tuple(s.name for s in PARAMETERS if s.field and s.kind == LIVE) + ("memory.enabled",)
 
 
@@ -342,7 +342,7 @@ def engine_fields(values: dict[str, Any], live_only: bool = False) -> dict[str, 
 
 
 def engine_changes(values: dict[str, Any]) -> dict[str, Any]:
-    """Live parameter values -> Engine.update_config keyword arguments (engine_fields' live ones)."""
+    """Live parameter values -> Engine.validate_changes keyword arguments (engine_fields' live ones)."""
     return engine_fields(values, live_only=True)
 
 
@@ -408,18 +408,23 @@ def values(node) -> dict[str, Any]:
     return {s.name: get(node, s.name) for s in PARAMETERS}
 
 
+def _our_changes(parameters) -> dict[str, Any]:
+    """rclpy Parameters -> {name: value} of this table's parameters (arrays as lists)."""
+    return {p.name: (list(p.value) if isinstance(p.value, (list, tuple)) or
+                     type(p.value).__name__ == "array" else p.value)
+            for p in parameters if p.name in SPECS}
+
+
 def on_set_callback(node, is_configured: Callable[[], bool],
-                    apply: Callable[[dict[str, Any]], None],
                     check: Callable[[dict[str, Any], dict[str, Any]], str | None] | None = None):
-    """An rclpy on-set-parameters callback: validate (the table, then `check(changes, merged)`
-    for what only the running node knows, e.g. the model's prompt budget), then
-    `apply(changes)` (only when valid)."""
+    """An rclpy on-set-parameters callback that only validates (ros2/demos' pattern): the
+    table, then `check(changes, merged)` for what only the running node knows (the model's
+    prompt budget, the engine's own check). Nothing is applied here: post_set_callback does
+    that once rclpy has stored the values."""
     from rcl_interfaces.msg import SetParametersResult
 
     def callback(parameters) -> SetParametersResult:
-        changes = {p.name: (list(p.value) if isinstance(p.value, (list, tuple)) or
-                            type(p.value).__name__ == "array" else p.value)
-                   for p in parameters if p.name in SPECS}
+        changes = _our_changes(parameters)
         if not changes:
             return SetParametersResult(successful=True)
         current = values(node)
@@ -428,7 +433,17 @@ def on_set_callback(node, is_configured: Callable[[], bool],
             reason = check(changes, {**current, **changes})
         if reason:
             return SetParametersResult(successful=False, reason=reason)
-        apply(changes)
         return SetParametersResult(successful=True)
+
+    return callback
+
+
+def post_set_callback(apply: Callable[[dict[str, Any]], None]):
+    """An rclpy post-set-parameters callback: `apply(changes)` for changes on_set_callback
+    accepted and rclpy stored (it is called only after a successful set)."""
+    def callback(parameters) -> None:
+        changes = _our_changes(parameters)
+        if changes:
+            apply(changes)
 
     return callback

@@ -3,7 +3,9 @@
 The topic publishers are lifecycle publishers (they publish only while the node is active),
 except /diagnostics (an inactive node stays visible to aggregators) and ~/answer (every
 question's final message is delivered in every state).
-Values are turned into messages by conversions; this module knows message types, not engine types.
+Values are turned into messages by conversions; each topic's message type (and the command's
+converter, by command_type) comes from outputs.py's table. This module knows message types,
+not engine types.
 """
 from __future__ import annotations
 
@@ -12,16 +14,10 @@ from typing import Any, Sequence
 import numpy as np
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 
-from diagnostic_msgs.msg import DiagnosticArray
-from sensor_msgs.msg import JointState
-from std_msgs.msg import Float64MultiArray
-from trajectory_msgs.msg import JointTrajectory
-from visualization_msgs.msg import MarkerArray
-
-from oxygen_ros.msg import FrameStats, TextMemory
 from oxygen_ros.robot.command_config import clip_to_limits
 
 from . import conversions as conv
+from .outputs import COMMAND_OUTPUTS, COMMAND_TOPIC, OUTPUTS
 
 RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
 # text streams: a burst of questions produces one final per question; keep room for them
@@ -38,23 +34,23 @@ class Publishers:
     def __init__(self, node, command_type: str = "joint_state", heads: Sequence[str] = ()) -> None:
         self._node = node
         mk = node.create_lifecycle_publisher
-        # joint_state: sensor_msgs/JointState; float64_array: std_msgs/Float64MultiArray in
-        # joint_names order (forward_command_controller's ~/commands)
-        self._array = command_type == "float64_array"
-        self.joint_command = mk(Float64MultiArray if self._array else JointState, "~/joint_command",
-                                RELIABLE)
-        self.action_chunk = mk(JointTrajectory, "~/action_chunk", RELIABLE)
+        # the command's message type and converter by command_type (outputs.COMMAND_OUTPUTS)
+        self._command = COMMAND_OUTPUTS[command_type]
+        self.joint_command = mk(self._command.message, COMMAND_TOPIC, RELIABLE)
+        msg = {topic: o.message for topic, o in OUTPUTS.items()}
+        self.action_chunk = mk(msg["~/action_chunk"], "~/action_chunk", RELIABLE)
         # a model with several action heads (StarVLA): every head's chunk on its own topic
         # (~/action_chunk carries the commanded one, model.action_head)
-        self.head_chunks = {name: mk(JointTrajectory, head_topic(name), RELIABLE)
+        self.head_chunks = {name: mk(msg["~/action_chunk"], head_topic(name), RELIABLE)
                             for name in (heads if len(heads) > 1 else ())}
-        self.memory = mk(TextMemory, "~/memory", QoSProfile(depth=50))
+        self.memory = mk(msg["~/memory"], "~/memory", QoSProfile(depth=50))
         # plain publisher: a question's final message (e.g. "aborted: node cleaned up") must
         # reach the asker in every state, and only refusals can happen while inactive
-        self.answer = node.create_publisher(TextMemory, "~/answer", TEXT_QOS)
-        self.frame_stats = mk(FrameStats, "~/frame_stats", QoSProfile(depth=10))
-        self.markers = mk(MarkerArray, "~/markers", QoSProfile(depth=1))
-        self.diagnostics = node.create_publisher(DiagnosticArray, "/diagnostics", QoSProfile(depth=10))
+        self.answer = node.create_publisher(msg["~/answer"], "~/answer", TEXT_QOS)
+        self.frame_stats = mk(msg["~/frame_stats"], "~/frame_stats", QoSProfile(depth=10))
+        self.markers = mk(msg["~/markers"], "~/markers", QoSProfile(depth=1))
+        self.diagnostics = node.create_publisher(msg["/diagnostics"], "/diagnostics",
+                                                 QoSProfile(depth=10))
         self._lifecycle = (self.joint_command, self.action_chunk, self.memory, self.frame_stats,
                            self.markers, *self.head_chunks.values())
 
@@ -66,10 +62,7 @@ class Publishers:
 
     # -- per control tick -----------------------------------------------------------------------
     def command(self, names: Sequence[str], values: np.ndarray, stamp: Any) -> None:
-        if self._array:
-            self.joint_command.publish(conv.joint_command_array(values))
-        else:
-            self.joint_command.publish(conv.joint_command(names, values, stamp))
+        self.joint_command.publish(self._command.convert(names, values, stamp))
 
     # -- per inference frame --------------------------------------------------------------------
     def frame(self, out: Any, chunk: np.ndarray, names: Sequence[str], stamp: Any, dt: float,

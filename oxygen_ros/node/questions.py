@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import collections
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 # finish reasons of refusals (a final ~/answer with empty text)
@@ -32,6 +32,9 @@ class Question:
     # None for questions from the ~/ask topic
     sink: Callable[[Any], None] | None = None
     request_id: int = 0  # the engine's id once asked
+    # the prompt's token ids from the check where it entered (TextIO.check): Engine.ask takes
+    # them, so a question is tokenised once
+    prompt_ids: list[int] = field(default_factory=list)
     done: bool = False
 
 

@@ -12,31 +12,27 @@ from typing import Any, Callable, Sequence
 
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 
+from .outputs import recorded_types
 from .publishers import head_topic
 from .recorder import Recorder, bag_path
-
-# the node's own outputs and text inputs (relative names) and their types
-OWN = {"~/joint_command": "sensor_msgs/msg/JointState",
-       "~/action_chunk": "trajectory_msgs/msg/JointTrajectory",
-       "~/memory": "oxygen_ros/msg/TextMemory", "~/answer": "oxygen_ros/msg/TextMemory",
-       "~/frame_stats": "oxygen_ros/msg/FrameStats", "~/instruction": "std_msgs/msg/String",
-       "~/ask": "std_msgs/msg/String", "/diagnostics": "diagnostic_msgs/msg/DiagnosticArray"}
 # matches reliable and best-effort publishers; deep enough for a burst of text messages
 OUTPUT_QOS = QoSProfile(depth=200, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
 
 
 def default_topics(node, camera_topics: Sequence[str], joint_topic: str,
-                   transports: Sequence[str] = (), heads: Sequence[str] = ()) -> dict[str, str]:
+                   transports: Sequence[str] = (), heads: Sequence[str] = (),
+                   command_type: str = "joint_state") -> dict[str, str]:
     """{fully qualified topic: type} of the node's inputs and outputs (`transports`: raw |
     compressed per camera topic, empty = all raw; `heads`: the model's action heads, each with
-    its own chunk topic when there are several)."""
+    its own chunk topic when there are several; the outputs' types: outputs.py's table)."""
     kinds = list(transports) or ["raw"] * len(camera_topics)
     topics = {node.resolve_topic_name(t): "sensor_msgs/msg/CompressedImage" if k == "compressed"
               else "sensor_msgs/msg/Image" for t, k in zip(camera_topics, kinds)}
     topics[node.resolve_topic_name(joint_topic)] = "sensor_msgs/msg/JointState"
-    topics.update({node.resolve_topic_name(t): ty for t, ty in OWN.items()})
+    own = recorded_types(command_type)
+    topics.update({node.resolve_topic_name(t): ty for t, ty in own.items()})
     if len(heads) > 1:
-        topics.update({node.resolve_topic_name(head_topic(h)): OWN["~/action_chunk"] for h in heads})
+        topics.update({node.resolve_topic_name(head_topic(h)): own["~/action_chunk"] for h in heads})
     return topics
 
 
@@ -51,9 +47,7 @@ class Recording:
         self._node = node
         self._warn = warn
         known = default_topics(node, p["camera_topics"], p["joint_state_topic"],
-                               p.get("camera_transports", ()), heads)
-        if p["command_type"] == "float64_array":
-            known[node.resolve_topic_name("~/joint_command")] = "std_msgs/msg/Float64MultiArray"
+                               p.get("camera_transports", ()), heads, p["command_type"])
         if p["deadman.topic"]:
             known[node.resolve_topic_name(p["deadman.topic"])] = "std_msgs/msg/Bool"
         wanted = [node.resolve_topic_name(t) for t in p["record.topics"]] or list(known)

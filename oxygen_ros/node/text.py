@@ -28,6 +28,8 @@ from std_msgs.msg import String
 
 from oxygen_ros.action import Ask
 
+from oxygen_ros.robot.engine_port import EnginePort
+
 from .questions import CANCELLED, INACTIVE, INVALID, TOO_LONG, Question, Questions
 
 # a burst of questions must queue in the subscription, not be dropped by it (KEEP_LAST)
@@ -51,7 +53,7 @@ def text_bound_reason(name: str, text: str, max_prompt_tokens: int | None) -> st
 
 
 class TextIO:
-    def __init__(self, node, publishers, questions: Questions, engine,
+    def __init__(self, node, publishers, questions: Questions, engine: EnginePort,
                  warn: Callable[[str, str], None],
                  active: Callable[[], bool] = lambda: True) -> None:
         self._node = node
@@ -97,23 +99,22 @@ class TextIO:
     def _ask_cb(self, msg: String) -> None:
         self.submit(Question(msg.data))
 
-    def check(self, prompt: str) -> str | None:
-        """Why `prompt` cannot be a question (cheap bound, then the engine), or None."""
+    def check(self, prompt: str) -> tuple[list[int], str | None]:
+        """(the token ids Engine.ask takes, None), or ([], why `prompt` cannot be a question):
+        the cheap bound, then the engine's check, which tokenises it (the only time)."""
         reason = text_bound_reason("question", prompt, self._max_tokens)
         if reason is None:
             try:
-                self._engine.check_question(prompt)
+                return self._engine.check_question(prompt), None
             except ValueError as exc:
                 reason = str(exc)
-        if reason is None:
-            return None
-        return f"{INVALID}: {reason}" if not prompt.strip() else f"{TOO_LONG}: {reason}"
+        return [], f"{INVALID}: {reason}" if not prompt.strip() else f"{TOO_LONG}: {reason}"
 
     def submit(self, q: Question) -> bool:
         """Queue a question, or end it at once with a refusal. True when queued."""
         reason = None if self._active() else INACTIVE
         if reason is None:
-            reason = self.check(q.prompt)
+            q.prompt_ids, reason = self.check(q.prompt)
         if reason is None:
             reason = self.questions.submit(q)
         if reason is None:
@@ -178,7 +179,7 @@ class TextIO:
         return CancelResponse.ACCEPT
 
     # -- worker side ------------------------------------------------------------------------------
-    def hand_over(self, engine) -> None:
+    def hand_over(self, engine: EnginePort) -> None:
         """Before a frame: abort cancelled requests, give queued questions to the engine."""
         with self._lock:
             aborts, self._aborts = self._aborts, []
@@ -186,11 +187,10 @@ class TextIO:
             engine.abort(rid)
         # only what the engine's waiting queue takes (one slot kept for this frame's memory
         # request): the rest waits here, bounded by ask.max_open, instead of being refused there
-        waiting = engine.num_live_requests - len(engine.scheduler.running)
-        room = engine.config.max_waiting_requests - waiting - 1
+        room = engine.config.max_waiting_requests - engine.num_waiting_requests - 1
         for q in self.questions.take(room):
             try:
-                rid = engine.ask(q.prompt, priority=1)
+                rid = engine.ask(q.prompt, priority=1, prompt_ids=q.prompt_ids or None)
             except ValueError as exc:  # the engine's own refusal (e.g. its queue is full)
                 self.refuse(q, f"refused: {exc}")
                 continue
@@ -210,7 +210,7 @@ class TextIO:
         if q.sink is not None:
             q.sink(msg)
 
-    def abort_all(self, reason: str, engine=None) -> None:
+    def abort_all(self, reason: str, engine: EnginePort | None = None) -> None:
         """End every open question with `reason` (deactivate, cleanup); with `engine` (its
         worker stopped) also drop them there."""
         for q in self.questions.drain():

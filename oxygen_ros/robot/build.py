@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .engine_port import EnginePort
+
 # how a caller spells the model source's settings in refusals: (checkpoint, tokenizer, asset id)
 FLAG_NAMES = ("--checkpoint", "--tokenizer", "--asset-id")
 
@@ -32,7 +34,7 @@ class ModelSource:
 
 @dataclass
 class BuiltEngine:
-    engine: Any  # engine.Engine
+    engine: EnginePort  # engine.Engine
     norm: Any  # the checkpoint's normalisation statistics (NormStats) or None
     model_name: str  # the checkpoint folder or preset:<name>
     camera_keys: tuple[str, ...]  # the model's camera names, in model order

@@ -48,7 +48,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .command_config import BLENDS, CommandConfig, clip_to_limits  # noqa: F401 - BLENDS re-exported
+from .command_config import CommandConfig, clip_to_limits
 
 EPS = 1e-9  # float noise on positions and time slots
 

@@ -15,6 +15,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .chunk_player import ChunkPlayer
+from .engine_port import EnginePort
 from .pairing import Pair
 from .rtc_prior import rtc_prior
 from .values import StateMapping, place_cameras
@@ -45,7 +46,7 @@ class PairInference:
             return {}
         return {name: self.chunk(c, mapping) for name, c in out.chunks.items()}
 
-    def step(self, engine: Any, pair: Pair, images: Sequence[np.ndarray], mapping: StateMapping,
+    def step(self, engine: EnginePort, pair: Pair, images: Sequence[np.ndarray], mapping: StateMapping,
              player: ChunkPlayer, instruction: str) -> tuple[Any, np.ndarray]:
         """Engine.step on `pair` -> (FrameOutput, robot chunk)."""
         prior = rtc_prior(player, mapping, pair.stamp, engine.model_config.action_horizon)

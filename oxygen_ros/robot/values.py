@@ -5,7 +5,7 @@ the engine prepares images for the model).
 
 Functions here take any object with the ROS message's field names (rclpy messages on the robot,
 rosbags messages offline in oxygen-replay), so the node and the offline tools convert identically.
-conversions.py re-exports everything; its docstring describes the conventions.
+node/conversions.py's docstring describes the conventions.
 """
 from __future__ import annotations
 
@@ -13,8 +13,6 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
-
-from .images import ENCODINGS, decode_image_numpy  # noqa: F401 - re-exported (conversions.py)
 
 
 # -- joint states -------------------------------------------------------------------------------

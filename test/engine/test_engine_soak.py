@@ -3,7 +3,7 @@
 oxygen mode, a memory request every frame, thousands of frames on the tiny preset with the
 model's arithmetic replaced (test/engine/fake_runner.py): the engine, scheduler and KV manager
 run for real. Live Request objects stay bounded and traced Python memory does not grow per frame.
-(`python benchmarks/engine_soak.py` runs the same with the real model for longer.)"""
+(`oxygen-bench engine-soak` runs the same with the real model for longer.)"""
 from __future__ import annotations
 
 import gc

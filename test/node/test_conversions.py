@@ -12,6 +12,8 @@ from builtin_interfaces.msg import Time  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
 
 from oxygen_ros.engine.engine import FrameOutput, RequestUpdate  # noqa: E402
+from oxygen_ros.robot.images import ENCODINGS, decode_compressed, decode_image_numpy  # noqa: E402
+from oxygen_ros.robot.values import StateMapping, joint_state_to_vector  # noqa: E402
 from oxygen_ros.engine.kv import KVUsage  # noqa: E402
 
 RNG = np.random.default_rng(0)
@@ -26,14 +28,14 @@ def rgb(h=6, w=5):
 def test_color_roundtrip_with_row_padding(enc, pad):
     img = rgb()
     msg = conv.encode_image(img, enc, pad=pad)
-    assert msg.step == img.shape[1] * conv.ENCODINGS[enc] + pad
-    assert np.array_equal(conv.decode_image_numpy(msg), img)
+    assert msg.step == img.shape[1] * ENCODINGS[enc] + pad
+    assert np.array_equal(decode_image_numpy(msg), img)
 
 
 def test_mono8_is_replicated_to_rgb():
     gray = RNG.integers(0, 256, size=(4, 7), dtype=np.uint8)
     msg = conv.encode_image(np.repeat(gray[:, :, None], 3, axis=2), "mono8", pad=1)
-    out = conv.decode_image_numpy(msg)
+    out = decode_image_numpy(msg)
     assert out.shape == (4, 7, 3) and all(np.array_equal(out[:, :, c], gray) for c in range(3))
 
 
@@ -55,16 +57,16 @@ def test_unknown_encoding_and_wrong_size_raise_naming_it():
 def test_compressed_roundtrip():
     img = rgb(48, 64)
     msg = conv.encode_compressed(img, "png")
-    assert msg.format == "png" and np.array_equal(conv.decode_compressed(msg), img)
+    assert msg.format == "png" and np.array_equal(decode_compressed(msg), img)
     jpg = conv.encode_compressed(img, "jpeg")
-    assert jpg.format == "jpeg" and conv.decode_compressed(jpg).shape == (48, 64, 3)
+    assert jpg.format == "jpeg" and decode_compressed(jpg).shape == (48, 64, 3)
 
 
 @pytest.mark.skipif(not conv.cv_bridge_available(), reason="ROS 2 cv_bridge not importable here")
 @pytest.mark.parametrize("enc", ["rgb8", "bgr8", "mono8"])
 def test_cv_bridge_path_equals_numpy_path(enc):
     msg = conv.encode_image(rgb(30, 40), enc, pad=4)
-    assert np.array_equal(conv.decode_image(msg, use_cv_bridge=True), conv.decode_image_numpy(msg))
+    assert np.array_equal(conv.decode_image(msg, use_cv_bridge=True), decode_image_numpy(msg))
 
 
 def js(names, pos):
@@ -74,30 +76,30 @@ def js(names, pos):
 
 
 def test_joint_state_mapped_by_name():
-    v = conv.joint_state_to_vector(js(["b", "x", "a"], [2, 9, 1]), ["a", "b"])
+    v = joint_state_to_vector(js(["b", "x", "a"], [2, 9, 1]), ["a", "b"])
     assert v.dtype == np.float32 and v.tolist() == [1.0, 2.0]
 
 
 def test_joint_state_missing_and_nan_named():
     with pytest.raises(ValueError, match=r"missing joints \['c'\]"):
-        conv.joint_state_to_vector(js(["a", "b"], [1, 2]), ["a", "b", "c"])
+        joint_state_to_vector(js(["a", "b"], [1, 2]), ["a", "b", "c"])
     with pytest.raises(ValueError, match=r"non-finite.*\['b'\]"):
-        conv.joint_state_to_vector(js(["a", "b"], [1, math.nan]), ["a", "b"])
+        joint_state_to_vector(js(["a", "b"], [1, math.nan]), ["a", "b"])
     bad = js(["a", "b"], [1])
     with pytest.raises(ValueError, match="2 names but 1 positions"):
-        conv.joint_state_to_vector(bad, ["a"])
+        joint_state_to_vector(bad, ["a"])
 
 
 def test_state_mapping_limits_roundtrip_and_identity():
-    m = conv.StateMapping(2, np.array([-2.0, 0.0]), np.array([2.0, 1.0]))
+    m = StateMapping(2, np.array([-2.0, 0.0]), np.array([2.0, 1.0]))
     assert np.allclose(m.to_model([0.0, 0.5]), [0.0, 0.0])
     assert np.allclose(m.to_model([10.0, -10.0]), [5.0, -21.0])  # not clipped (pi0.5 bins -1/255)
     act = np.array([[-1.0, 1.0, 0.3], [0.0, 0.0, 0.3]])
     assert np.allclose(m.to_robot(act), [[-2.0, 1.0], [0.0, 0.5]])
-    ident = conv.StateMapping(2)
+    ident = StateMapping(2)
     assert np.allclose(ident.to_robot(act), act[:, :2])
     with pytest.raises(ValueError):
-        conv.StateMapping(3, np.zeros(2), np.ones(2))
+        StateMapping(3, np.zeros(2), np.ones(2))
     with pytest.raises(ValueError):
         ident.to_robot(np.zeros((4, 1)))
 

@@ -138,7 +138,7 @@ def test_engine_fields_include_the_configure_time_knobs():
 
 def test_rtc_parameters_reach_the_engine_and_player_settings():
     from oxygen_ros.engine.config import RTC_JACOBIANS, RTC_METHODS
-    from oxygen_ros.robot.chunk_player import BLENDS
+    from oxygen_ros.robot.command_config import BLENDS
 
     assert P.SPECS["chunk_blend"].choices == BLENDS and P.SPECS["chunk_blend"].default == "crossfade"
     assert P.SPECS["rtc.method"].choices == RTC_METHODS

@@ -213,7 +213,7 @@ from itertools import permutations  # noqa: E402
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from oxygen_ros.robot.chunk_player import BLENDS  # noqa: E402
+from oxygen_ros.robot.command_config import BLENDS  # noqa: E402
 
 
 @settings(max_examples=25, deadline=None)

@@ -15,7 +15,7 @@ a lifecycle cleanup / configure (camera_topics, camera_transports), each size a 
 streaming after a warm-up. `--publisher-qos` picks the images' QoS: best_effort (sensor data,
 the default) or reliable (what a driver with the default QoS publishes).
 
-    source scripts/env.sh && python benchmarks/cameras.py --out benchmarks/results/cameras-<date>.md
+    source scripts/env.sh && oxygen-bench cameras --out benchmarks/results/cameras-<date>.md
 
 About 3 minutes. Ratios within one run are what it claims (the machine may be shared).
 """
@@ -34,9 +34,9 @@ from pathlib import Path
 
 import numpy as np
 
-from node_process import close_client, spin_client, start_node, stop_node  # beside this script
+from .node_process import close_client, spin_client, start_node, stop_node
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]  # the repository
 JOINTS = [f"joint_{i}" for i in range(1, 7)]
 SIZES = ((48, 64), (480, 640), (720, 1280))  # (height, width)
 RNG = np.random.default_rng(0)
@@ -297,7 +297,7 @@ def _rel(path: str | None) -> str:
     return str(p.relative_to(ROOT)) if p.is_relative_to(ROOT) else str(p)
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=4.5, help="measured seconds per configuration "
                     "(split over --rounds windows, the sizes interleaved)")
@@ -321,14 +321,14 @@ def main() -> int:
                     help="QoS of the camera publishers (the node's camera_reliability is auto)")
     ap.add_argument("--sizes", nargs="+", default=None, help="HxW sizes (default: 48x64 480x640 "
                     "720x1280)")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if args.dds_profile:
         os.environ["FASTDDS_DEFAULT_PROFILES_FILE"] = args.dds_profile
     else:
         os.environ.pop("FASTDDS_DEFAULT_PROFILES_FILE", None)
     load0 = os.getloadavg()[0]
     lines = ["# Cameras benchmark", "",
-             f"Command: `python benchmarks/cameras.py {shlex.join(sys.argv[1:])}`", "",
+             f"Command: `oxygen-bench cameras {shlex.join(sys.argv[1:] if argv is None else argv)}`", "",
              f"DDS profile: {_rel(os.environ.get('FASTDDS_DEFAULT_PROFILES_FILE')) or 'Fast DDS defaults'}"
              + (" (camera publisher only; the node: Fast DDS defaults)" if args.profile_publisher_only
                 else " (the node only; the camera publisher: Fast DDS defaults)"

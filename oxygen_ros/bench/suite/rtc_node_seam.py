@@ -1,7 +1,7 @@
 """Seam error of consecutive ~/action_chunk messages with chunk_blend crossfade vs rtc, through the
 node's topics (issue: "done when" rtc <= half of crossfade).
 
-    source scripts/env.sh && python benchmarks/rtc_node_seam.py --window-s 10 --rounds 2 \
+    source scripts/env.sh && oxygen-bench rtc-node-seam --window-s 10 --rounds 2 \
         | tee benchmarks/results/rtc/node-seam.txt
 
 One `oxygen_node` process (shipped config/oxygen.yaml: tiny preset, random weights, 50 Hz
@@ -26,19 +26,19 @@ from pathlib import Path
 
 import numpy as np
 
-from node_process import close_client, spin_client, start_node, stop_node  # beside this script
+from .node_process import close_client, spin_client, start_node, stop_node
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]  # the repository
 JOINTS = [f"joint_{i}" for i in range(1, 7)]
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--window-s", type=float, default=10.0)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--settle", type=int, default=3, help="chunks skipped after each switch")
     ap.add_argument("--set", nargs="*", default=[], help="extra node parameters name:=value")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
 
     import rclpy
     from rcl_interfaces.srv import SetParameters

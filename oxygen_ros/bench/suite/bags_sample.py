@@ -1,6 +1,6 @@
 """Record a run of the tiny node, evaluate it, replay it in two modes, compare and score them.
 
-    source scripts/env.sh && python benchmarks/bags_sample.py --out benchmarks/results/bags-sample
+    source scripts/env.sh && oxygen-bench bags-sample --out benchmarks/results/bags-sample
 
 Steps (each printed with its command line):
 1. `oxygen_node` (tiny preset, autostart, record.enabled) as a subprocess; this script publishes
@@ -24,10 +24,10 @@ from pathlib import Path
 
 import numpy as np
 
-from node_process import (  # beside this script
+from .node_process import (
     close_client, feed, fresh_work_dir, spin_client, start_node, stop_node)
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]  # the repository
 JOINTS = [f"joint_{i}" for i in range(1, 7)]
 NODE_SETTINGS = ["decode_steps_per_frame:=4", "max_decode_steps:=12", "denoise_steps:=10",
                  "memory.every_n_frames:=5", "model.num_threads:=1"]
@@ -89,11 +89,11 @@ def record(bag: Path, seconds: float) -> None:
         close_client(ex, node)
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="benchmarks/results/bags-sample")
     ap.add_argument("--seconds", type=float, default=8.0)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     out = Path(args.out).resolve()
     work = fresh_work_dir(out)
     record(work / "run", args.seconds)

@@ -4,10 +4,10 @@ CI test): random hidden states for one prefix, then per head its per-frame part
 (OFT): the heads alone, no prefill, no language, no scheduling (the engine's frame runs
 them in turn after one shared prefill: oxygen-bench's action stage, bench/table4's E comparison).
 
-    source scripts/env.sh && python benchmarks/starvla_heads.py --preset starvla-tiny-e4 \
+    source scripts/env.sh && oxygen-bench starvla-heads --preset starvla-tiny-e4 \
         --out benchmarks/results/starvla-heads-<date>.md
 
-Medians over --repeats frames after --warmup (bench/profile's _median_ms); the machine may be shared (say so beside numbers).
+Medians over --repeats frames after --warmup (bench/timing.median_ms); the machine may be shared (say so beside numbers).
 """
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ from pathlib import Path
 
 import torch
 
-from oxygen_ros.bench.profile import _median_ms
+from oxygen_ros.bench.args import add_bench_args
+from oxygen_ros.bench.timing import median_ms
 from oxygen_ros.engine.config import PRESETS, STARVLA_GR00T, STARVLA_OFT, STARVLA_PI_V3
 from oxygen_ros.engine.model.starvla_heads import (build_head, crossattn_memory, crossattn_sample,
                                                    init_head, kept_layers, query_positions,
@@ -61,13 +62,13 @@ def run(a: argparse.Namespace) -> str:
                 def frame():
                     crossattn_sample(head, crossattn_memory(head, src), noise, a.S, state)
             params = sum(t.numel() for t in head.parameters()) / 1e6
-            for _ in range(a.warmup - 1):  # _median_ms runs one more first
+            for _ in range(a.warmup - 1):  # median_ms runs one more first
                 frame()
-            ms = _median_ms(frame, a.repeats)
+            ms = median_ms(frame, a.repeats)
             rows.append(f"| {name} | {e.kind} | {params:.2f} | {ms:.2f} |")
             del head
     lines = [f"# StarVLA heads alone: {mc.name}, {a.dtype} on {a.device}", "",
-             f"`python benchmarks/starvla_heads.py --preset {a.preset} --S {a.S} --prompt-tokens "
+             f"`oxygen-bench starvla-heads --preset {a.preset} --S {a.S} --prompt-tokens "
              f"{a.prompt_tokens} --device {a.device} --dtype {a.dtype} --repeats {a.repeats}`", "",
              f"Prefix of {p} tokens ({mc.num_cameras} cameras, a {a.prompt_tokens}-token prompt), "
              f"one frame, S = {a.S}; torch {torch.__version__}, {platform.processor() or 'cpu'} "
@@ -80,11 +81,10 @@ def run(a: argparse.Namespace) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--preset", default="starvla-tiny-e4", choices=PRESET_CHOICES)
-    ap.add_argument("--S", type=int, default=4)
+    # --S, --device, --dtype from their engine knobs; --preset: bench/args.py
+    add_bench_args(ap, ("denoise_steps", "device", "dtype"), preset="starvla-tiny-e4",
+                   presets=PRESET_CHOICES, S=4)
     ap.add_argument("--prompt-tokens", type=int, default=116, help="the paper's StarVLA prompt")
-    ap.add_argument("--device", default="cpu")
-    ap.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"))
     ap.add_argument("--warmup", type=int, default=3, help="frames run before timing (>= 1)")
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--out", default=None, help="markdown file to write (default: print)")

@@ -1,7 +1,7 @@
 """Device checks for benchmarks/gpu.sh that need nothing but torch (+ triton) and this package.
 
-    python benchmarks/gpu_checks.py attention --device cuda --out DIR   # Triton kernel vs reference
-    python benchmarks/gpu_checks.py frames --preset pi05 --device cuda --dtype bfloat16 --out DIR
+    oxygen-bench gpu-checks attention --device cuda --out DIR   # Triton kernel vs reference
+    oxygen-bench gpu-checks frames --preset pi05 --device cuda --dtype bfloat16 --out DIR
 
 attention: the Triton paged attention kernels against the gathering reference in float32 and
 bfloat16 on the engine's shapes (decode batch with ragged lengths, causal suffix after a long
@@ -22,9 +22,9 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from oxygen_ros.engine.attention import paged_attention_reference  # noqa: E402
+from oxygen_ros.bench.args import add_bench_args
+from oxygen_ros.bench.timing import peak_rss_bytes
+from oxygen_ros.engine.attention import paged_attention_reference
 
 TOL = {"float32": 1e-4, "bfloat16": 3e-2, "float16": 1e-2}
 
@@ -101,9 +101,7 @@ def check_frames(preset: str, device: str, dtype: str, frames: int, k: int, n: i
     if cuda:
         build_peak = torch.cuda.max_memory_allocated(device)
     else:
-        import resource
-
-        build_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        build_peak = peak_rss_bytes()
     tok = build_tiny_tokenizer(min(cfg.vocab_size, 2048))
     runs = {}
     for graphs in (False, True):
@@ -145,13 +143,11 @@ def check_frames(preset: str, device: str, dtype: str, frames: int, k: int, n: i
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("check", choices=("attention", "frames"))
-    p.add_argument("--device", default="cuda")
-    p.add_argument("--dtype", default="bfloat16")
-    p.add_argument("--preset", default="pi05")
+    # --device, --dtype, --k, --N, --S from their engine knobs; --preset: bench/args.py
+    add_bench_args(p, ("device", "dtype", "decode_steps_per_frame", "max_decode_steps",
+                       "denoise_steps"), preset="pi05", device="cuda", dtype="bfloat16",
+                   k=2, N=6, S=10)
     p.add_argument("--frames", type=int, default=5)
-    p.add_argument("--k", type=int, default=2)
-    p.add_argument("--N", type=int, default=6)
-    p.add_argument("--S", type=int, default=10)
     p.add_argument("--quick", action="store_true", help="fewer attention shapes (the CPU interpreter)")
     p.add_argument("--out", required=True)
     a = p.parse_args(argv)

@@ -4,7 +4,7 @@ The real model (tiny preset by default), a memory request every frame and a ques
 `--ask-every` frames; prints, at checkpoints, the live Request objects (gc), traced Python memory
 (tracemalloc) and the engine's KV blocks in use, then the growth per frame after the warm-up.
 
-    python benchmarks/engine_soak.py --frames 2000 --mode oxygen
+    oxygen-bench engine-soak --frames 2000 --mode oxygen
 """
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import tracemalloc
 
 import torch
 
+from oxygen_ros.bench.args import add_bench_args
 from oxygen_ros.engine.config import EngineConfig, load_model_config
 from oxygen_ros.engine.engine import Engine
 from oxygen_ros.engine.request import Request
@@ -26,19 +27,16 @@ def live_requests() -> int:
     return sum(1 for o in gc.get_objects() if isinstance(o, Request))
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--preset", default="tiny")
-    ap.add_argument("--mode", default="oxygen")
+    # --mode, --k, --N, --S from their engine knobs; --preset, --threads: bench/args.py
+    add_bench_args(ap, ("mode", "decode_steps_per_frame", "max_decode_steps", "denoise_steps"),
+                   preset="tiny", threads=1, mode="oxygen", k=4, N=12, S=2)
     ap.add_argument("--frames", type=int, default=2000)
     ap.add_argument("--warmup", type=int, default=200)
     ap.add_argument("--every", type=int, default=200, help="checkpoint every this many frames")
     ap.add_argument("--ask-every", type=int, default=50)
-    ap.add_argument("--k", type=int, default=4)
-    ap.add_argument("--N", type=int, default=12)
-    ap.add_argument("--S", type=int, default=2)
-    ap.add_argument("--threads", type=int, default=1)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     mc = load_model_config(args.preset)
     engine = Engine(mc, EngineConfig(mode=args.mode, decode_steps_per_frame=args.k,

@@ -2,7 +2,7 @@
 standing still far from the model's output, once without limits and once with
 joint_velocity_limits 1.0 rad/s (the node records each run; oxygen-eval compares them).
 
-    source scripts/env.sh && python benchmarks/command_safety.py --out benchmarks/results/command-safety
+    source scripts/env.sh && oxygen-bench command-safety --out benchmarks/results/command-safety
 
 Per run it prints (and writes to <out>/summary.txt): the first command's distance from the
 measured pose, the largest step between two commands (rad and rad/s), the velocity p99 and the
@@ -19,10 +19,10 @@ from pathlib import Path
 
 import numpy as np
 
-from node_process import (  # beside this script
+from .node_process import (
     close_client, feed, fresh_work_dir, spin_client, start_node, stop_node)
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]  # the repository
 JOINTS = [f"joint_{i}" for i in range(1, 7)]
 POSE = [0.8, -0.6, 0.5, -0.7, 0.9, -0.4]
 RATE_HZ = 50.0
@@ -89,11 +89,11 @@ def numbers(bag: Path) -> dict:
             "distance_travelled_max_rad": float(np.abs(pos - pose).max())}
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="benchmarks/results/command-safety")
     ap.add_argument("--seconds", type=float, default=10.0)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     out = Path(args.out).resolve()
     work = fresh_work_dir(out)
     runs = {"no-limits": [], "limit-1rad-s": ["joint_velocity_limits:=[1.0]"]}

@@ -1,7 +1,7 @@
 """Peak resident memory of loading a checkpoint (oxygen_ros.engine.model.checkpoint.load_weights).
 
-    python benchmarks/load_memory.py --preset pi05 --dtype bfloat16 --dir /tmp/oxy-load
-    python benchmarks/load_memory.py --file /data/pi05/model.safetensors --preset pi05
+    oxygen-bench load-memory --preset pi05 --dtype bfloat16 --dir /tmp/oxy-load
+    oxygen-bench load-memory --file /data/pi05/model.safetensors --preset pi05
 
 Without --file it first writes a random checkpoint of the preset's shape in the LeRobot key layout
 (streamed tensor by tensor, so writing needs no model in memory; 6.7 GB for pi05 in bf16; the
@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import resource
 import struct
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from oxygen_ros.bench.args import add_bench_args
+from oxygen_ros.bench.timing import peak_rss_bytes, rss_bytes
 
 _ST = {"float32": "F32", "bfloat16": "BF16", "float16": "F16"}
 
@@ -70,21 +71,17 @@ def _child(path: str, preset: str, dtype: str) -> None:
     from oxygen_ros.engine.config import PRESETS
     from oxygen_ros.engine.model.checkpoint import load_weights
 
-    def rss() -> int:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
     config = PRESETS[preset]
-    before = rss()
+    before = rss_bytes()
     t0 = time.perf_counter()
     model = load_weights(path, config, "cpu", dtype, progress=True)
     seconds = time.perf_counter() - t0
     params = sum(p.numel() for p in model.parameters())
     param_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    peak = peak_rss_bytes()
     assert all(p.dtype == getattr(torch, dtype) for p in model.parameters())
     print(json.dumps({"preset": preset, "dtype": dtype, "params": params, "param_bytes": param_bytes,
-                      "rss_before": before, "peak_rss": peak, "rss_after": rss(),
+                      "rss_before": before, "peak_rss": peak, "rss_after": rss_bytes(),
                       "peak_over_param_bytes": peak / param_bytes,
                       "load_added_over_param_bytes": (peak - before) / param_bytes,
                       "seconds": round(seconds, 1)}))
@@ -92,8 +89,8 @@ def _child(path: str, preset: str, dtype: str) -> None:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--preset", default="pi05")
-    ap.add_argument("--dtype", default="bfloat16", choices=sorted(_ST))
+    # --dtype from its engine knob (the same three dtypes as _ST); --preset: bench/args.py
+    add_bench_args(ap, ("dtype",), preset="pi05", dtype="bfloat16")
     ap.add_argument("--file-dtype", default=None, choices=sorted(_ST), help="default: --dtype")
     ap.add_argument("--dir", default="/tmp/oxygen-load-memory")
     ap.add_argument("--file", default=None, help="an existing model.safetensors of the preset's shape")
@@ -112,7 +109,7 @@ def main(argv=None) -> int:
         written = True
         print(f"wrote {n / 2**30:.2f} GiB in {time.perf_counter() - t0:.0f} s: {path}", file=sys.stderr)
     try:
-        out = subprocess.run([sys.executable, __file__, "--child", "--file", str(path), "--preset",
+        out = subprocess.run([sys.executable, "-m", "oxygen_ros.bench.suite.load_memory", "--child", "--file", str(path), "--preset",
                               args.preset, "--dtype", args.dtype], check=True, stdout=subprocess.PIPE,
                              text=True).stdout.strip().splitlines()[-1]
     finally:

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import IO, Callable
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]  # the repository
 
 
 def start_node(params: list[str], log: IO[bytes] | int | None = None) -> subprocess.Popen:

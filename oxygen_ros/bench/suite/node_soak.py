@@ -5,7 +5,7 @@ Starts the `oxygen_node` executable (tiny random model, config/oxygen.yaml, auto
 process's RSS (/proc/<pid>/status VmRSS) every --interval seconds and prints the least-squares
 slope in MiB/min over the samples after --warmup minutes. Goal: < 0.1 MiB/min once warm.
 
-    source scripts/env.sh && nice -n 10 python benchmarks/node_soak.py --minutes 10
+    source scripts/env.sh && nice -n 10 oxygen-bench node-soak --minutes 10
 
 Prints one line per sample and a summary (slope, answered questions, commands/s, load average).
 """
@@ -21,9 +21,9 @@ from pathlib import Path
 
 import numpy as np
 
-from node_process import close_client, spin_client, start_node, stop_node  # beside this script
+from .node_process import close_client, spin_client, start_node, stop_node
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]  # the repository
 JOINTS = [f"joint_{i}" for i in range(1, 7)]
 
 
@@ -40,13 +40,13 @@ def slope_mib_per_min(samples: list[tuple[float, float]]) -> float:
     return float(np.polyfit(t, m, 1)[0])
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--minutes", type=float, default=10.0)
     ap.add_argument("--warmup", type=float, default=2.0, help="minutes excluded from the slope")
     ap.add_argument("--interval", type=float, default=10.0, help="seconds between RSS samples")
     ap.add_argument("--log", default="/tmp/oxygen_soak_node.log", help="the node's output")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
 
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
     os.environ.setdefault("ROS_DOMAIN_ID", str(101 + os.getpid() % 100))

@@ -1,7 +1,7 @@
 """Cost and effect of real-time chunking in the engine: denoise ms unguided / identity / vjp (and
 inpaint) per preset, and the seam error of each on a simulated chunk stream.
 
-    source scripts/env.sh && python benchmarks/rtc_denoise.py --presets tiny small balanced \
+    source scripts/env.sh && oxygen-bench rtc-denoise --presets tiny small balanced \
         --frames 30 | tee benchmarks/results/rtc/denoise.txt
 
 Per preset, one Engine (random weights, seed 0, S = 10, oxygen mode, memory off, 2 threads) per
@@ -68,14 +68,14 @@ def run(preset: str, settings: dict[str, dict], frames: int, every: int, delay: 
     return out
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--presets", nargs="+", default=["tiny", "small", "balanced"])
     ap.add_argument("--frames", type=int, default=30)
     ap.add_argument("--every", type=int, default=2, help="control steps between inferences")
     ap.add_argument("--delay", type=int, default=2, help="d given to the engine")
     ap.add_argument("--threads", type=int, default=2)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     settings = {
         "unguided": {"guided": False},

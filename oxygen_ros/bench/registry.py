@@ -1,0 +1,65 @@
+"""Every benchmark and bench tool behind one command: `oxygen-bench <name> [its arguments]`
+(vLLM's `vllm bench <name>` is the example). `oxygen-bench` without a name runs the mode sweep
+(bench/cli.py). A benchmark is a module with `main(argv: list[str] | None) -> int | None`;
+adding one is a line here (docs/development.md, "Where to add").
+
+Modules are imported only when run: the node benchmarks need ROS, the sweep does not.
+"""
+from __future__ import annotations
+
+import importlib
+import sys
+from dataclasses import dataclass
+from typing import Sequence
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    module: str  # import path of a module with main(argv)
+    summary: str  # one line for `oxygen-bench --help`
+
+
+BENCHMARKS: dict[str, Benchmark] = {
+    # the engine's parts (bench/)
+    "profile": Benchmark("oxygen_ros.bench.profile", "stage costs, KV replay, linear layouts"),
+    "floor": Benchmark("oxygen_ros.bench.floor", "the bandwidth floor of a frame, per stage"),
+    "memory": Benchmark("oxygen_ros.bench.memory", "parameter bytes and peak memory of a preset"),
+    "attention": Benchmark("oxygen_ros.bench.attention", "paged attention per backend"),
+    "rate": Benchmark("oxygen_ros.bench.rate", "action-rate target vs achieved"),
+    "gpu-compile": Benchmark("oxygen_ros.bench.gpu_compile",
+                             "compile every Triton kernel per architecture and dtype"),
+    "table4": Benchmark("oxygen_ros.bench.table4", "the StarVLA tables from a results.json"),
+    # one measurement or soak each (bench/suite/)
+    "engine-soak": Benchmark("oxygen_ros.bench.suite.engine_soak", "the engine over many frames"),
+    "gpu-checks": Benchmark("oxygen_ros.bench.suite.gpu_checks",
+                            "Triton attention and pi0.5 frames on a GPU (gpu.sh)"),
+    "load-memory": Benchmark("oxygen_ros.bench.suite.load_memory",
+                             "peak memory of loading a checkpoint"),
+    "starvla-heads": Benchmark("oxygen_ros.bench.suite.starvla_heads",
+                               "each StarVLA head alone per frame"),
+    "rtc-denoise": Benchmark("oxygen_ros.bench.suite.rtc_denoise", "RTC guidance in the engine"),
+    "node-soak": Benchmark("oxygen_ros.bench.suite.node_soak", "the node process over minutes"),
+    "cameras": Benchmark("oxygen_ros.bench.suite.cameras", "camera callbacks, decode, rates"),
+    "command-safety": Benchmark("oxygen_ros.bench.suite.command_safety",
+                                "the command path of a running node, recorded"),
+    "rtc-node-seam": Benchmark("oxygen_ros.bench.suite.rtc_node_seam",
+                               "chunk seams through the node's topics"),
+    "bags-sample": Benchmark("oxygen_ros.bench.suite.bags_sample", "a sample bag of the node"),
+}
+
+
+def usage() -> str:
+    """The registered benchmarks, one line each (oxygen-bench --help's epilog)."""
+    width = max(map(len, BENCHMARKS))
+    return "benchmarks (oxygen-bench <name> --help):\n" + "\n".join(
+        f"  {name:<{width}}  {b.summary}" for name, b in BENCHMARKS.items())
+
+
+def run(name: str, argv: Sequence[str]) -> int:
+    """Run benchmark `name` with `argv` (its own arguments); its exit status."""
+    main = importlib.import_module(BENCHMARKS[name].module).main
+    prog, sys.argv[0] = sys.argv[0], f"oxygen-bench {name}"  # argparse's usage line
+    try:
+        return int(main(list(argv)) or 0)
+    finally:
+        sys.argv[0] = prog
