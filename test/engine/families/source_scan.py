@@ -118,6 +118,8 @@ FAMILY_MODULES = (
     "oxygen_ros/engine/model/qwen3vl_checkpoint.py",
     "oxygen_ros/engine/model/starvla_heads.py",
     "oxygen_ros/engine/model/qwen35.py",
+    # the StarVLA family's own benchmark: it times each StarVLA head alone, by its kind
+    "oxygen_ros/bench/suite/starvla_heads.py",
 )
 # ModelConfig.family names (today's and the ones before the registry) and the expert kinds
 # (engine/head_config.py's, and the model objects' own names for them)
