@@ -122,12 +122,13 @@ def dump(path: str, engine: Engine, outputs: list[FrameOutput], args: argparse.N
 def run_sim(built, args: argparse.Namespace, log: bool) -> int:
     """--sim: episodes of the task(s) driven by the engine; exit status 0 even when an episode
     fails (the demo shows what happens; oxygen-sim-eval measures success rates)."""
-    from .sim.demo_loop import check_memory_prompt, run_demo, summary_line
+    from .sim.demo_loop import check_memory_prompt, period_steps, run_demo, summary_line
 
     try:
         check_memory_prompt(built.engine)
         start = time.perf_counter()
-        results = run_demo(built, args.sim_tasks, args.episodes, args.replan, quiet=not log)
+        results = run_demo(built, args.sim_tasks, args.episodes, args.replan, quiet=not log,
+                           period=period_steps(args.checkpoint))
     except ValueError as exc:
         print(f"oxygen-demo: {exc}", file=sys.stderr)
         return 2

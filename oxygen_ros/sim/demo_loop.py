@@ -29,7 +29,8 @@ class EpisodeResult:
 
 
 def run_episode(built, task_name: str, seed: int, replan: int = 4,
-                log: Callable[[str], None] | None = None) -> EpisodeResult:
+                log: Callable[[str], None] | None = None,
+                period_steps: int = ACTION_PERIOD_STEPS) -> EpisodeResult:
     """One policy-driven episode on a fresh SimEnv; `built` is robot.build.build_engine's result on
     a simulator checkpoint (its engine must have memory on for memory texts)."""
     from . import SimEnv, get_task
@@ -68,7 +69,7 @@ def run_episode(built, task_name: str, seed: int, replan: int = 4,
                     f"{newest!r:34}  target x {x:+.3f} y {y:+.3f} z {z:+.3f} grip {g:.2f}")
             frames += 1
             for k in range(replan):
-                for _ in range(ACTION_PERIOD_STEPS):
+                for _ in range(period_steps):
                     info = env.step(chunk[k])
                     if info.success or info.timed_out:
                         done = True
@@ -89,7 +90,18 @@ def run_episode(built, task_name: str, seed: int, replan: int = 4,
     return result
 
 
-def run_demo(built, task_names: list[str], episodes: int, replan: int = 4, quiet: bool = False) -> list[EpisodeResult]:
+def period_steps(checkpoint: str) -> int:
+    """Control steps per chunk target: the sim's rate over the rate the checkpoint names
+    (training.json control_rate_hz, 20 Hz for sim-policy: 4), else the policy module's."""
+    from .checkpoint import checkpoint_rate_hz
+    from .env import CONTROL_PERIOD_S
+
+    rate = checkpoint_rate_hz(checkpoint) if checkpoint else None
+    return max(1, round(1.0 / (rate * CONTROL_PERIOD_S))) if rate else ACTION_PERIOD_STEPS
+
+
+def run_demo(built, task_names: list[str], episodes: int, replan: int = 4, quiet: bool = False,
+             period: int = ACTION_PERIOD_STEPS) -> list[EpisodeResult]:
     """`episodes` episodes of each task (seeds EVAL_SEED_BASE + task index * 10_000 + episode)."""
     from . import TASKS
 
@@ -99,7 +111,8 @@ def run_demo(built, task_names: list[str], episodes: int, replan: int = 4, quiet
     for name in task_names:
         ti = names.index(name) if name in names else 0
         for e in range(episodes):
-            results.append(run_episode(built, name, EVAL_SEED_BASE + ti * 10_000 + e, replan, log))
+            results.append(run_episode(built, name, EVAL_SEED_BASE + ti * 10_000 + e, replan, log,
+                                       period))
     return results
 
 
