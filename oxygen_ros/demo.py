@@ -1,6 +1,9 @@
-"""oxygen-demo: run the engine on a synthetic camera + joint-state stream and watch it work.
+"""oxygen-demo: run the engine and watch it work.
 
-Prints per-frame action rate, language tokens/s, active batch and the textual memory as it grows.
+Default: a synthetic camera + joint-state stream; prints per-frame action rate, language tokens/s,
+active batch and the textual memory as it grows. With --sim TASK (and a simulator checkpoint such
+as checkpoints/sim-policy): the engine drives a Meta-World robot (no ROS) and prints per frame the
+true stage, the memory text and the target sent, per episode whether it succeeded.
 """
 from __future__ import annotations
 
@@ -31,10 +34,31 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--dump", default=None, metavar="PATH",
                    help="write every request's tokens and margins and every frame's actions")
     p.add_argument("--quiet", action="store_true", help="no per-frame lines")
+    p.add_argument("--sim", default=None, metavar="TASK",
+                   help="drive the simulator instead of the synthetic stream: a task name "
+                        "(oxygen_ros.sim.ALL_TASKS) or 'all' (the evaluated tasks); needs metaworld "
+                        "and a simulator checkpoint (--checkpoint checkpoints/sim-policy)")
+    p.add_argument("--episodes", type=int, default=1, help="--sim: episodes per task")
+    p.add_argument("--replan", type=int, default=4, help="--sim: chunk targets played per frame")
     args = p.parse_args(argv)
     check_engine_args(p, args)
     if args.frames < 1:
         p.error("--frames must be >= 1")
+    if args.sim is not None:
+        from .sim import ALL_TASKS, TASKS, unavailable_reason
+
+        if args.sim != "all" and args.sim not in ALL_TASKS:
+            p.error(f"--sim: unknown task {args.sim!r}; one of {sorted(ALL_TASKS)} or 'all'")
+        if not args.checkpoint:
+            p.error("--sim needs a simulator checkpoint: --checkpoint checkpoints/sim-policy")
+        if args.compare or args.dump:
+            p.error("--sim does not take --compare or --dump")
+        if args.episodes < 1:
+            p.error("--episodes must be >= 1")
+        reason = unavailable_reason()
+        if reason:
+            p.error(f"--sim: the simulator cannot run here: {reason}")
+        args.sim_tasks = list(TASKS) if args.sim == "all" else [args.sim]
     return args
 
 
@@ -95,11 +119,31 @@ def dump(path: str, engine: Engine, outputs: list[FrameOutput], args: argparse.N
     Path(path).write_text(json.dumps(data))
 
 
+def run_sim(built, args: argparse.Namespace, log: bool) -> int:
+    """--sim: episodes of the task(s) driven by the engine; exit status 0 even when an episode
+    fails (the demo shows what happens; oxygen-sim-eval measures success rates)."""
+    from .sim.demo_loop import check_memory_prompt, period_steps, run_demo, summary_line
+
+    try:
+        check_memory_prompt(built.engine)
+        start = time.perf_counter()
+        results = run_demo(built, args.sim_tasks, args.episodes, args.replan, quiet=not log,
+                           period=period_steps(args.checkpoint))
+    except ValueError as exc:
+        print(f"oxygen-demo: {exc}", file=sys.stderr)
+        return 2
+    print(summary_line(results) + f" in {time.perf_counter() - start:.1f} s", flush=True)
+    if args.json:
+        print(json.dumps({"sim": [r.__dict__ for r in results]}), flush=True)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     log = not args.quiet
     try:  # the same construction as the node's and oxygen-replay's (robot/build.py)
-        engine = build_engine(model_source(args), engine_config(args)).engine
+        built = build_engine(model_source(args), engine_config(args))
+        engine = built.engine
     except (ValueError, FileNotFoundError) as exc:
         print(f"oxygen-demo: {exc}", file=sys.stderr)
         return 2
@@ -108,6 +152,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"oxygen-demo: preset {mc.name} ({sum(p.numel() for p in engine.model.parameters()) / 1e6:.2f}M "
               f"params), mode {args.mode}, k={args.k} N={args.N} S={args.S}, attention "
               f"{engine.runner.backend}, KV pool {engine.kv.usage().blocks_total} blocks", flush=True)
+    if args.sim is not None:
+        return run_sim(built, args, log)
     start = time.perf_counter()
     outputs, measured = run_mode(engine, args, log, drain=args.dump is not None)
     summary = summarize(measured, [o.decode_steps for o in measured], [o.admitted for o in measured])

@@ -34,3 +34,28 @@ def test_compare_runs_the_checkpoints_model_under_its_own_config(tmp_path, capsy
     assert other.config.mode == "isolated" and other.model_config.action_horizon == 7
     frames = json.loads((tmp_path / "dump.json").read_text())["frames"]
     assert len(frames[0]["actions"]) == 7
+
+
+def test_sim_demo_drives_the_trained_policy_to_success(capsys):
+    """oxygen-demo --sim: the committed simulator policy presses the button in the simulator,
+    and its memory text is one of the task's stage captions."""
+    import pytest
+
+    from oxygen_ros.sim import get_task, metaworld_available, unavailable_reason
+
+    if not metaworld_available():
+        pytest.skip(str(unavailable_reason()))
+    from pathlib import Path
+
+    ck = Path(__file__).resolve().parents[1] / "checkpoints" / "sim-policy"
+    rc = demo.main(["--checkpoint", str(ck), "--sim", "button-press-topdown", "--threads", "1",
+                    "--json"])
+    assert rc == 0
+    out = capsys.readouterr().out
+    (episode,) = json.loads(out.strip().splitlines()[-1])["sim"]
+    assert episode["success"] and episode["memory_frames"] >= 1
+    captions = get_task("button-press-topdown").captions
+    said = {line.split("memory ")[1].split("'")[1] for line in out.splitlines() if "  frame" in line
+            and "memory ''" not in line}
+    assert said and said <= set(captions), said
+    assert "SUCCESS" in out and "sim summary: 1/1 episodes succeeded" in out

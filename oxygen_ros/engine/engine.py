@@ -177,17 +177,21 @@ class Engine:
         self.scheduler.set_max_active(new.max_active_requests)
         self.scheduler.set_max_waiting(new.max_waiting_requests)
 
-    def warmup(self, frames: int = 2) -> None:
+    def warmup(self, frames: int = 2, instruction: str | None = None) -> None:
         """Run a few frames on a synthetic observation (action path and one language request),
         then forget them: the first real frame then runs at steady-state speed (first calls
-        allocate, pick kernels and, with compile_denoise, compile). Call before serving."""
+        allocate, pick kernels and, with compile_denoise, compile). Call before serving.
+        The prompt's instruction is `instruction`, else the configured one (checked to fit
+        max_prompt_tokens when the engine was made): a small model whose real prompts are
+        short must not fail to start on a longer synthetic one."""
         from .synthetic import SyntheticStream
 
         if self.frame or self.has_unfinished() or self.ops.outbox:
             raise RuntimeError("warmup() must run before the engine serves any frame")
+        stream = SyntheticStream(self.model_config, seed=self.config.seed)
+        stream.instruction = self.config.instruction if instruction is None else instruction
         saved = self.config
         self.config = saved.replace(memory_every_n_frames=1)
-        stream = SyntheticStream(self.model_config, seed=self.config.seed)
         try:
             for i in range(frames):
                 self.step(stream.frame(i))

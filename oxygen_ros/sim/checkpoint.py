@@ -32,3 +32,21 @@ def write_random_checkpoint(folder: str | Path, image_size: int = DEFAULT_IMAGE_
     stats = NormStats.quantiles(STATE_LOW, STATE_HIGH, STATE_LOW, STATE_HIGH)
     return save_lerobot_checkpoint(init_model(mc, seed=seed), mc, folder, norm_stats=stats,
                                    tokenizer=build_tiny_tokenizer(mc.vocab_size), camera_keys=[CAMERA_KEY])
+
+
+def checkpoint_rate_hz(folder: str | Path) -> float | None:
+    """The rate a checkpoint's action chunk steps at, when its folder names one: training.json's
+    control_rate_hz (this project's simulator training), else LeRobot's train_config.json env.fps
+    (what the node reads as its chunk rate); None when it names none."""
+    import json
+
+    from ..engine.model.formats import train_fps
+
+    f = Path(folder) / "training.json"
+    if f.is_file():
+        rate = json.loads(f.read_text()).get("control_rate_hz")
+        if rate is not None:
+            if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0 < rate <= 1000:
+                raise ValueError(f"{f}: control_rate_hz {rate!r} is not a rate in (0, 1000] Hz")
+            return float(rate)
+    return train_fps(Path(folder))

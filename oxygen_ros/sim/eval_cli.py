@@ -46,8 +46,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--memory-every", type=int, default=1, help="memory.every_n_frames")
     p.add_argument("--memory-prompt", default="", help="memory.prompt (default: the node's)")
     p.add_argument("--denoise-steps", type=int, default=0, help="S (0 = the node's default)")
-    p.add_argument("--control-rate", type=float, default=1.0 / CONTROL_PERIOD_S,
-                   help="the node's control_rate_hz: the chunk step of the checkpoint's training data")
+    p.add_argument("--control-rate", type=float, default=0.0,
+                   help="the node's control_rate_hz: the chunk step of the checkpoint's training data "
+                   "(default 0: the rate the checkpoint names, training.json control_rate_hz or "
+                   "LeRobot train_config.json env.fps, else the sim's 80 Hz)")
     p.add_argument("--threads", type=int, default=1, help="model.num_threads of the node")
     p.add_argument("--image-size", type=int, default=64)
     p.add_argument("--camera-rate", type=float, default=20.0)
@@ -55,6 +57,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--param", action="append", default=[], metavar="NAME=JSON",
                    help="another node parameter, e.g. --param crossfade_s=0.05 (repeatable)")
     return p.parse_args(argv)
+
+
+def control_rate(requested: float, checkpoint: str) -> float:
+    """The node's control_rate_hz: the one asked for, else the checkpoint's own action rate (a
+    policy trained at 20 Hz played at 80 Hz would run its chunk four times too fast), else the
+    sim's control rate."""
+    from .checkpoint import checkpoint_rate_hz
+    from .env import CONTROL_PERIOD_S
+
+    if requested < 0:
+        raise ValueError(f"--control-rate must be >= 0 (0: the checkpoint's), got {requested}")
+    if requested:
+        return float(requested)
+    named = checkpoint_rate_hz(checkpoint) if checkpoint else None
+    return named or 1.0 / CONTROL_PERIOD_S
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -93,8 +110,13 @@ def main(argv: list[str] | None = None) -> int:
         from .checkpoint import write_random_checkpoint
 
         checkpoint = str(write_random_checkpoint(out / "random_checkpoint", image_size=args.image_size))
+    try:
+        rate = control_rate(args.control_rate, checkpoint)
+    except ValueError as exc:
+        print(f"oxygen-sim-eval: {exc}", file=sys.stderr)
+        return 2
     opts = NodeOptions(checkpoint=str(Path(checkpoint).resolve()) if checkpoint else "", tokenizer=args.tokenizer,
-                       control_rate_hz=args.control_rate, max_decode_steps=args.N,
+                       control_rate_hz=rate, max_decode_steps=args.N,
                        memory_every_n_frames=args.memory_every, memory_prompt=args.memory_prompt,
                        denoise_steps=args.denoise_steps, num_threads=args.threads, extra=extra)
     runs = run_all(settings, sim_cfg, out, opts)

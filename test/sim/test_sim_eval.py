@@ -7,6 +7,9 @@ import json
 import numpy as np
 import pytest
 
+# torch (through the checkpoint reader) before any MuJoCo/OSMesa sim runs in this process:
+# importing torch after test_expert_setting_end_to_end's sim segfaults in triton's import here
+from oxygen_ros.engine.model import formats  # noqa: F401,E402
 from oxygen_ros.sim import metaworld_available, unavailable_reason
 from oxygen_ros.sim.episodes import Status, schedule
 from oxygen_ros.sim.evaluate import NodeOptions, Setting, node_parameters
@@ -145,3 +148,24 @@ def test_a_runs_bag_is_its_own_not_another_settings(tmp_path):
     assert newest_bag(bags / "isolated_crossfade") == str(bags / "isolated_crossfade_20261202-101010")
     assert newest_bag(bags / "isolated_crossfade_bgr") == str(bags / "isolated_crossfade_bgr")
     assert newest_bag(bags / "oxygen-k1_rtc") == ""
+
+
+def test_eval_control_rate_is_the_checkpoints_unless_asked(tmp_path):
+    """A policy trained at 20 Hz (training.json control_rate_hz) is played at 20 Hz, not the sim's
+    80 Hz; a checkpoint naming no rate gets the sim's; an explicit --control-rate wins."""
+    from pathlib import Path
+
+    from oxygen_ros.sim.eval_cli import control_rate, parse_args
+
+    trained = str(Path(__file__).resolve().parents[2] / "checkpoints" / "sim-policy")
+    assert parse_args(["--out", str(tmp_path)]).control_rate == 0.0
+    assert control_rate(0.0, trained) == 20.0
+    assert control_rate(50.0, trained) == 50.0
+    (tmp_path / "ck").mkdir()
+    assert control_rate(0.0, str(tmp_path / "ck")) == 80.0  # names none: the sim's control rate
+    assert control_rate(0.0, "") == 80.0  # expert only
+    (tmp_path / "ck" / "training.json").write_text('{"control_rate_hz": -3}')
+    with pytest.raises(ValueError, match="control_rate_hz"):
+        control_rate(0.0, str(tmp_path / "ck"))
+    with pytest.raises(ValueError, match="control-rate"):
+        control_rate(-1.0, trained)
