@@ -13,8 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from .offline_eval import EVAL_SEED_BASE, _observation
-from .policy import ACTION_PERIOD_STEPS
+from .policy import ACTION_PERIOD_STEPS, EVAL_SEED_BASE, policy_observation as _observation
 
 
 @dataclass
@@ -68,14 +67,7 @@ def run_episode(built, task_name: str, seed: int, replan: int = 4,
                 log(f"  frame {frames:3d} step {info.step:3d}  stage {caption!r:34}  memory "
                     f"{newest!r:34}  target x {x:+.3f} y {y:+.3f} z {z:+.3f} grip {g:.2f}")
             frames += 1
-            for k in range(replan):
-                for _ in range(period_steps):
-                    info = env.step(chunk[k])
-                    if info.success or info.timed_out:
-                        done = True
-                        break
-                if done:
-                    break
+            info, done = env.play(chunk[:replan], period_steps)
             state = env.state()
         # finish the requests still running so the next episode starts with an empty batch
         for _ in engine.drain(max_frames=200):

@@ -175,6 +175,17 @@ class SimEnv:
         caller resets (stepping on past the task's horizon is allowed up to Meta-World's 500)."""
         return self.step_action(action_from_target(self.state(), target, self.gain))
 
+    def play(self, targets: np.ndarray, hold_steps: int) -> tuple[StepInfo, bool]:
+        """Each of `targets` held for `hold_steps` control periods, stopping at success or
+        timeout: (the last step's info, whether the episode ended)."""
+        info = self.info
+        for target in targets:
+            for _ in range(hold_steps):
+                info = self.step(target)
+                if info.success or info.timed_out:
+                    return info, True
+        return info, False
+
     def step_action(self, action: np.ndarray) -> StepInfo:
         """One control period with a raw Meta-World action (the expert's, for reference)."""
         if self._obs is None:

@@ -21,10 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .policy import ACTION_PERIOD_STEPS
-
-EVAL_SEED_BASE = 9_000_000
-
+from .policy import ACTION_PERIOD_STEPS, EVAL_SEED_BASE, policy_observation as _observation
 
 def load_policy(checkpoint: str | Path, memory: bool = False, denoise_steps: int = 10,
                 seed: int = 0, threads: int = 1):
@@ -37,14 +34,6 @@ def load_policy(checkpoint: str | Path, memory: bool = False, denoise_steps: int
                        memory_every_n_frames=1 if memory else 0, max_decode_steps=n,
                        decode_steps_per_frame=n)
     return build_engine(ModelSource(checkpoint=str(checkpoint), threads=threads), cfg)
-
-
-def _observation(built, image: np.ndarray, state: np.ndarray, instruction: str, stamp: float):
-    from ..engine.observation import Observation
-
-    norm = built.norm.normalize_state(np.asarray(state, dtype=np.float32))
-    return Observation(images=[image], state=norm.astype(np.float32), instruction=instruction,
-                       stamp=stamp)
 
 
 def open_loop(checkpoint: str | Path, data: str | Path, frames: int = 200, seed: int = 0) -> dict:
@@ -131,14 +120,7 @@ def closed_loop(checkpoint: str | Path, task_names: list[str], episodes: int, re
                                        float(frames))
                     chunk = stats.unnormalize_actions(engine.step(obs).actions)
                     frames += 1
-                    for k in range(replan):
-                        for _ in range(ACTION_PERIOD_STEPS):
-                            info = env.step(chunk[k])
-                            if info.success or info.timed_out:
-                                done = True
-                                break
-                        if done:
-                            break
+                    info, done = env.play(chunk[:replan], ACTION_PERIOD_STEPS)
                     state = env.state()
                 wins.append(bool(info.success))
                 steps.append(int(info.step))

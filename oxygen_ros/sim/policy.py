@@ -95,3 +95,16 @@ class PromptCodec:
 
     def decode(self, ids: Sequence[int]) -> str:
         return self.tokenizer.decode(list(ids))
+
+
+EVAL_SEED_BASE = 9_000_000  # evaluation layouts: far from the seeds demonstrations use (0..)
+
+
+def policy_observation(built, image: np.ndarray, state: np.ndarray, instruction: str,
+                       stamp: float):
+    """One engine Observation for the policy: the camera image and the normalised state."""
+    from ..engine.observation import Observation
+
+    norm = built.norm.normalize_state(np.asarray(state, dtype=np.float32))
+    return Observation(images=[image], state=norm.astype(np.float32), instruction=instruction,
+                       stamp=stamp)
