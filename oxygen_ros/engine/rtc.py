@@ -64,8 +64,10 @@ def unsupported_reason(config: "ModelConfig") -> str | None:
     prefix: pi0.5's)."""
     family = registry.family_of(config)
     if not family.capabilities.rtc:
+        having = ", ".join(f.name for f in registry.all_families() if f.capabilities.rtc)
         return (f"real-time chunking (an action prior) is not a capability of the "
-                f"{family.name} family: use chunk_blend crossfade or none")
+                f"{family.name} family (families that have it: {having or 'none'}): use "
+                "chunk_blend crossfade or none")
     return None
 
 
