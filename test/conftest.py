@@ -50,3 +50,24 @@ def ros_env() -> dict[str, str]:
     env["PYTHONPATH"] = os.pathsep.join(parts)
     env.setdefault("PYTHONUNBUFFERED", "1")
     return env
+
+
+def _ros_context():
+    import rclpy
+
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    yield context
+    rclpy.try_shutdown(context=context)
+
+
+@pytest.fixture
+def ctx():
+    """A ROS context of its own for one test (in-process nodes)."""
+    yield from _ros_context()
+
+
+@pytest.fixture(scope="module")
+def module_ctx():
+    """A ROS context shared by one test module's tests."""
+    yield from _ros_context()

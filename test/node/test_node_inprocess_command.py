@@ -37,11 +37,8 @@ def _node(ctx, *extra, limits: bool = True):
 
 
 @pytest.fixture(scope="module")
-def ctx():
-    context = rclpy.Context()
-    rclpy.init(context=context)
-    yield context
-    rclpy.try_shutdown(context=context)
+def ctx(module_ctx):  # one context for the module's node (test/conftest.py)
+    return module_ctx
 
 
 @pytest.fixture(scope="module")

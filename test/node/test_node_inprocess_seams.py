@@ -21,11 +21,8 @@ QUESTION = "what colour is the cube on the left"
 
 
 @pytest.fixture(scope="module")
-def ctx():
-    context = rclpy.Context()
-    rclpy.init(context=context)
-    yield context
-    rclpy.try_shutdown(context=context)
+def ctx(module_ctx):  # one context for the module's node (test/conftest.py)
+    return module_ctx
 
 
 @pytest.fixture

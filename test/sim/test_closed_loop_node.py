@@ -37,14 +37,6 @@ T0 = 1000.0  # simulated seconds at the episode's start (ROS sim time, use_sim_t
 SEED = 9_000_000  # offline_eval's first held-out layout of button-press-topdown (never recorded)
 
 
-@pytest.fixture
-def ctx():
-    context = rclpy.Context()
-    rclpy.init(context=context)
-    yield context
-    rclpy.try_shutdown(context=context)
-
-
 def run_episode(node: OxygenNode, env: SimEnv, seed: int, instruction: str, replan_s: float) -> tuple:
     """Frames of the node's worker on the sim's observations; between frames, `replan_s` of
     control steps, each commanded with the chunk player's target for that step's time."""

@@ -25,14 +25,6 @@ from std_msgs.msg import String  # noqa: E402
 from oxygen_ros.sim.episodes import Status  # noqa: E402
 
 
-@pytest.fixture
-def ctx():
-    context = rclpy.Context()
-    rclpy.init(context=context)
-    yield context
-    rclpy.try_shutdown(context=context)
-
-
 class Listener:
     """Everything the sim publishes, as a policy would see it."""
 
