@@ -33,6 +33,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--camera", default=DEFAULT_CAMERA, choices=CAMERAS)
     p.add_argument("--camera-rate", type=float, default=20.0, help="Hz")
     p.add_argument("--reset-hold", type=float, default=0.5, help="s of standing still after a reset")
+    p.add_argument("--real-time-factor", type=float, default=1.0,
+                   help="simulated s per wall s (below 1: a slower world for plumbing checks on a slow "
+                        "machine; evaluate policies at 1)")
     p.add_argument("--command-topic", default="/oxygen/joint_command")
     p.add_argument("--instruction-topic", default="/oxygen/instruction", help="'' = none")
     p.add_argument("--expert", action="store_true",
@@ -52,7 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cfg = SimConfig(tasks=tuple(args.tasks), episodes_per_task=args.episodes, base_seed=args.seed,
                         image_size=args.image_size, camera=args.camera, camera_rate_hz=args.camera_rate,
-                        reset_hold_s=args.reset_hold, command_topic=args.command_topic,
+                        reset_hold_s=args.reset_hold, real_time_factor=args.real_time_factor,
+                        command_topic=args.command_topic,
                         instruction_topic=args.instruction_topic, privileged=args.expert)
     except ValueError as exc:
         print(f"oxygen-sim: {exc}", file=sys.stderr)

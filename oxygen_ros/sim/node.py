@@ -9,6 +9,11 @@ machine) the missed steps are stepped at once (physics costs ~1 ms a step) so th
 time keeps up with wall time; they are counted as late steps. More than `max_catch_up_s` behind,
 the clock is re-based and the loss counted (`lost_s` in the log).
 
+`real_time_factor` (Gazebo's name) below 1 runs the simulation slower than the wall clock: a
+control step every 12.5 ms / factor of wall time. Stamps stay wall time, so a policy sees a
+slower world, not a slower clock: use it to check plumbing with an in-process expert on a
+loaded machine (the tests), never for an evaluation of a policy's timing.
+
 Episodes: after a reset the robot holds still for `reset_hold_s` while the camera and joint
 states of the new scene are already published; commands are ignored meanwhile, so chunks that a
 policy computed from the previous scene are not played in the new one. The episode's clock
@@ -71,6 +76,8 @@ class SimConfig:
     camera_rate_hz: float = 20.0
     reset_hold_s: float = 0.5
     max_catch_up_s: float = 0.5
+    # simulated seconds per wall second (1 = real time; below 1 for checks on a slow machine)
+    real_time_factor: float = 1.0
     gain: float = GAIN
     privileged: bool = False
     image_topic: str = "/sim/camera/image_raw"
@@ -96,6 +103,8 @@ class SimConfig:
                              "(at most one image per control step)")
         if not 0.0 <= self.reset_hold_s <= 10.0:
             raise ValueError(f"reset_hold_s {self.reset_hold_s} must be 0..10 s")
+        if not 0.05 <= self.real_time_factor <= 1.0:
+            raise ValueError(f"real_time_factor {self.real_time_factor} must be 0.05..1 (simulated s per wall s)")
         if not 0.0 < self.max_catch_up_s <= 5.0:
             raise ValueError(f"max_catch_up_s {self.max_catch_up_s} must be in (0, 5] s")
         for name in ("image_topic", "joint_state_topic", "command_topic", "episode_topic",
@@ -211,8 +220,8 @@ class SimNode(Node):
     def _episode(self, ep: Episode) -> None:
         cfg = self.config
         env = self._envs[ep.task]
-        dt = CONTROL_PERIOD_S
-        cam_every = max(1, round(1.0 / (cfg.camera_rate_hz * dt)))  # steps per image
+        cam_every = max(1, round(1.0 / (cfg.camera_rate_hz * CONTROL_PERIOD_S)))  # steps per image
+        dt = CONTROL_PERIOD_S / cfg.real_time_factor  # wall seconds per control step
         state = env.reset(ep.seed)
         with self._lock:
             self._target = None  # a command from the previous scene is never applied here
@@ -277,7 +286,7 @@ class SimNode(Node):
             self.stats.steps += taken
             self.stats.late_steps += taken - 1
             next_t += due * dt
-            t = step * dt
+            t = step * CONTROL_PERIOD_S
             stamp = self._stamp()
             state = env.state()
             self._publish_state(state, stamp, ep, env)

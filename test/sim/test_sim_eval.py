@@ -144,6 +144,8 @@ def test_status_json_round_trip_and_sim_config_refusals():
         SimConfig(camera_rate_hz=100.0)  # more than one image per 12.5 ms step
     with pytest.raises(ValueError, match="camera"):
         SimConfig(camera="nope")
+    with pytest.raises(ValueError, match="real_time_factor"):
+        SimConfig(real_time_factor=0.0)
 
 
 def test_a_runs_bag_is_its_own_not_another_settings(tmp_path):
