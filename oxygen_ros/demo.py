@@ -14,10 +14,10 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
-from .engine.config import MODES
-from .engine.engine import Engine, FrameOutput
 from .bench.metrics import ratio_check, summarize, warmup_frames
-from .engine.synthetic import SyntheticStream
+from .engine.config import MODES
+from .engine.core.engine import Engine, FrameOutput
+from .engine.core.synthetic import SyntheticStream
 from .engine_args import add_engine_args, check_engine_args, engine_config, model_source
 from .robot.build import build_engine
 

@@ -1,7 +1,7 @@
 """The engine flags that oxygen-demo and oxygen-replay share (model, checkpoint, k/N/S, mode,
 memory, device ...) and the EngineConfig they describe: one definition, so the two tools take
 the same settings under the same names. The engine knobs' flags (name, default, choices, help,
-range) come from their Knob (engine/config.py ENGINE_KNOBS); oxygen-bench takes some of them
+range) come from their Knob (engine/config/engine_config.py ENGINE_KNOBS); oxygen-bench takes some of them
 through add_knob_args."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import argparse
 from typing import Iterable
 
 from .engine.config import ENGINE_KNOBS, KNOBS, PRESETS, EngineConfig
-from .engine.knobs import Knob, range_text
+from .engine.config.knobs import Knob, range_text
 from .robot.build import ModelSource
 
 FLAG_KNOBS: tuple[Knob, ...] = tuple(k for k in ENGINE_KNOBS if k.flag)

@@ -5,7 +5,7 @@
 #   2. pip install -e . --no-deps          (oxygen-demo, oxygen-bench, oxygen_node commands)
 #   3. fix the ROS wheels' CMake export files (hard-coded Python/numpy include paths)
 #   4. colcon build of this package        (msg/ -> oxygen_ros.msg, into ./install)
-#   5. pre-compile the C++ attention op    (if oxygen_ros/engine/attention/build.py exists)
+#   5. pre-compile the C++ attention op    (if oxygen_ros/engine/runner/attention/build.py exists)
 # Rerunning is cheap: each step is skipped or incremental when nothing changed.
 # Env: PYTHON=<interpreter for a new venv> (default python3.11); OXYGEN_FORCE_SETUP=1 redoes pip.
 set -euo pipefail
@@ -105,9 +105,9 @@ env -u PYTHONPATH -u CMAKE_PREFIX_PATH -u COLCON_PREFIX_PATH \
   2>&1 | { grep -v -E "AMENT_PREFIX_PATH doesn't contain any 'local_setup" || true; }
 
 # -- 5. pre-compile the C++ attention op --------------------------------------
-if [ -f "$REPO/oxygen_ros/engine/attention/build.py" ]; then
-  say "python -m oxygen_ros.engine.attention.build"
-  ( export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"; "$PY" -m oxygen_ros.engine.attention.build )
+if [ -f "$REPO/oxygen_ros/engine/runner/attention/build.py" ]; then
+  say "python -m oxygen_ros.engine.runner.attention.build"
+  ( export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"; "$PY" -m oxygen_ros.engine.runner.attention.build )
 fi
 
 say "done. Next: source scripts/env.sh"

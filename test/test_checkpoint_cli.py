@@ -7,7 +7,7 @@ from safetensors.torch import load_file, save_file
 from oxygen_ros.checkpoint_cli import main
 from oxygen_ros.engine.config import PRESETS
 from oxygen_ros.engine.model import NormStats, init_model, save_lerobot_checkpoint, save_openpi_checkpoint
-from oxygen_ros.engine.tokenizer import build_tiny_tokenizer
+from oxygen_ros.engine.model.tokenizer import build_tiny_tokenizer
 
 
 @pytest.fixture(scope="module")

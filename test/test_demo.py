@@ -7,7 +7,7 @@ import json
 from oxygen_ros import demo
 from oxygen_ros.engine.config import PRESETS
 from oxygen_ros.engine.model import init_model, save_lerobot_checkpoint
-from oxygen_ros.engine.tokenizer import build_tiny_tokenizer
+from oxygen_ros.engine.model.tokenizer import build_tiny_tokenizer
 
 
 def test_compare_runs_the_checkpoints_model_under_its_own_config(tmp_path, capsys, monkeypatch):

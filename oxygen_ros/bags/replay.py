@@ -233,7 +233,7 @@ class Replayer:
             return None
 
     def _infer(self, pair: Pair) -> tuple[np.ndarray, Any]:
-        from oxygen_ros.engine.request import RequestKind
+        from oxygen_ros.engine.core.request import RequestKind
 
         asks, self._asks = self._asks, []
         for prompt in asks:

@@ -1,12 +1,12 @@
 """The arguments benchmarks share, from one place: each engine knob's flag as its Knob declares
-it (engine/knobs.py, through engine_args.add_knob_args: name, type, choices, help, range), with
+it (engine/config/knobs.py, through engine_args.add_knob_args: name, type, choices, help, range), with
 the benchmark's own default where it differs, plus --preset and --threads."""
 from __future__ import annotations
 
 import argparse
 from typing import Any, Iterable, Sequence
 
-from ..engine.presets import PRESETS
+from ..engine.config.presets import PRESETS
 from ..engine_args import add_knob_args
 
 

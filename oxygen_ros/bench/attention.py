@@ -22,7 +22,7 @@ import time
 
 import torch
 
-from ..engine.attention import paged_attention, select_backend
+from ..engine.runner.attention import paged_attention, select_backend
 from .args import add_bench_args
 
 

@@ -142,7 +142,7 @@ def denoise_kv_loads(config: ModelConfig, dtype: str, prefix_tokens: int | None 
     in this dtype); the floor counts one pass. Caches may absorb the repeats: a GPU run says."""
     import torch
 
-    from ..engine.attention.triton_paged import tiled_launch
+    from ..engine.runner.attention.triton_paged import tiled_launch
 
     elem = _elem(dtype)
     p = config.max_prefix_tokens if prefix_tokens is None else prefix_tokens
@@ -237,7 +237,7 @@ def markdown(table: dict, measured: list[dict] | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
-# --heads: the full-size StarVLA heads (engine/config.py) by head name
+# --heads: the full-size StarVLA heads (engine/config/presets.py) by head name
 FULL_SIZE_HEADS = {"pi_v3": STARVLA_PI_V3, "gr00t": STARVLA_GR00T, "oft": STARVLA_OFT}
 
 

@@ -3,7 +3,7 @@ machine does not have: no driver, no GPU, only triton's bundled ptxas / ptxas-bl
 
 For each preset's attention shapes (query heads, KV heads, head dim of the VLM and of each action
 expert that has its own heads) and each dtype, the launch configurations come from the same
-functions the kernel wrappers call (engine/attention/triton_paged.py: `launches`): the per-query
+functions the kernel wrappers call (engine/runner/attention/triton_paged.py: `launches`): the per-query
 kernel single pass and split-KV, the combine for each split-count padding, the query-tiled
 kernel. Each is compiled with triton.compile for `GPUTarget("cuda", arch, 32)`; registers and
 local memory per thread (LOCAL + STACK: spills, as these kernels keep no arrays) come from
@@ -134,7 +134,7 @@ def compile_one(arch: int, launch, dtype: torch.dtype) -> tuple[dict[str, int], 
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from ..engine.attention.triton_paged import KERNELS
+    from ..engine.runner.attention.triton_paged import KERNELS
 
     fn = KERNELS[launch.kernel]
     sig = _signature(fn, launch, dtype)
@@ -149,7 +149,7 @@ def compile_one(arch: int, launch, dtype: torch.dtype) -> tuple[dict[str, int], 
 
 
 def run(archs: list[int], dtypes: list[str], presets: list[str], block_size: int) -> list[Result]:
-    from ..engine.attention import triton_paged
+    from ..engine.runner.attention import triton_paged
 
     if triton_paged.INTERPRETED:
         raise SystemExit("gpu_compile compiles for GPU targets: unset TRITON_INTERPRET")

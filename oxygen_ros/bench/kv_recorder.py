@@ -15,10 +15,10 @@ import time
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from ..engine.kv import KVManager
+from ..engine.core.kv import KVManager
 
 if TYPE_CHECKING:
-    from ..engine.engine import Engine
+    from ..engine.core.engine import Engine
 
 # the manager's public calls the engine and scheduler make; everything else (pool, usage
 # counters) is read through to the manager unrecorded

@@ -8,7 +8,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..engine.engine import FrameOutput
+from ..engine.core.engine import FrameOutput
 
 
 @dataclass(frozen=True)

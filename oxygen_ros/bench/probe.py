@@ -9,7 +9,7 @@ import torch
 
 from ..engine.config import load_model_config
 from ..engine.model import init_model
-from ..engine.tokenizer import build_tiny_tokenizer
+from ..engine.model.tokenizer import build_tiny_tokenizer
 from .sweep import Context, RunSpec, run
 from .timing import peak_rss_bytes, rss_bytes
 

@@ -20,12 +20,12 @@ from collections.abc import Sequence
 import torch
 
 from ..engine.config import EngineConfig, load_model_config, noise_rows
-from ..engine.engine import Engine
+from ..engine.core.engine import Engine
+from ..engine.core.synthetic import SyntheticStream
 from ..engine.model.qwen3vl import pad_state
-from ..engine.runner import ModelRunner, SeqView
-from ..engine.synthetic import SyntheticStream
-from .kv_recorder import KVCallRecorder
+from ..engine.runner.model_runner import ModelRunner, SeqView
 from .args import add_bench_args
+from .kv_recorder import KVCallRecorder
 from .timing import median_ms
 
 

@@ -29,6 +29,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "gpu-compile": Benchmark("oxygen_ros.bench.gpu_compile",
                              "compile every Triton kernel per architecture and dtype"),
     "table4": Benchmark("oxygen_ros.bench.table4", "the StarVLA tables from a results.json"),
+    "compare": Benchmark("oxygen_ros.bench.compare", "two oxygen-demo --dump files, output for output"),
     # one measurement or soak each (bench/suite/)
     "engine-soak": Benchmark("oxygen_ros.bench.suite.engine_soak", "the engine over many frames"),
     "gpu-checks": Benchmark("oxygen_ros.bench.suite.gpu_checks",

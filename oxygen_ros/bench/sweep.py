@@ -11,10 +11,10 @@ from typing import Any, Callable
 import torch
 
 from ..engine.config import EngineConfig, ModelConfig
-from ..engine.engine import Engine, FrameOutput
-from ..engine.request import RequestKind
-from ..engine.runner import SeqView
-from ..engine.synthetic import SyntheticStream
+from ..engine.core.engine import Engine, FrameOutput
+from ..engine.core.request import RequestKind
+from ..engine.core.synthetic import SyntheticStream
+from ..engine.runner.model_runner import SeqView
 from .frame_profile import profile_frame
 from .kv_recorder import KVCallRecorder
 from .metrics import RunSummary, StageCosts, predict_run_ms, summarize, warmup_frames

@@ -38,7 +38,7 @@ import numpy as np
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 
 from oxygen_ros.engine.config import head_names
-from oxygen_ros.engine.rtc import unsupported_reason
+from oxygen_ros.engine.core.rtc import unsupported_reason
 from oxygen_ros.robot.chunk_player import ChunkPlayer
 from oxygen_ros.robot.shaper import CommandShaper
 from oxygen_ros.robot.values import StateMapping

@@ -48,7 +48,7 @@ _YAML_HEADER = """\
 #             on the next frame.
 # [configure] read in on_configure; rejected while configured (cleanup, set, configure again).
 # Doubles must be written with a decimal point (50.0, not 50): ROS parameters are typed.
-# Generated from the parameter table (engine/config.py ENGINE_KNOBS, node/params.py):
+# Generated from the parameter table (engine/config/engine_config.py ENGINE_KNOBS, node/params.py):
 # python -m oxygen_ros.node.param_files --write
 /**:
   ros__parameters:

@@ -1,6 +1,6 @@
 """The node's parameters: one table (name, default, type, range, when it may change) + validation.
 
-The engine's knobs come from engine/config.py (ENGINE_KNOBS: their parameter names, defaults,
+The engine's knobs come from engine/config/engine_config.py (ENGINE_KNOBS: their parameter names, defaults,
 the node's ranges, live or fixed); NODE_PARAMETERS below holds the rest (topics, control rate,
 pairing, player, safety, recording). PARAMETERS is both; config/oxygen.yaml and the docs'
 parameter table are generated from it (node/param_files.py, checked by
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from oxygen_ros.engine.config import ENGINE_KNOBS, RUNNABLE_PRESETS
-from oxygen_ros.engine.knobs import Knob, num_text
+from oxygen_ros.engine.config.knobs import Knob, num_text
 from oxygen_ros.robot.command_config import BLENDS, CommandConfig
 from oxygen_ros.robot.shaper import DEFAULT_TRACKING_ERROR, limit  # pure numpy: the shaper's own check
 from oxygen_ros.node.recorder import STORAGES  # no rosbags import: the writer loads lazily

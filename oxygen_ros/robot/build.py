@@ -53,7 +53,7 @@ def build_engine(source: ModelSource, config: Any, warmup: bool = False) -> Buil
     import torch
 
     from oxygen_ros.engine.config import load_model_config
-    from oxygen_ros.engine.engine import Engine
+    from oxygen_ros.engine.core.engine import Engine
 
     ckpt_name, tok_name, asset_name = source.names
     if source.threads > 0:

@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol, runtime_che
 
 if TYPE_CHECKING:  # types only: importing the engine pulls torch in
     from oxygen_ros.engine.config import EngineConfig, ModelConfig
-    from oxygen_ros.engine.engine import FrameOutput
-    from oxygen_ros.engine.observation import Observation
-    from oxygen_ros.engine.request import RequestKind
+    from oxygen_ros.engine.core.engine import FrameOutput
+    from oxygen_ros.engine.core.observation import Observation
+    from oxygen_ros.engine.core.request import RequestKind
 
 
 @runtime_checkable

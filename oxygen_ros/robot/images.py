@@ -19,7 +19,7 @@ Bounds (refused with the reason, before any pixel is decoded):
 - 16-bit images (16UC1, mono16, rgb16, ... and 16-bit png) are refused, not converted: a 16-bit
   camera image is usually depth (millimetres) or a raw sensor with 10-12 significant bits, and no
   conversion to the 8-bit colour the checkpoints were trained on is right for all of them. The resize to the model's input is not done here: the engine
-prepares images on the model's device (engine/runner.py, ModelRunner.prepare_images).
+prepares images on the model's device (engine/runner/model_runner.py, ModelRunner.prepare_images).
 Functions take any object with the ROS message's field names (rclpy messages on the robot,
 rosbags messages offline), so the node and oxygen-replay decode identically.
 """

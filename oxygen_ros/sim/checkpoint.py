@@ -21,7 +21,7 @@ def write_random_checkpoint(folder: str | Path, image_size: int = DEFAULT_IMAGE_
                             preset: str = "tiny") -> Path:
     from oxygen_ros.engine.config import load_model_config
     from oxygen_ros.engine.model import NormStats, init_model, save_lerobot_checkpoint
-    from oxygen_ros.engine.tokenizer import build_tiny_tokenizer
+    from oxygen_ros.engine.model.tokenizer import build_tiny_tokenizer
 
     mc = load_model_config(preset)
     if image_size % mc.vision.patch_size:

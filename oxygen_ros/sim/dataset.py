@@ -164,6 +164,6 @@ class Batcher:
 
 def images_to_model(images: np.ndarray) -> torch.Tensor:
     """uint8 [B, S, S, 3] -> float [B, 3, S, S] in [-1, 1], the engine's arithmetic
-    (engine/images.py prepare: / 255, * 2, - 1) for model-size images."""
+    (engine/core/images.py prepare: / 255, * 2, - 1) for model-size images."""
     x = torch.from_numpy(np.ascontiguousarray(images)).permute(0, 3, 1, 2).to(torch.float32)
     return x.div_(255.0).mul_(2.0).sub_(1.0)

@@ -156,7 +156,7 @@ def test_checkpoint_replay_like_the_node(tmp_path, capsys):
     other model camera masked: the same single image, so the same actions), as the node does."""
     from oxygen_ros.engine.config import load_model_config
     from oxygen_ros.engine.model import NormStats, init_model, save_lerobot_checkpoint
-    from oxygen_ros.engine.tokenizer import build_tiny_tokenizer
+    from oxygen_ros.engine.model.tokenizer import build_tiny_tokenizer
 
     mc = load_model_config("tiny")
     stats = NormStats.quantiles(np.full(3, -2.0, np.float32), np.full(3, 2.0, np.float32),

@@ -48,7 +48,7 @@ def test_a_spilling_tile_is_caught():
     the check the tool relies on sees it (cuobjdump's local memory and stack)."""
     code = ("import torch\n"
             "from oxygen_ros.bench.gpu_compile import compile_one, spill_bytes\n"
-            "from oxygen_ros.engine.attention.triton_paged import tiled_launch\n"
+            "from oxygen_ros.engine.runner.attention.triton_paged import tiled_launch\n"
             "big = tiled_launch(8, 1, 256, 16, torch.float32, block_m=8, block_n=32)\n"
             "print(spill_bytes(compile_one(90, big, torch.float32)[0]))\n")
     proc = _run("-c", code)

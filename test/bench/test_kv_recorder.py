@@ -9,9 +9,9 @@ import pytest
 
 from oxygen_ros.bench.kv_recorder import KVCallRecorder
 from oxygen_ros.engine.config import PRESETS, EngineConfig
-from oxygen_ros.engine.engine import Engine
-from oxygen_ros.engine.kv import KVManager
-from oxygen_ros.engine.synthetic import SyntheticStream
+from oxygen_ros.engine.core.engine import Engine
+from oxygen_ros.engine.core.kv import KVManager
+from oxygen_ros.engine.core.synthetic import SyntheticStream
 
 BS = 16
 

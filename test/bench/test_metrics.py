@@ -9,8 +9,8 @@ import pytest
 
 from oxygen_ros.bench.metrics import StageCosts, predict_run_ms
 from oxygen_ros.engine.config import PRESETS, EngineConfig
-from oxygen_ros.engine.engine import Engine
-from oxygen_ros.engine.synthetic import SyntheticStream
+from oxygen_ros.engine.core.engine import Engine
+from oxygen_ros.engine.core.synthetic import SyntheticStream
 
 COSTS = StageCosts(prefill_ms=5.0, denoise_ms=7.0, decode_ms={1: 1.0, 4: 1.6, 16: 4.0})
 

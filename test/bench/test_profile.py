@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 
 from oxygen_ros.engine.config import PRESETS, EngineConfig
-from oxygen_ros.engine.engine import Engine
-from oxygen_ros.engine.kv import KVManager
+from oxygen_ros.engine.core.engine import Engine
+from oxygen_ros.engine.core.kv import KVManager
 from oxygen_ros.bench.profile import action_path_ms, kv_replay, linear_layouts, main
-from oxygen_ros.engine.synthetic import SyntheticStream
+from oxygen_ros.engine.core.synthetic import SyntheticStream
 
 
 def test_kv_replay_counts_every_frame_and_replays_the_calls():

@@ -4,7 +4,7 @@ import pytest
 
 from oxygen_ros.engine.config import PRESETS
 from oxygen_ros.engine.model import NormStats, init_model, save_lerobot_checkpoint, save_openpi_checkpoint
-from oxygen_ros.engine.tokenizer import build_tiny_tokenizer
+from oxygen_ros.engine.model.tokenizer import build_tiny_tokenizer
 from oxygen_ros.node import params as P
 from oxygen_ros.node.build import build, check_joints
 from oxygen_ros.robot.values import camera_slots
@@ -105,7 +105,7 @@ def test_lerobot_checkpoint_with_paligemma_named_tokenizer_from_cache_speaks_its
     joint units and text decoded by that SentencePiece model."""
     import sentencepiece as spm
 
-    from oxygen_ros.engine.observation import Observation
+    from oxygen_ros.engine.core.observation import Observation
 
     sys_path = tmp_path / "tokenizer.model"
     rng = np.random.default_rng(0)

@@ -11,10 +11,10 @@ conv = pytest.importorskip("oxygen_ros.node.conversions")
 from builtin_interfaces.msg import Time  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
 
-from oxygen_ros.engine.engine import FrameOutput, RequestUpdate  # noqa: E402
+from oxygen_ros.engine.core.engine import FrameOutput, RequestUpdate  # noqa: E402
 from oxygen_ros.robot.images import ENCODINGS, decode_compressed, decode_image_numpy  # noqa: E402
 from oxygen_ros.robot.values import StateMapping, joint_state_to_vector  # noqa: E402
-from oxygen_ros.engine.kv import KVUsage  # noqa: E402
+from oxygen_ros.engine.core.kv import KVUsage  # noqa: E402
 
 RNG = np.random.default_rng(0)
 

@@ -23,7 +23,7 @@ from oxygen_ros.node.questions import Question  # noqa: E402
 def checkpoint(tmp_path_factory):
     from oxygen_ros.engine.config import load_model_config
     from oxygen_ros.engine.model import NormStats, init_model, save_lerobot_checkpoint
-    from oxygen_ros.engine.tokenizer import build_tiny_tokenizer
+    from oxygen_ros.engine.model.tokenizer import build_tiny_tokenizer
 
     mc = load_model_config("tiny")
     model = init_model(mc, seed=3)
@@ -82,7 +82,7 @@ def test_too_many_joints_fails_configure(ctx):
 def test_checkpoint_without_tokenizer_stays_unconfigured_then_named_cameras(ctx, tmp_path, monkeypatch):
     from oxygen_ros.engine.config import load_model_config
     from oxygen_ros.engine.model import init_model, save_openpi_checkpoint
-    from oxygen_ros.engine.tokenizer import build_tiny_tokenizer
+    from oxygen_ros.engine.model.tokenizer import build_tiny_tokenizer
 
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
     monkeypatch.setenv("OPENPI_DATA_HOME", str(tmp_path / "openpi"))

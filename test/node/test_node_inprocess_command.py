@@ -360,7 +360,7 @@ def test_chunk_rate_from_the_checkpoint_else_the_control_rate(ctx, tmp_path):
 
     from oxygen_ros.engine.config import load_model_config
     from oxygen_ros.engine.model import NormStats, init_model, save_lerobot_checkpoint
-    from oxygen_ros.engine.tokenizer import build_tiny_tokenizer
+    from oxygen_ros.engine.model.tokenizer import build_tiny_tokenizer
 
     mc = load_model_config("tiny")
     one = np.ones(J, np.float32)

@@ -7,7 +7,7 @@ import pytest
 
 from oxygen_ros.engine.config import PRESETS, EngineConfig
 from oxygen_ros.engine.model import NormStats, init_model, save_lerobot_checkpoint
-from oxygen_ros.engine.tokenizer import build_tiny_tokenizer
+from oxygen_ros.engine.model.tokenizer import build_tiny_tokenizer
 from oxygen_ros.robot.build import ModelSource, build_engine
 
 KEYS = ("observation.images.base_0_rgb", "observation.images.left_wrist_0_rgb")

@@ -20,7 +20,7 @@ def _port_members() -> list[str]:
 def test_the_engine_satisfies_the_port():
     pytest.importorskip("torch")
     from oxygen_ros.engine.config import EngineConfig, load_model_config
-    from oxygen_ros.engine.engine import Engine
+    from oxygen_ros.engine.core.engine import Engine
 
     engine = Engine(load_model_config("tiny"), EngineConfig(device="cpu", dtype="float32"))
     assert isinstance(engine, EnginePort)

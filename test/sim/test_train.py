@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from oxygen_ros.engine.config import EngineConfig
-from oxygen_ros.engine.engine import Engine
+from oxygen_ros.engine.core.engine import Engine
 from oxygen_ros.engine.model import euler_sample, init_model
-from oxygen_ros.engine.observation import Observation
+from oxygen_ros.engine.core.observation import Observation
 from oxygen_ros.robot.build import ModelSource, build_engine
 from oxygen_ros.sim.dataset import Batcher, Demos, images_to_model, norm_stats
 from oxygen_ros.sim.policy import ACTION_PERIOD_STEPS, PromptCodec, build_tokenizer, policy_config

@@ -9,7 +9,7 @@ import torch
 
 from oxygen_ros.engine.config import PRESETS
 from oxygen_ros.engine.model import init_model
-from oxygen_ros.engine.runner import ModelRunner, SeqView
+from oxygen_ros.engine.runner.model_runner import ModelRunner, SeqView
 from oxygen_ros.sim.dataset import images_to_model
 from oxygen_ros.sim.policy import PromptCodec, build_tokenizer
 from oxygen_ros.sim.train_forward import IGNORE, Batch, language_logits, run_prefix, velocity

@@ -18,9 +18,9 @@ import torch
 
 from oxygen_ros.bench.args import add_bench_args
 from oxygen_ros.engine.config import EngineConfig, load_model_config
-from oxygen_ros.engine.engine import Engine
-from oxygen_ros.engine.request import Request
-from oxygen_ros.engine.synthetic import SyntheticStream
+from oxygen_ros.engine.core.engine import Engine
+from oxygen_ros.engine.core.request import Request
+from oxygen_ros.engine.core.synthetic import SyntheticStream
 
 
 def live_requests() -> int:

@@ -24,7 +24,7 @@ import torch
 
 from oxygen_ros.bench.args import add_bench_args
 from oxygen_ros.bench.timing import peak_rss_bytes
-from oxygen_ros.engine.attention import paged_attention_reference
+from oxygen_ros.engine.runner.attention import paged_attention_reference
 
 TOL = {"float32": 1e-4, "bfloat16": 3e-2, "float16": 1e-2}
 
@@ -53,7 +53,7 @@ def _case(kind: str, hq: int, hkv: int, d: int, bs: int, dtype: torch.dtype, dev
 
 
 def check_attention(device: str, quick: bool) -> dict:
-    from oxygen_ros.engine.attention.triton_paged import paged_attention_triton
+    from oxygen_ros.engine.runner.attention.triton_paged import paged_attention_triton
 
     shapes = [(8, 1, 256, 16), (4, 2, 64, 32), (32, 8, 128, 16)] if not quick else [(8, 1, 64, 16)]
     kinds = ("decode", "suffix", "denoise") if not quick else ("decode", "denoise")
@@ -85,10 +85,10 @@ def check_attention(device: str, quick: bool) -> dict:
 
 def check_frames(preset: str, device: str, dtype: str, frames: int, k: int, n: int, s: int) -> dict:
     from oxygen_ros.engine.config import PRESETS, EngineConfig
-    from oxygen_ros.engine.engine import Engine
+    from oxygen_ros.engine.core.engine import Engine
     from oxygen_ros.engine.model import init_model
-    from oxygen_ros.engine.synthetic import SyntheticStream
-    from oxygen_ros.engine.tokenizer import build_tiny_tokenizer
+    from oxygen_ros.engine.core.synthetic import SyntheticStream
+    from oxygen_ros.engine.model.tokenizer import build_tiny_tokenizer
 
     cfg = PRESETS[preset]
     cuda = device.startswith("cuda")
@@ -151,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="fewer attention shapes (the CPU interpreter)")
     p.add_argument("--out", required=True)
     a = p.parse_args(argv)
-    from oxygen_ros.engine.device import check_device
+    from oxygen_ros.engine.runner.device import check_device
 
     check_device(a.device)
     if a.check == "attention":

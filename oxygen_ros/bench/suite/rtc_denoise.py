@@ -28,9 +28,9 @@ def run(preset: str, settings: dict[str, dict], frames: int, every: int, delay: 
     """Every setting's engine steps frame f before any steps f + 1 (interleaved: a change of
     machine load hits all settings alike)."""
     from oxygen_ros.engine.config import PRESETS, EngineConfig
-    from oxygen_ros.engine.engine import Engine
-    from oxygen_ros.engine.rtc import ActionPrior
-    from oxygen_ros.engine.synthetic import SyntheticStream
+    from oxygen_ros.engine.core.engine import Engine
+    from oxygen_ros.engine.core.rtc import ActionPrior
+    from oxygen_ros.engine.core.synthetic import SyntheticStream
 
     mc = PRESETS[preset]
     stream = SyntheticStream(mc, seed=0)

@@ -17,18 +17,18 @@ from typing import TYPE_CHECKING, Any, Sequence
 if TYPE_CHECKING:
     import torch
 
-    from ..model_config import ModelConfig
-    from ..rtc import Guide
-    from ..runner import ModelRunner, SeqView
-    from ..tokenizer import Tokenizer
+    from ..config.model_config import ModelConfig
+    from ..core.rtc import Guide
+    from ..runner.model_runner import ModelRunner, SeqView
+    from ..model.tokenizer import Tokenizer
 
 
 @dataclass(frozen=True)
 class Capabilities:
     """What a family's models can do (declared, never probed on the model object)."""
 
-    rtc: bool = False  # takes an action prior (real-time chunking: engine/rtc.py)
-    cuda_graphs: bool = False  # decode and action stage through captured graphs (engine/graphs.py)
+    rtc: bool = False  # takes an action prior (real-time chunking: engine/core/rtc.py)
+    cuda_graphs: bool = False  # decode and action stage through captured graphs (engine/runner/graphs.py)
     causal_prefix: bool = True  # the observation prefix attends causally (False: bidirectional)
     bos: bool = False  # prompts start with the tokenizer's BOS (the tokenizer must have one)
     # the action stage reads hidden states the prefill keeps (Family.kept_layers), not only K/V

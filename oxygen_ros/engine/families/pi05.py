@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ..paging import PagedContext
-from ..rtc import Guide, guided_euler_sample
+from ..core.paging import PagedContext
+from ..core.rtc import Guide, guided_euler_sample
 from .base import ActionInputs, Capabilities, Family, ParamCounts, StageCost
 
 # the model code is imported where it runs: resolving a config's family (ModelConfig's
@@ -17,9 +17,9 @@ from .base import ActionInputs, Capabilities, Family, ParamCounts, StageCost
 if TYPE_CHECKING:
     from ..model.mot import AdaRMSModulations
     from ..model.sampler import Velocity
-    from ..model_config import ModelConfig
-    from ..runner import ModelRunner, SeqView
-    from ..tokenizer import Tokenizer
+    from ..config.model_config import ModelConfig
+    from ..runner.model_runner import ModelRunner, SeqView
+    from ..model.tokenizer import Tokenizer
 
 # a kv-layerwise model's stages after the prefill and how many times a frame runs each
 MOT_PER_FRAME = {"prefill": "1", "denoise_step": "S", "adarms_once": "1", "decode_step": "k"}

@@ -11,7 +11,7 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ..model_config import ModelConfig
+    from ..config.model_config import ModelConfig
     from .base import Family
 
 # name -> "module:attribute" of the family object

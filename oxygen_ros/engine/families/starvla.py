@@ -13,8 +13,8 @@ from .base import ActionInputs, Capabilities, HeadParams, ParamCounts, StageCost
 from .xr0 import QwenVLFamily
 
 if TYPE_CHECKING:
-    from ..model_config import ExpertConfig, ModelConfig
-    from ..runner import ModelRunner
+    from ..config.model_config import ExpertConfig, ModelConfig
+    from ..runner.model_runner import ModelRunner
 
 
 def head_base(e: "ExpertConfig") -> str:
@@ -38,7 +38,7 @@ class StarVLAFamily(QwenVLFamily):
 
     @staticmethod
     def _check_head(config: "ModelConfig", e: "ExpertConfig") -> None:
-        """A head on the prefill's hidden states (engine/head_config.py): an OFT head's input is
+        """A head on the prefill's hidden states (engine/config/head_config.py): an OFT head's input is
         the backbone's width and its placeholder a token of the vocabulary."""
         if e.kind == "kv-layerwise":
             raise ValueError(f"family starvla runs StarVLA heads (hidden-crossattn, regress), "

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ..paging import PagedContext
+from ..core.paging import PagedContext
 from .base import ActionInputs, Capabilities, Family, ParamCounts, StageCost
 from .pi05 import kv_action_costs
 
@@ -23,10 +23,10 @@ from .pi05 import kv_action_costs
 QUESTION_SEPARATOR = "\n"
 
 if TYPE_CHECKING:
-    from ..model_config import ModelConfig
-    from ..rtc import Guide
-    from ..runner import ModelRunner, SeqView
-    from ..tokenizer import Tokenizer
+    from ..config.model_config import ModelConfig
+    from ..core.rtc import Guide
+    from ..runner.model_runner import ModelRunner, SeqView
+    from ..model.tokenizer import Tokenizer
 
 
 class QwenVLFamily(Family):

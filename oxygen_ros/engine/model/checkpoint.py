@@ -20,7 +20,7 @@ from typing import Any
 import torch
 from safetensors import safe_open
 
-from ..model_config import ModelConfig
+from ..config.model_config import ModelConfig
 from .formats import read_checkpoint_files
 from .loader import Checkpoint, init_model, load_checkpoint, open_checkpoint, resolve_tokenizer
 from .mot import MoTModel

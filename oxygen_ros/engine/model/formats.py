@@ -18,10 +18,10 @@ from pathlib import Path
 
 from safetensors.numpy import load_file as np_load_file
 
-from ..model_config import ModelConfig, model_config_from_dict
-from ..presets import PRESETS
-from ..tokenizer import PALIGEMMA_REPO
+from ..config.model_config import ModelConfig, model_config_from_dict
+from ..config.presets import PRESETS
 from .norm import NormStats
+from .tokenizer import PALIGEMMA_REPO
 
 CONFIG_KEY = "oxygen_model_config"
 PRE_STATE = "policy_preprocessor_step_3_normalizer_processor.safetensors"

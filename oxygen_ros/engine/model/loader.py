@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from ..device import check_device
+from ..config.model_config import ModelConfig
 from ..families import registry
-from ..model_config import ModelConfig
-from ..tokenizer import Tokenizer, check_vocab, find_tokenizer, load_tokenizer_spec
+from ..runner.device import check_device
+from .tokenizer import Tokenizer, check_vocab, find_tokenizer, load_tokenizer_spec
 
 if TYPE_CHECKING:
     from ..families.base import Family

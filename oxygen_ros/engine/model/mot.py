@@ -18,8 +18,8 @@ from typing import Protocol
 import torch
 from torch import nn
 
-from ..engine_config import LINEAR_LAYOUTS
-from ..model_config import ModelConfig
+from ..config.engine_config import LINEAR_LAYOUTS
+from ..config.model_config import ModelConfig
 from .layers import AdaRMSNorm, GemmaMLP, RMSNorm, apply_rope, rope_cos_sin, sinusoidal_time_embedding
 from .vision import VisionEncoder
 

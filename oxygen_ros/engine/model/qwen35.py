@@ -217,7 +217,7 @@ class TextModel(nn.Module):
 
 def check_config(config) -> None:
     """ValueError naming what this module does not implement in a Qwen3_5Config."""
-    from ..model_config import check_activation
+    from ..config.model_config import check_activation
 
     tc, rope = config.text_config, config.text_config.rope_parameters
     bad = sorted(set(tc.layer_types) - set(LAYER_KINDS))

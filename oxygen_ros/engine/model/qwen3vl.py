@@ -27,7 +27,7 @@ from torch import nn
 from transformers import Qwen3VLVisionConfig
 from transformers.models.qwen3_vl.modeling_qwen3_vl import Qwen3VLVisionModel
 
-from ..model_config import ModelConfig
+from ..config.model_config import ModelConfig
 from .layers import GemmaMLP, apply_rope, rope_cos_sin, sinusoidal_time_embedding
 from .starvla_heads import CrossAttnHead, RegressHead, build_head, kept_layers
 

@@ -22,10 +22,10 @@ from typing import Any
 import torch
 from safetensors.torch import load_file, save_file
 
+from ..config.model_config import ExpertConfig, ModelConfig, QwenVLConfig, VisionConfig, model_config_from_dict
+from ..config.presets import PRESETS
 from ..families.base import HeadParams, ParamCounts
 from ..families.registry import family_of
-from ..model_config import ExpertConfig, ModelConfig, QwenVLConfig, VisionConfig, model_config_from_dict
-from ..presets import PRESETS
 from .formats import CheckpointInfo
 from .loader import Checkpoint, resolve_tokenizer
 

@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..model_config import ExpertConfig, ModelConfig
+from ..config.model_config import ExpertConfig, ModelConfig
 from .sampler import euler_sample
 
 ADA_EPS = 1e-5  # the blocks' LayerNorms (diffusers' BasicTransformerBlock default)

@@ -5,7 +5,7 @@ import torch
 from torch import nn
 from transformers import SiglipVisionConfig, SiglipVisionModel
 
-from ..model_config import ModelConfig
+from ..config.model_config import ModelConfig
 
 
 def siglip_config(config: ModelConfig) -> SiglipVisionConfig:

@@ -16,12 +16,12 @@ import numpy as np
 from safetensors.numpy import save_file as np_save_file
 from safetensors.torch import save_file
 
-from ..model_config import ModelConfig
-from ..tokenizer import PALIGEMMA_REPO
+from ..config.model_config import ModelConfig
 from .checkpoint import PWE, VISION, VISION_OLD, WEIGHTS, to_lerobot_name
 from .formats import CONFIG_KEY, POST_STATE, PRE_STATE
 from .mot import MoTModel
 from .norm import NormStats
+from .tokenizer import PALIGEMMA_REPO
 
 
 def _is_pi05(config: ModelConfig) -> bool:

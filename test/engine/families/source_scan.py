@@ -108,7 +108,7 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 # anywhere else asks the family (engine/families/base.py) instead of branching on it.
 FAMILY_MODULES = (
     "oxygen_ros/engine/families/",
-    "oxygen_ros/engine/head_config.py",
+    "oxygen_ros/engine/config/head_config.py",
     "oxygen_ros/engine/model/mot.py",
     "oxygen_ros/engine/model/vision.py",
     "oxygen_ros/engine/model/checkpoint.py",
@@ -122,7 +122,7 @@ FAMILY_MODULES = (
     "oxygen_ros/bench/suite/starvla_heads.py",
 )
 # ModelConfig.family names (today's and the ones before the registry) and the expert kinds
-# (engine/head_config.py's, and the model objects' own names for them)
+# (engine/config/head_config.py's, and the model objects' own names for them)
 FAMILY_WORDS = frozenset({"pi05", "qwen3vl", "starvla", "xr0", "qwen35"})
 KIND_WORDS = frozenset({"kv-layerwise", "hidden-crossattn", "regress", "dit", "adarms"})
 # attributes and calls that only stand for a family

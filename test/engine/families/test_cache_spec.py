@@ -8,7 +8,7 @@ from oxygen_ros.engine.config import PRESETS
 from oxygen_ros.engine.families import (AttentionKV, CacheSpec, RecurrentState, StateTensor,
                                         family_of)
 from oxygen_ros.engine.model.loader import init_model
-from oxygen_ros.engine.runner import ModelRunner
+from oxygen_ros.engine.runner.model_runner import ModelRunner
 
 
 def test_builtin_families_declare_kv_of_every_layer_and_the_pool_follows():

@@ -58,3 +58,17 @@ def test_the_import_graph_sees_function_local_imports(tmp_path):
     graph = import_graph(tmp_path)
     assert imports("oxygen_ros.c", pkg / "c.py", set(graph)) == set()
     assert cycles(graph) == [["oxygen_ros.a", "oxygen_ros.b"]]
+
+
+def test_engine_is_grouped_by_role_and_its_tests_mirror_it():
+    """engine/ holds at most six entries (its roles: core, runner, model, config, families), no
+    loose modules, and test/engine/ has the same subfolders (a role's tests live beside each
+    other). On the old layout engine/ held 31 entries, 25 of them loose modules."""
+    engine = ROOT / "oxygen_ros" / "engine"
+    entries = sorted(p.name for p in engine.iterdir() if p.name != "__pycache__")
+    assert len(entries) <= 6, entries
+    assert [e for e in entries if e.endswith(".py")] == ["__init__.py"], entries
+    roles = {e for e in entries if (engine / e).is_dir()}
+    tests = {p.name for p in (ROOT / "test" / "engine").iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert roles == tests, (roles, tests)
+    assert not [p.name for p in (ROOT / "test" / "engine").glob("*.py")], "test files belong in a role's folder"

@@ -18,13 +18,13 @@ from torch import nn
 from oxygen_ros import checkpoint_cli
 from oxygen_ros.bench.floor import count_params, floor_table, markdown
 from oxygen_ros.engine.config import PRESETS, EngineConfig, ModelConfig
-from oxygen_ros.engine.engine import Engine
+from oxygen_ros.engine.core.engine import Engine
 from oxygen_ros.engine.families import (ActionInputs, AttentionKV, CacheSpec, Capabilities,
                                         Family, ParamCounts, StageCost, register, unregister)
 from oxygen_ros.engine.model.loader import Checkpoint, open_checkpoint
 from oxygen_ros.engine.model.formats import CheckpointInfo
-from oxygen_ros.engine.synthetic import SyntheticStream
-from oxygen_ros.engine.tokenizer import build_tiny_tokenizer
+from oxygen_ros.engine.core.synthetic import SyntheticStream
+from oxygen_ros.engine.model.tokenizer import build_tiny_tokenizer
 
 CONFIG_FILE = "stub_family.json"
 WEIGHTS_FILE = "stub_family.safetensors"

@@ -126,7 +126,7 @@ def qwen_chat_tokenizer(vocab_size: int):
     from tokenizers import AddedToken
     from transformers import PreTrainedTokenizerFast
 
-    from oxygen_ros.engine.tokenizer import HFTokenizer, build_tiny_tokenizer
+    from oxygen_ros.engine.model.tokenizer import HFTokenizer, build_tiny_tokenizer
 
     tok = build_tiny_tokenizer(2048).tok
     for name in QWEN_TINY_SPECIALS[:vocab_size - 2048]:

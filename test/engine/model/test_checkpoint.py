@@ -8,7 +8,7 @@ from safetensors.torch import load_file, save_file
 from oxygen_ros.engine.model import (LocalContext, NormStats, load_checkpoint,
                                      save_lerobot_checkpoint)
 from oxygen_ros.engine.model.formats import PRE_STATE, POST_STATE
-from oxygen_ros.engine.tokenizer import build_tiny_tokenizer
+from oxygen_ros.engine.model.tokenizer import build_tiny_tokenizer
 
 PWE = "model.paligemma_with_expert."
 

@@ -13,7 +13,7 @@ from transformers import Qwen3VLForConditionalGeneration
 from oxygen_ros.engine.config import PRESETS
 from oxygen_ros.engine.model.qwen3vl import patchify
 from oxygen_ros.engine.model.qwen3vl_checkpoint import backbone_key, hf_config, init_qwen3vl
-from oxygen_ros.engine.runner import ModelRunner, SeqView
+from oxygen_ros.engine.runner.model_runner import ModelRunner, SeqView
 
 MC = PRESETS["xr0-tiny"]
 

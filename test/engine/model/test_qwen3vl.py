@@ -11,15 +11,15 @@ import torch
 from transformers import Qwen3VLForConditionalGeneration
 
 from oxygen_ros.engine.config import PRESETS, EngineConfig
-from oxygen_ros.engine.engine import Engine
+from oxygen_ros.engine.core.engine import Engine
 from oxygen_ros.engine.model.qwen3vl import Qwen3VLModel, patchify
 from oxygen_ros.engine.model.qwen3vl_checkpoint import (backbone_key, hf_config,
                                                         is_qwen3vl_folder, load_qwen3vl_folder,
                                                         save_action_expert)
 from oxygen_ros.engine.model.sampler import LocalContext
-from oxygen_ros.engine.runner import ModelRunner, SeqView
-from oxygen_ros.engine.synthetic import SyntheticStream
-from oxygen_ros.engine.tokenizer import build_tiny_tokenizer
+from oxygen_ros.engine.runner.model_runner import ModelRunner, SeqView
+from oxygen_ros.engine.core.synthetic import SyntheticStream
+from oxygen_ros.engine.model.tokenizer import build_tiny_tokenizer
 
 MC = PRESETS["xr0-tiny"]
 ATOL = 1e-4
@@ -129,7 +129,7 @@ def test_question_sits_in_the_user_turn_as_the_chat_template_lays_it_out(qwen_ch
     question after it are the ids the chat template gives ONE user turn holding the images, the
     instruction and the question on its own line, followed by the generation prompt; the
     prefix alone is a start of that turn (it ends inside it, before <|im_end|>)."""
-    from oxygen_ros.engine.intake import Intake
+    from oxygen_ros.engine.core.intake import Intake
     from oxygen_ros.engine.model.prompt import format_prompt
 
     mc = PRESETS[preset]

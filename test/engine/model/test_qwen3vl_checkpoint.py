@@ -14,12 +14,12 @@ from safetensors.torch import load_file, save_file
 
 from oxygen_ros.checkpoint_cli import inspect
 from oxygen_ros.engine.config import PRESETS, EngineConfig, head_names
-from oxygen_ros.engine.engine import Engine
+from oxygen_ros.engine.core.engine import Engine
 from oxygen_ros.engine.model.qwen3vl_checkpoint import (EXPERT_CONFIG, EXPERT_FILE,
                                                         init_qwen3vl, load_qwen3vl_folder,
                                                         save_qwen3vl_folder)
-from oxygen_ros.engine.synthetic import SyntheticStream
-from oxygen_ros.engine.tokenizer import build_tiny_tokenizer
+from oxygen_ros.engine.core.synthetic import SyntheticStream
+from oxygen_ros.engine.model.tokenizer import build_tiny_tokenizer
 from oxygen_ros.robot.build import ModelSource, build_engine
 
 MC = PRESETS["starvla-tiny-e4"]  # PI_v3 + GR00T + OFT on xr0-tiny's backbone

@@ -9,15 +9,15 @@ import pytest
 import torch
 
 from oxygen_ros.engine.config import PRESETS, EngineConfig, head_names
-from oxygen_ros.engine.engine import Engine
+from oxygen_ros.engine.core.engine import Engine
 from oxygen_ros.engine.model.qwen3vl import patchify, prefill_kept_layers
 from oxygen_ros.engine.model.qwen3vl_checkpoint import init_qwen3vl
 from oxygen_ros.engine.model.sampler import LocalContext
 from oxygen_ros.engine.model.starvla_heads import (CrossAttnHead, RegressHead, crossattn_memory,
                                                    crossattn_sample, query_positions,
                                                    regress_chunk)
-from oxygen_ros.engine.synthetic import SyntheticStream
-from oxygen_ros.engine.tokenizer import build_tiny_tokenizer
+from oxygen_ros.engine.core.synthetic import SyntheticStream
+from oxygen_ros.engine.model.tokenizer import build_tiny_tokenizer
 
 MC = PRESETS["starvla-tiny-e4"]
 

@@ -14,8 +14,8 @@ from oxygen_ros.engine.config import (PRESETS, RUNNABLE_PRESETS, STARVLA_GR00T, 
                                       STARVLA_PI_V3, STARVLA_TINY_PI_V3, EngineConfig,
                                       ExpertConfig, frame_unsupported_reason, head_names,
                                       noise_rows)
-from oxygen_ros.engine.engine import Engine
-from oxygen_ros.engine.head_config import CrossAttnHeadConfig, RegressHeadConfig
+from oxygen_ros.engine.core.engine import Engine
+from oxygen_ros.engine.config.head_config import CrossAttnHeadConfig, RegressHeadConfig
 from oxygen_ros.engine.model.starvla_heads import (CrossAttnHead, build_head, crossattn_memory,
                                                    crossattn_memory_bytes, crossattn_sample,
                                                    crossattn_velocity, init_head,

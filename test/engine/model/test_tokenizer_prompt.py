@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from oxygen_ros.engine.model import discretize_state, format_prompt
-from oxygen_ros.engine.tokenizer import build_tiny_tokenizer, load_tokenizer
+from oxygen_ros.engine.model.tokenizer import build_tiny_tokenizer, load_tokenizer
 
 TEXT = "Task: pick up the red cube, State: 0 128 255;\nAction: "
 
@@ -51,7 +51,7 @@ def test_tiny_tokenizer_specials_size_round_trip(tmp_path):
 
 
 def test_tiny_tokenizer_deterministic_across_processes():
-    code = ("from oxygen_ros.engine.tokenizer import build_tiny_tokenizer;"
+    code = ("from oxygen_ros.engine.model.tokenizer import build_tiny_tokenizer;"
             "print(build_tiny_tokenizer(512).tok.to_str())")
     runs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
             for _ in range(2)]
@@ -79,7 +79,7 @@ def test_load_tokenizer_missing(tmp_path):
 
 
 # ---- finding the tokenizer a checkpoint was trained with ----------------------------------------
-from oxygen_ros.engine.tokenizer import (HOW_TO, check_vocab, find_tokenizer,  # noqa: E402
+from oxygen_ros.engine.model.tokenizer import (HOW_TO, check_vocab, find_tokenizer,  # noqa: E402
                                          load_tokenizer_spec)
 
 
@@ -166,8 +166,8 @@ def test_a_tokenizer_without_bos_serves_qwen_models_and_is_refused_by_pi05(tmp_p
     a Qwen3-VL engine serves a frame with one (its prompts never start with a BOS), and a pi0.5
     engine, whose prompts do, refuses it when it is built."""
     from oxygen_ros.engine.config import PRESETS, EngineConfig
-    from oxygen_ros.engine.engine import Engine
-    from oxygen_ros.engine.synthetic import SyntheticStream
+    from oxygen_ros.engine.core.engine import Engine
+    from oxygen_ros.engine.core.synthetic import SyntheticStream
 
     raw = _qwen_like_tokenizer(tmp_path / "qwen")
     tok = load_tokenizer(tmp_path / "qwen")
