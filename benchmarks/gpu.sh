@@ -23,7 +23,7 @@
 # GPU_SH_DRY_RUN=1 runs the same script on this CPU: the compile check for sm_90 only (tiny,
 # float32), tiny preset, float32, the Triton kernel under TRITON_INTERPRET=1 (fewer shapes; the
 # micro-benchmark on a small shape, one repeat), the decode-graph stand-in, the reference attention in
-# the bench, a nominal 20 GB/s for the floor table, no plots (test/bench/test_cli.py).
+# the bench, a nominal 20 GB/s for the floor table, no plots (test/cli/test_bench_cli.py).
 # On Jetson AGX Thor (sm_110) point Triton at the system ptxas first:
 #   export TRITON_PTXAS_BLACKWELL_PATH=/usr/local/cuda/bin/ptxas
 set -uo pipefail
@@ -34,7 +34,7 @@ if [ "$DRY" = 1 ]; then
   PRESET=tiny; DEV=cpu; DTYPE=float32
   TARGET=(--preset tiny --device cpu --dtype float32 --attention-backend reference --threads 2
           --bandwidth-gbs 20)
-  ATT=(env TRITON_INTERPRET=1 python -m oxygen_ros.bench.cli gpu-checks attention --device cpu --quick)
+  ATT=(env TRITON_INTERPRET=1 python -m oxygen_ros.cli.bench gpu-checks attention --device cpu --quick)
   COMPILE=(--arch sm_90 --presets tiny --dtype float32)
   MICRO=(env TRITON_INTERPRET=1 python -m oxygen_ros.bench.attention --backends triton --device cpu
          --dtype float32 --prefix 30 --horizon 6 --batch 2 --head-dim 32 --repeats 1)
@@ -45,7 +45,7 @@ if [ "$DRY" = 1 ]; then
 else
   PRESET=pi05; DEV=cuda; DTYPE=bfloat16
   TARGET=(--preset pi05 --device cuda --dtype bfloat16 --attention-backend auto --threads 8)
-  ATT=(python -m oxygen_ros.bench.cli gpu-checks attention --device cuda)
+  ATT=(python -m oxygen_ros.cli.bench gpu-checks attention --device cuda)
   COMPILE=(--arch "$(python -c 'import torch; print("sm_%d%d" % torch.cuda.get_device_capability())' 2>/dev/null || echo sm_90)"
            --dtype bfloat16,float16,float32)
   MICRO=(python -m oxygen_ros.bench.attention --backends triton --device cuda --dtype bfloat16
@@ -99,10 +99,10 @@ for shape in "${MICRO_SHAPES[@]}"; do
   i=$((i + 1))
 done
 say "4/5 $PRESET $DTYPE frames, cuda_graphs off vs on"
-timeout "${LIMITS[1]}" python -m oxygen_ros.bench.cli gpu-checks frames --preset "$PRESET" --device "$DEV" --dtype "$DTYPE" \
+timeout "${LIMITS[1]}" python -m oxygen_ros.cli.bench gpu-checks frames --preset "$PRESET" --device "$DEV" --dtype "$DTYPE" \
   --k 2 --N 6 --S "$FRAMES_S" --frames 5 --out "$OUT_DIR" || FAILED+=(frames)
 say "5/5 oxygen-bench k=1 N=30 S=10, isolated vs oxygen, floor ratios"
-timeout "${LIMITS[2]}" python -m oxygen_ros.bench.cli "${TARGET[@]}" --modes isolated,oxygen --k 1 --N 30 --S 10 \
+timeout "${LIMITS[2]}" python -m oxygen_ros.cli.bench "${TARGET[@]}" --modes isolated,oxygen --k 1 --N 30 --S 10 \
   --frames 8 --patterns per_frame --pattern-modes oxygen,isolated --pattern-frames 8 \
   --pattern-setting 1,30,10 --fluct-frames 0 --memory-probes off --out "$OUT_DIR" --json $PLOTS \
   || FAILED+=(bench)

@@ -183,7 +183,7 @@ def test_install_tree():
     node = prefix / "lib" / "oxygen_ros" / "oxygen_node"
     assert node.is_file() and os.access(node, os.X_OK)
     assert node.read_text().startswith("#!/usr/bin/env python3")
-    assert "oxygen_ros.node.main" in node.read_text()
+    assert "oxygen_ros.cli.node" in node.read_text()
     share = prefix / "share" / "oxygen_ros"
     assert (share / "package.xml").is_file()
     assert (share / "launch").is_dir() and (share / "config").is_dir()

@@ -7,7 +7,7 @@ import argparse
 from typing import Any, Iterable, Sequence
 
 from ..engine.config.presets import PRESETS
-from ..engine_args import add_knob_args
+from ..cli.engine_args import add_knob_args
 
 
 def add_bench_args(p: argparse.ArgumentParser, knobs: Iterable[str] = (),

@@ -1,6 +1,6 @@
 """Every benchmark and bench tool behind one command: `oxygen-bench <name> [its arguments]`
 (vLLM's `vllm bench <name>` is the example). `oxygen-bench` without a name runs the mode sweep
-(bench/cli.py). A benchmark is a module with `main(argv: list[str] | None) -> int | None`;
+(cli/bench.py). A benchmark is a module with `main(argv: list[str] | None) -> int | None`;
 adding one is a line here (docs/development.md, "Where to add").
 
 Modules are imported only when run: the node benchmarks need ROS, the sweep does not.

@@ -196,7 +196,7 @@ def node_command(params_file: Path) -> list[str]:
 
         base = shlex.split(os.environ["OXYGEN_NODE_CMD"])
     else:
-        base = [sys.executable, "-m", "oxygen_ros.node.main"]
+        base = [sys.executable, "-m", "oxygen_ros.cli.node"]
     return base + ["--ros-args", "--params-file", str(params_file)]
 
 

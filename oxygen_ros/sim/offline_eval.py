@@ -38,7 +38,7 @@ def load_policy(checkpoint: str | Path, memory: bool = False, denoise_steps: int
 
 def open_loop(checkpoint: str | Path, data: str | Path, frames: int = 200, seed: int = 0) -> dict:
     """Served chunks and memory texts on held-out frames against the demonstrations."""
-    from ..demo import collect_requests
+    from ..cli.demo import collect_requests
     from .dataset import Demos
 
     demos = Demos.load(data)

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from oxygen_ros.bags.eval import main
+from oxygen_ros.cli.eval import main
 from oxygen_ros.bags.metrics import evaluate
 from oxygen_ros.bags.reader import read_bag
 

@@ -32,7 +32,7 @@ JOINTS = [f"joint_{i}" for i in range(1, 7)]
 
 def test_node_records_a_bag_that_oxygen_eval_reads(tmp_path):
     bag = tmp_path / "run"
-    cmd = [sys.executable, "-m", "oxygen_ros.node.main", "--ros-args",
+    cmd = [sys.executable, "-m", "oxygen_ros.cli.node", "--ros-args",
            "--params-file", str(ROOT / "config" / "oxygen.yaml"), "-p", "autostart:=true",
            "-p", "record.enabled:=true", "-p", f"record.path:={bag}", "-p", "model.num_threads:=1",
            "-p", "memory.every_n_frames:=2"]

@@ -8,7 +8,7 @@ import pytest
 
 from oxygen_ros.bags.metrics import evaluate
 from oxygen_ros.bags.reader import read_bag
-from oxygen_ros.bags.replay_cli import main
+from oxygen_ros.cli.replay import main
 from oxygen_ros.bags.score import score
 
 from bagsynth import CAMERA_HZ, JOINTS, write_run
@@ -133,7 +133,7 @@ def test_bag_tools_import_no_ros():
     import subprocess
     import sys
 
-    code = ("import sys, oxygen_ros.bags.replay_cli, oxygen_ros.bags.eval, oxygen_ros.bags.replay; "
+    code = ("import sys, oxygen_ros.cli.replay, oxygen_ros.cli.eval, oxygen_ros.bags.replay; "
             "bad = [m for m in sys.modules if m.split('.')[0] in ('rclpy', 'sensor_msgs', 'std_msgs')]; "
             "print(bad); sys.exit(1 if bad else 0)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

@@ -1,4 +1,4 @@
-"""node/main.py: a second Ctrl-C while the node stops is quiet. The node process (autostart,
+"""cli/node.py: a second Ctrl-C while the node stops is quiet. The node process (autostart,
 tiny model) gets SIGINT, then more SIGINTs every 0.2-0.5 s until it exits: exit status 0, no
 traceback, no KeyboardInterrupt (before: a KeyboardInterrupt traceback from a finaliser during
 the exit's garbage collection, or the process killed by SIGINT)."""

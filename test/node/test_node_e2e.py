@@ -61,7 +61,7 @@ def _executable() -> list[str]:
         exe = Path(p) / "lib" / "oxygen_ros" / "oxygen_node" if p else None
         if exe and exe.is_file() and os.access(exe, os.X_OK):
             return [str(exe)]
-    return [sys.executable, "-m", "oxygen_ros.node.main"]
+    return [sys.executable, "-m", "oxygen_ros.cli.node"]
 
 
 class Client:
@@ -100,7 +100,7 @@ class Client:
         from oxygen_ros.action import Ask
 
         self.ask_action = ActionClient(n, Ask, "/oxygen/ask")
-        # single-threaded for the same reason as the node (see oxygen_ros/node/main.py)
+        # single-threaded for the same reason as the node (see oxygen_ros/cli/node.py)
         self.executor = SingleThreadedExecutor()
         self.executor.add_node(n)
         self.spin_thread = threading.Thread(target=self.executor.spin, daemon=True)

@@ -110,7 +110,7 @@ def test_table_row():
                     "test_sim_ros.py and the node's closed loop by test_closed_loop_node.py)")
 def test_expert_setting_end_to_end(tmp_path):
     pytest.importorskip("rclpy")
-    from oxygen_ros.sim import eval_cli
+    from oxygen_ros.cli import eval_cli
 
     # button-press-topdown: the door tasks need the expert's every step on time, and an
     # in-process expert on this 2-core VM was late on 55-87% of steps in quiet runs (door-unlock
@@ -168,7 +168,7 @@ def test_eval_control_rate_is_the_checkpoints_unless_asked(tmp_path):
     80 Hz; a checkpoint naming no rate gets the sim's; an explicit --control-rate wins."""
     from pathlib import Path
 
-    from oxygen_ros.sim.eval_cli import control_rate, parse_args
+    from oxygen_ros.cli.sim_eval import control_rate, parse_args
 
     trained = str(Path(__file__).resolve().parents[2] / "checkpoints" / "sim-policy")
     assert parse_args(["--out", str(tmp_path)]).control_rate == 0.0

@@ -99,11 +99,11 @@ def main(argv: list[str] | None = None) -> int:
     record(work / "run", args.seconds)
     py = sys.executable
     # relative paths: the reports name the bags as the commands did
-    run([py, "-m", "oxygen_ros.bags.eval", "run", "--out", str(out / "eval")], work)
+    run([py, "-m", "oxygen_ros.cli.eval", "run", "--out", str(out / "eval")], work)
     for mode, name in (("oxygen", "oxy"), ("isolated", "iso")):
-        run([py, "-m", "oxygen_ros.bags.replay_cli", "run", "--mode", mode, *REPLAY_SETTINGS,
+        run([py, "-m", "oxygen_ros.cli.replay", "run", "--mode", mode, *REPLAY_SETTINGS,
              "--reference-topic", "/teleop/joint_command", "--out", name, "--quiet", "--json"], work)
-    run([py, "-m", "oxygen_ros.bags.eval", "oxy", "iso", "--out", str(out / "compare"), "--no-plots"], work)
+    run([py, "-m", "oxygen_ros.cli.eval", "oxy", "iso", "--out", str(out / "compare"), "--no-plots"], work)
     for name in ("oxy", "iso"):
         shutil.copytree(work / f"{name}-score", out / f"{name}-score", dirs_exist_ok=True)
     return 0

@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         print(line, flush=True)
         lines.append(line)
     (out / "summary.txt").write_text("\n".join(lines) + "\n")
-    cmd = [sys.executable, "-m", "oxygen_ros.bags.eval", *runs, "--out", str(out / "eval")]
+    cmd = [sys.executable, "-m", "oxygen_ros.cli.eval", *runs, "--out", str(out / "eval")]
     print("$ " + " ".join(cmd), flush=True)
     subprocess.run(cmd, cwd=work, check=False)
     return 0

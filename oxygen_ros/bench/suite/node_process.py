@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[3]  # the repository
 
 def start_node(params: list[str], log: IO[bytes] | int | None = None) -> subprocess.Popen:
     """`params` are `name:=value` strings; `log` takes stdout and stderr (None: inherited)."""
-    cmd = [sys.executable, "-m", "oxygen_ros.node.main", "--ros-args", "--params-file",
+    cmd = [sys.executable, "-m", "oxygen_ros.cli.node", "--ros-args", "--params-file",
            str(ROOT / "config" / "oxygen.yaml")] + [x for p in params for x in ("-p", p)]
     print("$ " + " ".join(cmd), flush=True)
     env = dict(os.environ, PYTHONUNBUFFERED="1")

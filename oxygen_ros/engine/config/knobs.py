@@ -5,7 +5,7 @@ ROS node and the command-line tools give it.
 The knobs themselves are one table, ENGINE_KNOBS in engine/config.py beside the lists they
 choose from; EngineConfig takes its defaults and its range checks from it, the node's
 parameters (node/params.py), the oxygen-demo / oxygen-replay / oxygen-bench flags
-(engine_args.py), config/oxygen.yaml and the docs' parameter table are generated from it.
+(cli/engine_args.py), config/oxygen.yaml and the docs' parameter table are generated from it.
 Pure Python: the node imports it without torch.
 """
 from __future__ import annotations

@@ -242,7 +242,7 @@ def test_save_pretrained_folder_loads_as_the_backbone(pair, tmp_path, caplog):
 
 
 def test_oxygen_inspect_recognises_a_qwen3vl_folder(pair, tmp_path):
-    from oxygen_ros.checkpoint_cli import inspect
+    from oxygen_ros.cli.inspect_checkpoint import inspect
 
     pair[0].save_pretrained(tmp_path)
     build_tiny_tokenizer(2048).save(tmp_path)

@@ -12,7 +12,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from oxygen_ros.checkpoint_cli import inspect
+from oxygen_ros.cli.inspect_checkpoint import inspect
 from oxygen_ros.engine.config import PRESETS, EngineConfig, head_names
 from oxygen_ros.engine.core.engine import Engine
 from oxygen_ros.engine.model.qwen3vl_checkpoint import (EXPERT_CONFIG, EXPERT_FILE,

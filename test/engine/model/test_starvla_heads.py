@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from oxygen_ros.bench.cli import parse_args
+from oxygen_ros.cli.bench import parse_args
 from oxygen_ros.bench.floor import count_params as floor_count_params
 from oxygen_ros.engine.config import (PRESETS, RUNNABLE_PRESETS, STARVLA_GR00T, STARVLA_OFT,
                                       STARVLA_PI_V3, STARVLA_TINY_PI_V3, EngineConfig,

@@ -23,13 +23,13 @@ from ..engine.config import MODES, PRESETS, RUNNABLE_PRESETS, frame_unsupported_
 from ..engine.model import init_model
 from ..engine.model.tokenizer import build_tiny_tokenizer
 from ..engine.runner.device import check_device
-from ..engine_args import add_knob_args
-from . import patterns as pat
-from . import registry
-from .power import PowerMeter
-from .rate import rates_arg, run_targets
-from .rate import target as rate_target
-from .sweep import (Context, RunSpec, default_warmup, micro_costs, probe_in_subprocess, run,
+from .engine_args import add_knob_args
+from ..bench import patterns as pat
+from ..bench import registry
+from ..bench.power import PowerMeter
+from ..bench.rate import rates_arg, run_targets
+from ..bench.rate import target as rate_target
+from ..bench.sweep import (Context, RunSpec, default_warmup, micro_costs, probe_in_subprocess, run,
                     stage_micro)
 
 # measured frames per run when --frames is not given (the big presets get fewer)
@@ -297,7 +297,7 @@ def write_profiles(rows: list[dict], out: Path) -> None:
 
 def finish(a: argparse.Namespace, env: dict, rows: list[dict], micro: dict, memory: list[dict],
            t_start: float, args_json: dict | None = None, rate_rows: list[dict] | None = None) -> int:
-    from .report import build_targets, write_report  # matplotlib import only when needed
+    from ..bench.report import build_targets, write_report  # matplotlib import only when needed
 
     args_json = args_json or {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(a).items()}
     results = {"env": env, "args": args_json, "rows": rows, "decode_micro": micro,
@@ -311,11 +311,11 @@ def finish(a: argparse.Namespace, env: dict, rows: list[dict], micro: dict, memo
     (a.out / "results.json").write_text(json.dumps(results, indent=1))
     plots: list[str] = []
     if not a.no_plots:
-        from .plots import make_plots
+        from ..bench.plots import make_plots
 
         plots = make_plots(results, a.out)
     write_report(results, plots, a.out)
-    from .floor import report_section
+    from ..bench.floor import report_section
 
     with open(a.out / "report.md", "a") as f:
         f.write(report_section(results, a.bandwidth_gbs, a.model_config))
@@ -343,7 +343,7 @@ def finish(a: argparse.Namespace, env: dict, rows: list[dict], micro: dict, memo
 def write_table4(results: dict, presets: list[str], out: Path) -> None:
     """table4.md: the paper's Table 4 layout for every grid preset the run measured (beside the
     paper's numbers for its family; StarVLA presets also compared by heads: bench/table4.py)."""
-    from .table4 import report as table4_report
+    from ..bench.table4 import report as table4_report
 
     measured = [p for p in presets if any(r["preset"] == p and r["group"] == "grid"
                                           and r["mode"] == "isolated" for r in results["rows"])]

@@ -14,12 +14,12 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
-from .bench.metrics import ratio_check, summarize, warmup_frames
-from .engine.config import MODES
-from .engine.core.engine import Engine, FrameOutput
-from .engine.core.synthetic import SyntheticStream
+from ..bench.metrics import ratio_check, summarize, warmup_frames
+from ..engine.config import MODES
+from ..engine.core.engine import Engine, FrameOutput
+from ..engine.core.synthetic import SyntheticStream
 from .engine_args import add_engine_args, check_engine_args, engine_config, model_source
-from .robot.build import build_engine
+from ..robot.build import build_engine
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -45,7 +45,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.frames < 1:
         p.error("--frames must be >= 1")
     if args.sim is not None:
-        from .sim import ALL_TASKS, TASKS, unavailable_reason
+        from ..sim import ALL_TASKS, TASKS, unavailable_reason
 
         if args.sim != "all" and args.sim not in ALL_TASKS:
             p.error(f"--sim: unknown task {args.sim!r}; one of {sorted(ALL_TASKS)} or 'all'")
@@ -122,7 +122,7 @@ def dump(path: str, engine: Engine, outputs: list[FrameOutput], args: argparse.N
 def run_sim(built, args: argparse.Namespace, log: bool) -> int:
     """--sim: episodes of the task(s) driven by the engine; exit status 0 even when an episode
     fails (the demo shows what happens; oxygen-sim-eval measures success rates)."""
-    from .sim.demo_loop import check_memory_prompt, period_steps, run_demo, summary_line
+    from ..sim.demo_loop import check_memory_prompt, period_steps, run_demo, summary_line
 
     try:
         check_memory_prompt(built.engine)

@@ -22,8 +22,8 @@ os.environ.setdefault("MUJOCO_GL", "osmesa")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    from .env import CONTROL_PERIOD_S
-    from .tasks import ALL_TASKS, TASKS
+    from ..sim.env import CONTROL_PERIOD_S
+    from ..sim.tasks import ALL_TASKS, TASKS
 
     p = argparse.ArgumentParser(prog="oxygen-sim-eval", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -63,8 +63,8 @@ def control_rate(requested: float, checkpoint: str) -> float:
     """The node's control_rate_hz: the one asked for, else the checkpoint's own action rate (a
     policy trained at 20 Hz played at 80 Hz would run its chunk four times too fast), else the
     sim's control rate."""
-    from .checkpoint import checkpoint_rate_hz
-    from .env import CONTROL_PERIOD_S
+    from ..sim.checkpoint import checkpoint_rate_hz
+    from ..sim.env import CONTROL_PERIOD_S
 
     if requested < 0:
         raise ValueError(f"--control-rate must be >= 0 (0: the checkpoint's), got {requested}")
@@ -76,9 +76,9 @@ def control_rate(requested: float, checkpoint: str) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    from .evaluate import NodeOptions, Setting, run_all
-    from .node import SimConfig
-    from .report import progress_plot, table
+    from ..sim.evaluate import NodeOptions, Setting, run_all
+    from ..sim.node import SimConfig
+    from ..sim.report import progress_plot, table
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     checkpoint = args.checkpoint or ""
     if args.random_checkpoint:
-        from .checkpoint import write_random_checkpoint
+        from ..sim.checkpoint import write_random_checkpoint
 
         checkpoint = str(write_random_checkpoint(out / "random_checkpoint", image_size=args.image_size))
     try:

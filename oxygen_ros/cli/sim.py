@@ -21,8 +21,8 @@ os.environ.setdefault("MUJOCO_GL", "osmesa")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    from .env import CAMERAS, DEFAULT_CAMERA, DEFAULT_IMAGE_SIZE
-    from .tasks import ALL_TASKS, TASKS
+    from ..sim.env import CAMERAS, DEFAULT_CAMERA, DEFAULT_IMAGE_SIZE
+    from ..sim.tasks import ALL_TASKS, TASKS
 
     p = argparse.ArgumentParser(prog="oxygen-sim", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     import rclpy
     from rclpy.executors import MultiThreadedExecutor
 
-    from .node import SimConfig, SimNode
+    from ..sim.node import SimConfig, SimNode
 
     try:
         cfg = SimConfig(tasks=tuple(args.tasks), episodes_per_task=args.episodes, base_seed=args.seed,
@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     sim = SimNode(cfg, on_status=report)
     nodes = [sim]
     if args.expert:
-        from .expert import ExpertNode
+        from ..sim.expert import ExpertNode
 
         nodes.append(ExpertNode(command_topic=args.command_topic))
     executor = MultiThreadedExecutor(num_threads=2)

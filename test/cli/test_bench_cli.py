@@ -21,7 +21,7 @@ ROW_FIELDS = {"preset", "group", "mode", "k", "N", "S", "action_hz", "tokens_per
 def quick(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench")
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.run([sys.executable, "-m", "oxygen_ros.bench.cli", "--quick", "--threads", "1",
+    proc = subprocess.run([sys.executable, "-m", "oxygen_ros.cli.bench", "--quick", "--threads", "1",
                            "--out", str(out), "--json"], capture_output=True, text=True, env=env,
                           cwd=REPO, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -8,9 +8,9 @@ from __future__ import annotations
 import argparse
 from typing import Iterable
 
-from .engine.config import ENGINE_KNOBS, KNOBS, PRESETS, EngineConfig
-from .engine.config.knobs import Knob, range_text
-from .robot.build import ModelSource
+from ..engine.config import ENGINE_KNOBS, KNOBS, PRESETS, EngineConfig
+from ..engine.config.knobs import Knob, range_text
+from ..robot.build import ModelSource
 
 FLAG_KNOBS: tuple[Knob, ...] = tuple(k for k in ENGINE_KNOBS if k.flag)
 

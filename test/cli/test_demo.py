@@ -4,7 +4,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from oxygen_ros import demo
+from oxygen_ros.cli import demo
 from oxygen_ros.engine.config import PRESETS
 from oxygen_ros.engine.model import init_model, save_lerobot_checkpoint
 from oxygen_ros.engine.model.tokenizer import build_tiny_tokenizer
@@ -47,7 +47,7 @@ def test_sim_demo_drives_the_trained_policy_to_success(capsys):
         pytest.skip(str(unavailable_reason()))
     from pathlib import Path
 
-    ck = Path(__file__).resolve().parents[1] / "checkpoints" / "sim-policy"
+    ck = Path(__file__).resolve().parents[2] / "checkpoints" / "sim-policy"
     rc = demo.main(["--checkpoint", str(ck), "--sim", "button-press-topdown", "--threads", "1",
                     "--json"])
     assert rc == 0

@@ -13,10 +13,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .metrics import TYPES, Evaluation, Topics, evaluate
-from .plots import make_plots
-from .reader import read_bag
-from .report import report
+from ..bags.metrics import TYPES, Evaluation, Topics, evaluate
+from ..bags.plots import make_plots
+from ..bags.reader import read_bag
+from ..bags.report import report
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

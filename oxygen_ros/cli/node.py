@@ -20,8 +20,8 @@ import rclpy
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.lifecycle import TransitionCallbackReturn
 
-from . import params as P
-from .oxygen_node import OxygenNode
+from ..node import params as P
+from ..node.oxygen_node import OxygenNode
 
 
 def _ignore_further_interrupts() -> None:

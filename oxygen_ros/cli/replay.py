@@ -12,21 +12,21 @@ from typing import Any
 
 import numpy as np
 
-from oxygen_ros.engine_args import engine_config, model_source
+from oxygen_ros.cli.engine_args import engine_config, model_source
 from oxygen_ros.robot.build import build_engine
 
 from ..robot.command_config import BLENDS
 from ..robot.shaper import DEFAULT_TRACKING_ERROR
-from . import messages as M
-from .reader import BagData, bag_topics, messages, read_bag
-from .replay import ReplayConfig, Replayer, ReplayResult
-from .score import markdown, plot, reference_series, score
-from .typestore import CAMERA_TYPES, FRAME_STATS, JOINT_STATE, STRING, TEXT_MEMORY, TRAJECTORY
-from .writer import STORAGES, BagWriter
+from ..bags import messages as M
+from ..bags.reader import BagData, bag_topics, messages, read_bag
+from ..bags.replay import ReplayConfig, Replayer, ReplayResult
+from ..bags.score import markdown, plot, reference_series, score
+from ..bags.typestore import CAMERA_TYPES, FRAME_STATS, JOINT_STATE, STRING, TEXT_MEMORY, TRAJECTORY
+from ..bags.writer import STORAGES, BagWriter
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    from oxygen_ros.engine_args import add_engine_args, check_engine_args
+    from oxygen_ros.cli.engine_args import add_engine_args, check_engine_args
 
     p = argparse.ArgumentParser(prog="oxygen-replay", description=__doc__)
     p.add_argument("bag", help="input rosbag2 folder or .mcap file")

@@ -28,7 +28,7 @@ def _shape(config) -> str:
 def inspect(folder: str | Path, tokenizer: str | None = None, asset_id: str | None = None) -> dict:
     """-> a report dict; report["problems"] lists everything that stops serving. The folder's
     family (engine/model/loader.py: the one whose format it is) writes the report."""
-    from .engine.model.loader import folder_family
+    from ..engine.model.loader import folder_family
 
     folder = Path(folder)
     report: dict = {"checkpoint": str(folder), "problems": []}
