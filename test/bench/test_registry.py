@@ -6,7 +6,8 @@ import pathlib
 
 import pytest
 
-from oxygen_ros.bench import cli, registry
+from oxygen_ros.bench import registry
+from oxygen_ros.cli import bench as cli
 from oxygen_ros.engine.config import KNOBS
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]

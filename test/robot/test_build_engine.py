@@ -72,7 +72,7 @@ def test_mistakes_are_refused_in_the_callers_names(checkpoint):
 
 def test_node_replay_and_demo_build_through_it_and_refuse_a_broken_checkpoint_alike(broken, capsys):
     from oxygen_ros.cli import demo
-    from oxygen_ros.cli import replay_cli
+    from oxygen_ros.cli import replay as replay_cli
     from oxygen_ros.node import build as node_build
     from oxygen_ros.node import params as P
     from oxygen_ros.robot import build as robot_build

@@ -110,7 +110,7 @@ def test_table_row():
                     "test_sim_ros.py and the node's closed loop by test_closed_loop_node.py)")
 def test_expert_setting_end_to_end(tmp_path):
     pytest.importorskip("rclpy")
-    from oxygen_ros.cli import eval_cli
+    from oxygen_ros.cli import sim_eval as eval_cli
 
     # button-press-topdown: the door tasks need the expert's every step on time, and an
     # in-process expert on this 2-core VM was late on 55-87% of steps in quiet runs (door-unlock

@@ -147,7 +147,7 @@ def test_mode_dtype_and_preset_lists_are_written_once():
 # -- the tools' flags --------------------------------------------------------------------------
 def test_demo_and_replay_flags_follow_the_knobs(capsys):
     from oxygen_ros.cli import demo
-    from oxygen_ros.cli import replay_cli
+    from oxygen_ros.cli import replay as replay_cli
     from oxygen_ros.cli.engine_args import FLAG_KNOBS, dest, engine_config
 
     args = demo.parse_args([])
@@ -166,7 +166,7 @@ def test_demo_and_replay_flags_follow_the_knobs(capsys):
 
 
 def test_bench_flags_follow_the_knobs():
-    from oxygen_ros.cli import cli
+    from oxygen_ros.cli import bench as cli
 
     a = cli.parse_args(["--quick"])
     assert (a.max_active, a.device, a.dtype, a.attention_backend, a.compile, a.linear_layout,
@@ -178,7 +178,7 @@ def test_bench_flags_follow_the_knobs():
 
 def test_replay_node_flags_default_to_the_node_parameters():
     """oxygen-replay's node settings (bags/ does not import node/) keep the node's defaults."""
-    from oxygen_ros.cli import replay_cli
+    from oxygen_ros.cli import replay as replay_cli
     from oxygen_ros.node import params as P
 
     args = vars(replay_cli.parse_args(["bag"]))

@@ -15,7 +15,7 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from oxygen_ros.cli import checkpoint_cli
+from oxygen_ros.cli import inspect_checkpoint as checkpoint_cli
 from oxygen_ros.bench.floor import count_params, floor_table, markdown
 from oxygen_ros.engine.config import PRESETS, EngineConfig, ModelConfig
 from oxygen_ros.engine.core.engine import Engine

@@ -48,7 +48,7 @@ def test_gpu_without_kernels_for_its_arch(monkeypatch):
 @pytest.mark.skipif(not NO_CUDA, reason="this machine has CUDA")
 def test_commands_print_one_line(capsys):
     from oxygen_ros.cli import demo
-    from oxygen_ros.cli import cli
+    from oxygen_ros.cli import bench as cli
 
     assert demo.main(["--device", "cuda", "--frames", "1"]) == 2
     with pytest.raises(SystemExit) as exit_info:
