@@ -22,7 +22,7 @@ import torch
 from ..engine.config import EngineConfig, load_model_config, noise_rows
 from ..engine.core.engine import Engine
 from ..engine.core.synthetic import SyntheticStream
-from ..engine.model.qwen3vl import pad_state
+from ..engine.core.frame_ops import pad_state
 from ..engine.runner.model_runner import ModelRunner, SeqView
 from .args import add_bench_args
 from .kv_recorder import KVCallRecorder

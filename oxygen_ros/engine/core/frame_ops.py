@@ -19,7 +19,6 @@ import torch
 from ..config.engine_config import EngineConfig
 from ..config.model_config import ModelConfig
 from ..families import registry
-from ..model.qwen3vl import pad_state
 from ..runner.model_runner import ModelRunner, SeqView
 from .intake import Intake
 from .observation import Observation
@@ -28,6 +27,15 @@ from .request import Request, RequestUpdate, Source
 from .rtc import Guide
 from .scheduler import Admission, Scheduler
 from .timer import StageTimer, TimedKV
+
+
+def pad_state(state, action_dim: int) -> torch.Tensor:
+    """The normalised joint state as the action stage's [action_dim] input (zeros past the robot's
+    joints). Here, not in a model module: the core must not load a family's model code."""
+    s = torch.zeros(action_dim, dtype=torch.float32)
+    v = torch.as_tensor(state, dtype=torch.float32).reshape(-1)[:action_dim]
+    s[: v.numel()] = v
+    return s
 
 
 def _tensor_bytes(t: torch.Tensor) -> np.ndarray:

@@ -389,11 +389,3 @@ class Qwen3VLModel(nn.Module):
         dit = self._dit(expert)
         out = self.forward_tokens(expert, self.dit_tokens(expert, x, t, state), positions, ctx)
         return dit.action_out_proj(out[-x.shape[0]:]).float()
-
-
-def pad_state(state, action_dim: int) -> torch.Tensor:
-    """The normalised joint state as the DiT's [action_dim] input (zeros past the robot's joints)."""
-    s = torch.zeros(action_dim, dtype=torch.float32)
-    v = torch.as_tensor(state, dtype=torch.float32).reshape(-1)[:action_dim]
-    s[: v.numel()] = v
-    return s
