@@ -16,6 +16,7 @@ import time
 import torch
 
 from ..engine.config import PRESETS
+from ..engine.families import registry
 from ..engine.model import init_model
 from .args import add_bench_args
 from .timing import peak_rss_bytes, rss_bytes
@@ -28,13 +29,13 @@ def measure_build(preset: str, dtype: str, device: str, layout: str = "standard"
     if dev.type == "cuda":
         torch.cuda.reset_peak_memory_stats(dev)
     t0 = time.perf_counter()
-    model = init_model(PRESETS[preset], seed=seed, device=dev, dtype=dtype).fuse_projections(layout)
+    config = PRESETS[preset]
+    model = init_model(config, seed=seed, device=dev, dtype=dtype)
+    registry.family_of(config).prepare(model, layout)  # fused projections, where the family has them
     took = time.perf_counter() - t0
     storages = {}  # fused views share storage with the parameters: count each storage once
-    tensors = list(model.parameters()) + [t for e in model.experts for layer in e.layers
-                                           for t in (layer.qkv_weight, layer.gate_up_weight,
-                                                     layer.o_weight_t, layer.down_weight_t)
-                                           if t is not None]
+    tensors = list(model.parameters()) + list(model.buffers()) + [
+        v for m in model.modules() for v in vars(m).values() if isinstance(v, torch.Tensor)]
     for t in tensors:
         storages[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
     params = sum(p.numel() * p.element_size() for p in model.parameters())
