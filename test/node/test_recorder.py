@@ -68,7 +68,9 @@ def test_full_queue_drops_and_counts_never_blocks(tmp_path):
         t = time.perf_counter()
         accepted += rec.offer(*_cdr(i), i)
         worst = max(worst, time.perf_counter() - t)
-    assert worst < 0.05  # a put_nowait, never a wait for the writer
+    # a put_nowait, never a wait for the writer (blocked for good here): the bound only has to
+    # exceed a scheduling delay on a loaded machine (80 ms seen with other jobs on 2 cores)
+    assert worst < 1.0
     assert 5 <= accepted <= 6 and rec.dropped == 100 - accepted
     level, message, values = rec.status()
     assert level == "WARN" and "dropped" in message and values["dropped"] == rec.dropped
