@@ -9,7 +9,7 @@ p % block_size of the flattened [blocks * block_size, Hkv, D] pool of every laye
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Callable, Generic, Hashable, Iterator, Protocol, Sequence, TypeVar
+from typing import Any, Callable, Generic, Hashable, Iterator, Protocol, Sequence, TypeVar
 
 import numpy as np
 import torch
@@ -63,7 +63,11 @@ def graph_width(width: int) -> int:
 
 
 class PoolWriter:
-    """Shared part of the attention contexts: write the new tokens' K/V into their slots."""
+    """Shared part of the attention contexts: write the new tokens' K/V into their slots.
+    `states`: which packed rows continue which recurrent-state slot (engine/state_pool.py;
+    None for attention-only cache specs), for the model's state layers."""
+
+    states: Any = None
 
     def __init__(self, pool: Pool, slots: torch.Tensor) -> None:
         self.runner = pool
