@@ -168,10 +168,10 @@ class GatedDeltaNet(nn.Module):
         beta = self.in_proj_b(x).float().sigmoid()
         g = -self.A_log.float().exp() * F.softplus(self.in_proj_a(x).float() + self.dt_bias.float())
         s = states.float() * g.exp()[:, :, None, None]
-        predicted = torch.einsum("bhkv,bhk->bhv", s, k)
+        predicted = (k[:, :, None, :] @ s)[:, :, 0]  # S^T k per row and head
         delta = beta[:, :, None] * (v - predicted)
         s = s + k[:, :, :, None] * delta[:, :, None, :]
-        out = torch.einsum("bhkv,bhk->bhv", s, q)
+        out = (q[:, :, None, :] @ s)[:, :, 0]
         z = self.in_proj_z(x).reshape(b, self.hv, self.dv)
         out = self.norm(out.to(x.dtype), z)
         return self.out_proj(out.reshape(b, -1)), taps, s
