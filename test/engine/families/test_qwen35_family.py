@@ -6,6 +6,9 @@ first-step logits within 1e-4 in float32; every mode gives the same tokens and c
 random preset; the floor prices the state layers from the cache spec."""
 from __future__ import annotations
 
+import json
+import shutil
+
 import pytest
 import torch
 
@@ -63,6 +66,17 @@ def test_folder_loads_through_build_engine_and_oxygen_inspect(folder, capsys):
     assert "RANDOM" in report["action_expert"]
     assert checkpoint_cli.main([str(path)]) == 0
     assert "OK: the node can serve" in capsys.readouterr().out
+    # a config that does not fit the weights is reported tensor by tensor, and refused
+    bad = path.parent / "bad"
+    shutil.copytree(path, bad)
+    cfg = json.loads((bad / "config.json").read_text())
+    cfg["text_config"]["intermediate_size"] = 512
+    (bad / "config.json").write_text(json.dumps(cfg))
+    report = checkpoint_cli.inspect(bad)
+    assert any("mlp" in p and "512" in p for p in report["problems"]), report["problems"]
+    assert checkpoint_cli.main([str(bad)]) == 1
+    with pytest.raises(ValueError, match="do not fit"):
+        _engine(bad, "oxygen")
 
 
 @pytest.mark.parametrize("mode", ["isolated", "oxygen"])
