@@ -7,7 +7,6 @@ pass a StateRows: which packed rows continue which slot.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Sequence
 
 import torch
@@ -53,17 +52,27 @@ class StatePool:
         return StateRows(self, tuple(lengths), tuple(slots))
 
 
-@dataclass(frozen=True)
 class StateRows:
     """Packed tokens of several sequences: ``lengths[i]`` consecutive tokens continue the state
     in ``slots[i]``. A model's state layer runs through ``run``: one-token segments in one
     batched recurrent step, longer ones one by one in the chunked form (a sequence's tokens go
     through the same form whatever else is in the batch: modes change scheduling, not
-    results). Written back in place."""
+    results). Written back in place. The row layout is worked out once, for every layer."""
 
-    pool: StatePool
-    lengths: tuple[int, ...]
-    slots: tuple[int, ...]
+    def __init__(self, pool: StatePool, lengths: tuple[int, ...], slots: tuple[int, ...]) -> None:
+        if len(lengths) != len(slots) or min(lengths, default=1) < 1:
+            raise ValueError(f"one length >= 1 per slot, got {lengths} for {slots}")
+        self.pool, self.lengths, self.slots = pool, lengths, slots
+        starts = [0]
+        for n in lengths[:-1]:
+            starts.append(starts[-1] + n)
+        self.runs = [(s, n, slot) for s, n, slot in zip(starts, lengths, slots) if n > 1]
+        singles = [i for i, n in enumerate(lengths) if n == 1]
+        device = pool.tensors["recurrent"][0].device
+        self.single_rows = self.single_slots = None
+        if singles:
+            self.single_rows = torch.as_tensor([starts[i] for i in singles], device=device)
+            self.single_slots = torch.as_tensor([slots[i] for i in singles], device=device)
 
     def run(self, module: torch.nn.Module, layer: int, x: torch.Tensor) -> torch.Tensor:
         """State layer ``layer`` (index among the state layers) of ``module`` (a GatedDeltaNet:
@@ -71,21 +80,20 @@ class StateRows:
         token of many) over the packed rows x [T, W]."""
         conv = self.pool.tensors["conv"][layer]
         rec = self.pool.tensors["recurrent"][layer]
+        if not self.runs:  # a decode step: every row one token
+            y, new_conv, new_rec = module.step_rows(x, conv[self.single_slots],
+                                                    rec[self.single_slots])
+            conv.index_copy_(0, self.single_slots, new_conv.to(conv.dtype))
+            rec.index_copy_(0, self.single_slots, new_rec.to(rec.dtype))
+            return y
         out = torch.empty_like(x)
-        starts = [0]
-        for n in self.lengths[:-1]:
-            starts.append(starts[-1] + n)
-        singles = [i for i, n in enumerate(self.lengths) if n == 1]
-        if singles:
-            rows = torch.as_tensor([starts[i] for i in singles], device=x.device)
-            slots = torch.as_tensor([self.slots[i] for i in singles], device=x.device)
+        if self.single_rows is not None:
+            rows, slots = self.single_rows, self.single_slots
             y, new_conv, new_rec = module.step_rows(x[rows], conv[slots], rec[slots])
             out[rows] = y
             conv.index_copy_(0, slots, new_conv.to(conv.dtype))
             rec.index_copy_(0, slots, new_rec.to(rec.dtype))
-        for i, n in enumerate(self.lengths):
-            if n > 1:  # views into the pool: written in place
-                s = starts[i]
-                out[s:s + n] = module(x[s:s + n], conv[self.slots[i]], rec[self.slots[i]],
-                                      recurrent=False, chunk=64)
+        for start, n, slot in self.runs:  # views into the pool: written in place
+            out[start:start + n] = module(x[start:start + n], conv[slot], rec[slot],
+                                          recurrent=False, chunk=64)
         return out

@@ -117,7 +117,9 @@ def test_greedy_tokens_equal_transformers_generate(folder, mode):
     torch.testing.assert_close(first.float(), ref.logits[0][0], atol=1e-4, rtol=0)
 
 
-def _run(mode: str, model) -> dict:
+def _run(mode: str, model, then: str | None = None) -> dict:
+    """Two frames of asks (a burst on the second), drained; ``then``: the mode from frame 1 on,
+    with requests in flight (each in its own slot or waiting on the first frame's snapshot)."""
     engine = Engine(MC, EngineConfig(mode=mode, decode_steps_per_frame=2, max_decode_steps=4,
                                      denoise_steps=1, max_active_requests=2,
                                      memory_every_n_frames=2, seed=3), model=model,
@@ -125,6 +127,9 @@ def _run(mode: str, model) -> dict:
     stream = SyntheticStream(MC, seed=3)
     outs = []
     for f in range(2):
+        if f == 1 and then:
+            assert engine.scheduler.num_unfinished > 0
+            engine.update_config(mode=then)
         for j in range(f + 1):  # a burst on frame 1: requests wait and share its snapshot
             engine.ask(["What is on the table?", "Describe the gripper."][j], priority=j)
         outs.append(engine.step(stream.frame(f)))
@@ -143,10 +148,11 @@ def test_every_mode_gives_the_tokens_and_chunks_of_isolated():
 
     model = init_model(MC, seed=3)
     runs = {m: _run(m, model) for m in MODES}
+    runs["oxygen->isolated"] = _run("oxygen", model, then="isolated")
     base = runs["isolated"]
     assert len(base["requests"]) == 4 and base["peak_slots"] == 1
     assert runs["oxygen"]["peak_slots"] > 1  # requests in flight, each in its own slot
-    for mode in MODES:
+    for mode in runs:
         result = compare_runs(base, runs[mode], tie=1e-4, atol=1e-5)
         assert result.ok, f"{mode}: {result.summary()}\n" + "\n".join(result.mismatches)
 
