@@ -2,7 +2,9 @@
 
 Every sequence's keys/values live in one pool allocated once with static shapes; the runner
 writes new K/V into slots given by the KV manager and reads them back with paged attention
-(engine/paging.py: the addressing and the contexts it shares with the captured graphs).
+(engine/paging.py: the addressing and the contexts it shares with the captured graphs). A
+family whose cache spec has a recurrent state keeps it in state slots beside the blocks
+(engine/state_pool.py), also allocated once.
 """
 from __future__ import annotations
 
