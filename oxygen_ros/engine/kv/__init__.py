@@ -1,4 +1,4 @@
-"""Paged KV bookkeeping (no torch): block pool, per-sequence tables, prefix cache, recurrent-state slots."""
+"""Paged KV bookkeeping (no torch): block pool, per-sequence tables, prefix cache, state slots."""
 from oxygen_ros.engine.kv.block_pool import BlockPool
 from oxygen_ros.engine.kv.kv_manager import KVCacheBlocks, KVManager, KVUsage, UnknownSequenceError
 from oxygen_ros.engine.kv.state_slots import SlotUsage, StateSlots

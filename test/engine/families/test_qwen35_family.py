@@ -169,3 +169,21 @@ def test_the_floor_prices_state_layers_from_the_cache_spec():
     # a decode step reads and writes each request's state
     assert b["attention"]["decode_step"] == 30 * (101 * b["kv_bytes_per_token"] + 2 * state)
     assert b["attention"]["prefill"] == mc.max_prefix_tokens * b["kv_bytes_per_token"] + state
+
+
+def test_configs_are_checked_where_they_enter():
+    """The hybrid section belongs to family qwen35 only; qwen35 refuses what it cannot run."""
+    hybrid = dict(layer_types=("linear_attention", "full_attention"))
+    for preset in ("tiny", "xr0-tiny", "starvla-tiny"):
+        with pytest.raises(ValueError, match="no hybrid fields"):
+            PRESETS[preset].replace(hybrid=hybrid)
+    with pytest.raises(ValueError, match="DeepStack"):
+        MC.replace(qwen={**MC.qwen.__dict__, "deepstack_visual_indexes": (0,)})
+    with pytest.raises(ValueError, match="layer_types has 2 entries"):
+        MC.replace(hybrid={**MC.hybrid.__dict__, **hybrid})
+    with pytest.raises(ValueError, match="mrope_section"):
+        MC.replace(head_dim=128)
+    with pytest.raises(ValueError, match="needs a full_attention layer"):
+        MC.replace(hybrid={**MC.hybrid.__dict__, "layer_types": ("linear_attention",) * 4})
+    with pytest.raises(ValueError, match="kv-layerwise"):
+        MC.replace(action_experts=PRESETS["xr0-tiny"].to_dict()["action_experts"])
