@@ -32,16 +32,22 @@ STEPS = 24
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory):
-    """transformers' model of the qwen35-tiny shape (seeded, every 1-D parameter perturbed so
-    norms, decays and biases matter), saved by save_pretrained with the tokenizer beside it."""
+    """transformers' model of the qwen35-tiny shape, saved by save_pretrained with the tokenizer
+    beside it. Seeded; matrices re-drawn ~ N(0, 1/fan_in) and every 1-D parameter perturbed
+    (norms, decays, biases matter), the final norm's gains of random sign: with transformers'
+    own 0.02 init the tied head echoes the last prompt token 24 times."""
     from transformers import Qwen3_5ForConditionalGeneration
 
     torch.manual_seed(0)
     hf = Qwen3_5ForConditionalGeneration(hf_config(MC)).eval()
     with torch.no_grad():
         for p in hf.parameters():
-            if p.dim() == 1:
+            if p.dim() >= 2:
+                p.copy_(torch.randn_like(p) / p[0].numel() ** 0.5)
+            else:
                 p.add_(0.3 * torch.randn_like(p))
+        norm = hf.model.language_model.norm.weight  # stored as gain - 1
+        norm.copy_(torch.randn_like(norm) - 1)
     out = tmp_path_factory.mktemp("qwen35-folder")
     hf.save_pretrained(out)
     TOKENIZER.save(out)
@@ -113,6 +119,7 @@ def test_greedy_tokens_equal_transformers_generate(folder, mode):
     # the engine stops at the model's EOS; transformers ran on without one
     assert len(tokens) == STEPS or tokens[-1] == mc.eos_token_id
     assert tokens == want[:len(tokens)] and len(tokens) >= 8
+    assert len(set(tokens)) >= 8, tokens  # not an echo: the comparison means something
     first = logits[0][-1] if logits[0].dim() == 2 else logits[0]
     torch.testing.assert_close(first.float(), ref.logits[0][0], atol=1e-4, rtol=0)
 
@@ -150,6 +157,7 @@ def test_every_mode_gives_the_tokens_and_chunks_of_isolated():
     runs = {m: _run(m, model) for m in MODES}
     runs["oxygen->isolated"] = _run("oxygen", model, then="isolated")
     base = runs["isolated"]
+    assert max(len(set(r["tokens"])) for r in base["requests"]) >= 3, base["requests"]
     assert len(base["requests"]) == 4 and base["peak_slots"] == 1
     assert runs["oxygen"]["peak_slots"] > 1  # requests in flight, each in its own slot
     for mode in runs:
