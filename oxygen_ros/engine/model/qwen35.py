@@ -1,8 +1,8 @@
 """Qwen3.5's multimodal backbone (hybrid: Gated DeltaNet + gated full attention), standalone.
 
 Built from a transformers ``Qwen3_5Config``; loads a ``Qwen3_5ForConditionalGeneration``
-``save_pretrained`` folder (``load_qwen35_folder``). Not wired into the engine yet: the runner,
-the KV pool and the scheduler know nothing of it (docs/qwen35.md). What it is:
+``save_pretrained`` folder (``load_qwen35_folder``). The engine serves it as family qwen35
+(qwen35_vla.py adds the action heads; docs/qwen35.md). What it is:
 
 - vision: transformers' ``Qwen3_5VisionModel`` (Qwen3-VL's tower without DeepStack) fed by
   qwen3vl.patchify; its merged tokens replace the ``<|image_pad|>`` embeddings;
@@ -19,8 +19,8 @@ the KV pool and the scheduler know nothing of it (docs/qwen35.md). What it is:
 The Gated DeltaNet state is the caller's: a ``LinearState`` holds, per linear-attention layer,
 the conv state [conv_dim, K] (the last K inputs of the conv, zeros at the start) and the
 recurrent state [Hv, dk, dv] (float32); forward_tokens writes the new values into those tensors
-in place, so whoever owns them (a test, later a state pool) decides where they live, and a
-``clone`` is a fork.
+in place, so whoever owns them (a test, or the engine's state slots: engine/state_pool.py)
+decides where they live, and a ``clone`` is a fork.
 """
 from __future__ import annotations
 
