@@ -97,10 +97,15 @@ def stage_bytes(config: ModelConfig, dtype: str, batch: int, context_tokens: int
     head's per-frame part and step (OFT: per frame only), one decode step."""
     elem = _elem(dtype)
     c = count_params(config)
-    kv_token = config.depth * 2 * config.num_kv_heads * config.head_dim * elem
+    # what a sequence keeps (the family's cache spec): K/V per token of its attention layers,
+    # and a recurrent state (hybrid backbones) written once by the prefill, read and written
+    # by every decode step of every request
+    spec = family_of(config).cache_spec(config)
+    kv_token = spec.attention.bytes_per_token(elem)
+    state = spec.recurrent.bytes_per_sequence() if spec.recurrent is not None else 0
     p = config.max_prefix_tokens if prefix_tokens is None else prefix_tokens
     weights = {"prefill": (c.vision + c.vlm_layers) * elem}
-    attention = {"prefill": p * kv_token}
+    attention = {"prefill": p * kv_token + state}
     hidden = {"prefill": 0}
     per_frame = {"prefill": "1"}
     # the family's action stage (engine/families/: Family.action_costs), in frame order
@@ -114,7 +119,7 @@ def stage_bytes(config: ModelConfig, dtype: str, batch: int, context_tokens: int
         hidden[st.name], per_frame[st.name] = st.hidden, st.per_frame
     weights["decode_step"] = (c.vlm_layers + c.lm_head) * elem
     # each request's context read and one token written
-    attention["decode_step"] = batch * (context_tokens + 1) * kv_token
+    attention["decode_step"] = batch * ((context_tokens + 1) * kv_token + 2 * state)
     hidden["decode_step"] = 0
     per_frame["decode_step"] = "k"
     stages = tuple(per_frame)

@@ -75,7 +75,7 @@ def action_path_ms(engine: Engine, denoise_steps: Sequence[int], repeats: int = 
     blocks = kv.append(seq, list(range(n_prefix)), reserve=mc.action_tokens, cacheable=False)
     if blocks is None:
         raise ValueError("KV pool too small for the prefill micro-benchmark")
-    view = SeqView(blocks.block_ids, n_prefix, mc.rope_offset(len(images)))
+    view = SeqView(blocks.block_ids, n_prefix, mc.rope_offset(len(images)), blocks.state_slot)
     try:
         prefill = median_ms(lambda: runner.prefill_observation(images, prompt, view,
                                                                 keep_hidden=True), repeats)
@@ -107,7 +107,7 @@ def stage_costs(engine: Engine, batches: tuple[int, ...] = (1, 4, 16, 30), repea
         got = kv.append(seq + 1 + b, [], reserve=context + 2, cacheable=False)
         if got is None:
             raise ValueError("KV pool too small for the decode micro-benchmark")
-        seqs.append(SeqView(got.block_ids, context))
+        seqs.append(SeqView(got.block_ids, context, state_slot=got.state_slot))
     decode, _ = decode_step_ms(runner, seqs, batches, steps=1, repeats=repeats)
     out.update({f"decode_b{b}_ms": ms for b, ms in decode.items()})
     for b in range(max(batches)):

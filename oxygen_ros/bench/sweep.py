@@ -176,7 +176,12 @@ def stage_micro(ctx: Context, denoise_steps=(10,), batches=(1, 4, 8, 16, 30), st
     ctx_len = ctx.model_config.max_prefix_tokens + 8
     nb = -(-(ctx_len + steps) // bs)
     bmax = min(max(batches), runner.num_blocks // nb)
-    seqs = [SeqView(list(range(i * nb, (i + 1) * nb)), ctx_len) for i in range(bmax)]
+    # a recurrent-state pool: each sequence its own slot (their content is never read back)
+    slots = runner.states.num_slots if runner.states is not None else 0
+    if slots:
+        bmax = min(bmax, slots)
+    seqs = [SeqView(list(range(i * nb, (i + 1) * nb)), ctx_len, state_slot=i if slots else None)
+            for i in range(bmax)]
     medians, rounds = decode_step_ms(runner, seqs, [min(b, bmax) for b in batches], steps=steps,
                                      repeats=repeats, budget_s=budget_s, max_repeats=max_repeats)
     out = {str(b): float(ms) for b, ms in medians.items()}

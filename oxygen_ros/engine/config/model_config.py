@@ -10,6 +10,7 @@ from typing import Any
 
 from ..families import registry
 from .head_config import CrossAttnHeadConfig, RegressHeadConfig, check_expert_shape, head_from
+from .hybrid_config import HybridConfig
 
 DTYPES = ("float32", "bfloat16", "float16")
 
@@ -154,7 +155,8 @@ class ModelConfig:
     pad_token_id: int = 0
     bos_token_id: int = 2
     family: str = "pi05"
-    qwen: QwenVLConfig | None = None  # family qwen3vl only
+    qwen: QwenVLConfig | None = None  # the Qwen families (vision tower, chat template ids)
+    hybrid: HybridConfig | None = None  # a hybrid backbone's layers (family qwen35)
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "depth", "num_heads", "num_kv_heads", "head_dim", "num_cameras",
@@ -244,4 +246,6 @@ def model_config_from_dict(d: dict[str, Any]) -> ModelConfig:
     if isinstance(d.get("qwen"), dict):
         d["qwen"] = QwenVLConfig(**{k: tuple(v) if isinstance(v, list) else v
                                     for k, v in d["qwen"].items()})
+    if isinstance(d.get("hybrid"), dict):
+        d["hybrid"] = HybridConfig(**d["hybrid"])
     return ModelConfig(**d)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .hybrid_config import interval_layer_types
 from .model_config import ExpertConfig, ModelConfig, model_config_from_dict
 
 Fields = dict[str, Any]
@@ -41,6 +42,22 @@ _TINY_VISION = dict(image_size=32, patch_size=8, width=64, depth=1, num_heads=2,
 # prompt (its 9 action queries) for E = 2, 3, 4
 _STARVLA_TINY: Fields = dict(family="starvla", vocab_size=2057, action_horizon=16, action_dim=7,
                              qwen=dict(action_query_ids=(2056,) * 9))
+# Qwen3.5's 0.8B text and vision shapes and its 248k vocabulary's special ids (docs/presets.md:
+# which values are verified); Qwen3-VL's chat template ids moved by the same offset as the
+# vision ids (151652 -> 248053): not verified, the floor model reads only shapes
+_QWEN35_08B: Fields = dict(
+    name="qwen35-0.8b", family="qwen35", vocab_size=248320, depth=24, num_heads=8,
+    num_kv_heads=2, head_dim=256, vlm=dict(width=1024, mlp_dim=3584),
+    action_experts=({**HEADS["pi_v3"], "num_layers": 24},),
+    vision=dict(image_size=224, patch_size=16, width=768, depth=12, num_heads=12, mlp_dim=3072),
+    num_cameras=1, max_prompt_tokens=128, action_horizon=16, action_dim=7,
+    rope_theta=10_000_000.0, eos_token_id=248046, pad_token_id=248044, bos_token_id=248044,
+    qwen=dict(deepstack_visual_indexes=(), mrope_section=(11, 11, 10), image_token_id=248056,
+              vision_start_token_id=248053, vision_end_token_id=248054,
+              head_ids=(248045, 872, 198), tail_ids=(248046, 198, 248045, 77091, 198)),
+    hybrid=dict(layer_types=interval_layer_types(24), linear_num_key_heads=16,
+                linear_num_value_heads=16, linear_key_head_dim=128, linear_value_head_dim=128,
+                linear_conv_kernel_dim=4, partial_rotary_factor=0.25))
 
 PRESET_DATA: dict[str, tuple[str | None, Fields]] = {
     "tiny": (None, dict(
@@ -86,6 +103,18 @@ PRESET_DATA: dict[str, tuple[str | None, Fields]] = {
         name="starvla-tiny-e4",
         action_experts=(HEADS["tiny-pi_v3"], HEADS["tiny-gr00t"], HEADS["tiny-oft"]),
         **_STARVLA_TINY)),
+    # Qwen3.5 with a PI_v3 head (docs/qwen35.md): tiny random on the xr0-tiny vocabulary and
+    # tower, [L, L, L, F] layers; the 0.8B and 2B shapes for the floor model
+    "qwen35-tiny": ("xr0-tiny", dict(
+        name="qwen35-tiny", family="qwen35", depth=4, head_dim=64,
+        vlm=dict(width=256, mlp_dim=768), action_experts=(HEADS["tiny-pi_v3"],),
+        action_horizon=16, action_dim=7, rope_theta=10_000_000.0,
+        qwen=dict(deepstack_visual_indexes=(), mrope_section=(3, 3, 2)),
+        hybrid=dict(layer_types=interval_layer_types(4), linear_num_key_heads=2,
+                    linear_num_value_heads=4, linear_key_head_dim=32, linear_value_head_dim=32,
+                    linear_conv_kernel_dim=4, partial_rotary_factor=0.25))),
+    "qwen35-0.8b": (None, _QWEN35_08B),
+    "qwen35-2b": ("qwen35-0.8b", dict(name="qwen35-2b", vlm=dict(width=2048, mlp_dim=6144))),
     "starvla": ("xr0", dict(
         name="starvla", family="starvla", action_experts=(HEADS["pi_v3"],), action_horizon=16,
         action_dim=7, qwen=dict(action_query_ids=(151669,) * 9))),

@@ -104,17 +104,22 @@ class Engine:
             raise ValueError(f"tokenizer has {self.tokenizer.vocab_size} tokens, model vocab is "
                              f"{model_config.vocab_size}")
         num_blocks = config.num_blocks or self.auto_num_blocks(model_config, config)
+        slots, reserved_slots = self.state_slots(model_config, config)
         self.runner = ModelRunner(self.model, model_config, num_blocks, config.block_size,
                                   config.device, config.dtype, config.attention_backend,
-                                  config.compile_denoise, config.cuda_graphs)
+                                  config.compile_denoise, config.cuda_graphs, slots)
         self.timer = StageTimer(STAGES)
         # The engine and the scheduler reach the manager through one TimedKV (stage kv): the
-        # seam where a measuring proxy can be put in front of it (bench/kv_recorder.py).
-        self.kv = TimedKV(KVManager(num_blocks, config.block_size, self.runner.bytes_per_block),
-                          self.timer)
+        # seam where a measuring proxy can be put in front of it (bench/kv_recorder.py). With
+        # recurrent state the prefix cache is off (docs/qwen35.md, "What the prefix cache
+        # caches"): a hit skips tokens the state must see.
+        self.kv = TimedKV(KVManager(num_blocks, config.block_size, self.runner.bytes_per_block,
+                                    enable_prefix_cache=not slots, state_slots=slots,
+                                    bytes_per_slot=self.runner.bytes_per_slot), self.timer)
         reserved = self.frame_blocks(model_config, config)
         self.scheduler = Scheduler(self.kv, config.max_active_requests, reserved_blocks=reserved,
-                                   max_waiting=config.max_waiting_requests)
+                                   max_waiting=config.max_waiting_requests,
+                                   reserved_slots=reserved_slots)
         self.intake = Intake(model_config, self.tokenizer, num_blocks, reserved, self.runner.device)
         self._lock = threading.Lock()  # parallel mode: two threads touch the KV manager
         self.ops = FramePrimitives(model_config, self.runner, self.scheduler, self.timer,
@@ -128,6 +133,18 @@ class Engine:
     def frame_blocks(mc: ModelConfig, ec: EngineConfig) -> int:
         """Blocks one frame's action path needs: the prefix plus the action scratch (+ CoW)."""
         return blocks_for(mc.max_prefix_tokens + mc.action_tokens, ec.block_size) + 2
+
+    @staticmethod
+    def state_slots(mc: ModelConfig, ec: EngineConfig) -> tuple[int, int]:
+        """(state slots in the pool, slots kept free for a frame's action path) when the
+        family's cache spec has a recurrent state, else (0, 0). A frame's prefix takes one (its
+        snapshot; an action stage writing scratch tokens a second, its own copy); each running
+        request one; two more hold the snapshots of frames whose requests still wait (more
+        wait without one: relief preempts them, and they prefill again when admitted)."""
+        if registry.family_of(mc).cache_spec(mc).recurrent is None:
+            return 0, 0
+        frame = 1 + (mc.action_tokens > 0)
+        return ec.max_active_requests + frame + 2, frame
 
     @staticmethod
     def auto_num_blocks(mc: ModelConfig, ec: EngineConfig) -> int:
@@ -206,7 +223,7 @@ class Engine:
         self._last_obs = None
         self.intake.reset()
         self.ops.outbox.clear()
-        self.kv.pool.reset_peak()
+        self.kv.reset_peak()
 
     def has_unfinished(self) -> bool:
         return bool(self.intake.pending) or self.scheduler.num_unfinished > 0

@@ -75,6 +75,7 @@ class ActionPath:
     scratch_table: tuple[int, ...]
     copies: tuple[tuple[int, int, int], ...]  # CoW of the prefix tail, after the prefill
     released: bool = False
+    prefix_slot: int | None = None  # the prefix's recurrent-state slot (its snapshot), if any
 
 
 class FramePrimitives:
@@ -148,13 +149,14 @@ class FramePrimitives:
                     kv.free(scratch_seq)
                 raise RuntimeError("KV pool cannot hold this frame's action path: raise num_blocks")
         return ActionPath(prefix_seq, scratch_seq, prefix.block_ids, scratch.block_ids,  # type: ignore[union-attr]
-                          scratch.copies)
+                          scratch.copies, prefix_slot=prefix.state_slot)
 
     def prefill(self, frame: Frame, action: ActionPath) -> None:
         source = frame.source
         with self.timer.stage("vision_prefill"):
             self.runner.prefill_observation(source.images, source.prompt_ids,
-                                            SeqView(action.prefix_table, source.num_tokens),
+                                            SeqView(action.prefix_table, source.num_tokens,
+                                                    state_slot=action.prefix_slot),
                                             keep_hidden=True)
 
     def denoise(self, frame: Frame, action: ActionPath) -> dict[str, torch.Tensor]:
@@ -214,9 +216,11 @@ class FramePrimitives:
                 with self.timer.stage("vision_prefill"):
                     self.runner.prefill_observation(
                         a.prefill.images, a.prefill.prompt_ids,
-                        SeqView(a.request.block_table, a.prefill.num_tokens))
+                        SeqView(a.request.block_table, a.prefill.num_tokens,
+                                state_slot=a.request.state_slot))
             with self.timer.stage("kv"):
                 self.runner.copy_blocks(a.blocks.copies)
+                self.runner.copy_state(a.blocks.state_copy)  # its own copy of the snapshot
         frame.admitted += len(admissions)
         return admissions
 
@@ -232,13 +236,14 @@ class FramePrimitives:
                 n_prompt = len(r.prompt_ids)
                 if r.suffix_pending:  # its suffix (less any prefix-cache hit) first
                     skip = min(r.num_cached_tokens, n_prompt - 1)
-                    seqs.append(SeqView(r.block_table, r.prefix_len + skip, r.rope_offset))
+                    seqs.append(SeqView(r.block_table, r.prefix_len + skip, r.rope_offset,
+                                        r.state_slot))
                     inputs.append(r.prompt_ids[skip:])
                     read_only.append(r.num_cached_tokens >= n_prompt)
                 else:
                     n_out = len(r.output_ids)
                     seqs.append(SeqView(r.block_table, r.prefix_len + n_prompt + n_out - 1,
-                                        r.rope_offset))
+                                        r.rope_offset, r.state_slot))
                     inputs.append(r.output_ids[-1:])
                     read_only.append(False)
                 steps.append(min(k, r.remaining))

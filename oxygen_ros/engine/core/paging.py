@@ -1,4 +1,4 @@
-"""How the runner addresses its KV pool, one definition for the eager paths (runner.py) and the
+"""How the runner addresses its KV pool, one definition for the eager paths (runner/model_runner.py) and the
 captured graphs (graphs.py): the slot of a sequence position, the zero-padded block-table tensor,
 the attention contexts that write new K/V into the pool and read it back in place, and the bounded
 least-recently-used dict that keeps adaRMS schedules and captured graphs.
@@ -9,7 +9,7 @@ p % block_size of the flattened [blocks * block_size, Hkv, D] pool of every laye
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Callable, Generic, Hashable, Iterator, Protocol, Sequence, TypeVar
+from typing import Any, Callable, Generic, Hashable, Iterator, Protocol, Sequence, TypeVar
 
 import numpy as np
 import torch
@@ -63,7 +63,11 @@ def graph_width(width: int) -> int:
 
 
 class PoolWriter:
-    """Shared part of the attention contexts: write the new tokens' K/V into their slots."""
+    """Shared part of the attention contexts: write the new tokens' K/V into their slots.
+    `states`: which packed rows continue which recurrent-state slot (engine/runner/state_pool.py;
+    None for attention-only cache specs), for the model's state layers."""
+
+    states: Any = None
 
     def __init__(self, pool: Pool, slots: torch.Tensor) -> None:
         self.runner = pool

@@ -59,6 +59,7 @@ class Request:
     prefix_len: int = 0  # tokens of its observation prefix
     rope_offset: int = 0  # rotary position minus index after its prefix's images (Qwen3-VL)
     block_table: tuple[int, ...] = ()  # final once running (every decode slot is reserved)
+    state_slot: int | None = None  # its own recurrent-state slot once running (state specs)
     num_cached_tokens: int = 0  # suffix tokens that hit the prefix cache at admission
     suffix_pending: bool = False  # admitted, its suffix not yet run (rides in the next decode)
     # -- progress -------------------------------------------------------------------------------

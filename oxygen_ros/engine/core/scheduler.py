@@ -16,6 +16,10 @@ recomputation), retirement and refusal. Policy (cross-frame continuous batching,
   queue fit, with the same arithmetic admission uses (`need`), so the queue always moves.
 - The queue is bounded (`max_waiting`): beyond it the lowest-priority, newest request is
   refused with a reason, so live state is bounded whatever the number of frames.
+- Recurrent state slots (a cache spec with a RecurrentState: kv/state_slots.py) are accounted
+  as blocks are: admission needs one slot for the request (its own copy of the prefix snapshot,
+  or a fresh one for a re-prefill) beside `reserved_slots` for the next frame's prefix, and
+  relief preempts waiting requests (whose forks hold their frame's snapshot) until they fit.
 
 The engine's frame primitives (engine/core/frame_ops.py) are its only caller, through one contract:
 `add` (births), `relieve` (before the action path), `admit` -> Admission (what to prefill and
@@ -57,11 +61,15 @@ class Admission:
 
 class Scheduler:
     def __init__(self, kv: KVManager, max_active_requests: int, reserved_blocks: int = 0,
-                 max_waiting: int = 1 << 30) -> None:
-        if reserved_blocks < 0:
-            raise ValueError(f"reserved_blocks must be >= 0, got {reserved_blocks}")
+                 max_waiting: int = 1 << 30, reserved_slots: int = 0) -> None:
+        if reserved_blocks < 0 or reserved_slots < 0:
+            raise ValueError(f"reserved_blocks / reserved_slots must be >= 0, got "
+                             f"{reserved_blocks} / {reserved_slots}")
         self.kv = kv
         self.reserved_blocks = reserved_blocks
+        self.reserved_slots = reserved_slots
+        # one state slot per admitted request when the pool holds recurrent state
+        self._slot_need = 1 if kv.state is not None else 0
         self._max_active = 0
         self._max_waiting = 0
         self.set_max_active(max_active_requests)
@@ -169,23 +177,25 @@ class Scheduler:
         action path fits beside the head of the queue, or, failing that, alone. Returns the
         requests preempted. Running requests are never preempted: they cannot grow."""
         head = self._waiting[0] if self._waiting else None
-        target = self.reserved_blocks
+        target, slots = self.reserved_blocks, self.reserved_slots
         if head is not None and len(self._running) < self._max_active:
             target += self.need(head)
-        preempted = self._make_room(target, keep=head)
+            slots += self._slot_need
+        preempted = self._make_room(target, keep=head, slots=slots)
         if head is not None and head.status is RequestStatus.WAITING and \
-                head.source is not None and not self.kv.can_fit(self.reserved_blocks):
+                head.source is not None and \
+                not self.kv.can_fit(self.reserved_blocks, self.reserved_slots):
             self._preempt(head)  # the action path comes first
             preempted.append(head)
         return preempted
 
-    def _make_room(self, blocks: int, keep: Request | None) -> list[Request]:
-        """Preempt waiting requests holding KV, from the back of the queue, until `blocks` are
-        available (or none is left to preempt); `keep` is spared, and so is a request without
-        a source (it could not be prefilled again)."""
+    def _make_room(self, blocks: int, keep: Request | None, slots: int = 0) -> list[Request]:
+        """Preempt waiting requests holding KV, from the back of the queue, until `blocks`
+        (and `slots` state slots) are available (or none is left to preempt); `keep` is spared,
+        and so is a request without a source (it could not be prefilled again)."""
         preempted: list[Request] = []
         for req in reversed(self._waiting):
-            if self.kv.can_fit(blocks):
+            if self.kv.can_fit(blocks, slots):
                 break
             if req.status is RequestStatus.WAITING and req is not keep and req.source is not None:
                 self._preempt(req)
@@ -205,16 +215,19 @@ class Scheduler:
         next frame's blocks are the ones this frame releases."""
         admissions: list[Admission] = []
         kv = self.kv
+        # a caller that keeps no blocks for the next frame keeps no state slot for it either
+        slot_reserve = self.reserved_slots if reserve is None or reserve > 0 else 0
         reserve = self.reserved_blocks if reserve is None else reserve
         while self._waiting and len(self._running) < self._max_active and \
                 (limit is None or len(admissions) < limit):
             req = self._waiting[0]
             need = self.need(req) + reserve
-            if not kv.can_fit(need):
+            slots = self._slot_need + slot_reserve
+            if not kv.can_fit(need, slots):
                 # newer waiting requests' prefixes make way for the head (the same arithmetic
                 # as relief); they are prefilled again when their turn comes
-                self._make_room(need, keep=req)
-                if not kv.can_fit(need):
+                self._make_room(need, keep=req, slots=slots)
+                if not kv.can_fit(need, slots):
                     break
             source = req.source if req.status is RequestStatus.PREEMPTED else None
             if source is not None:
@@ -230,6 +243,7 @@ class Scheduler:
             req.status = RequestStatus.RUNNING
             req.admitted_frame = frame
             req.block_table = got.block_ids
+            req.state_slot = got.state_slot
             req.num_cached_tokens = got.num_cached_tokens
             req.suffix_pending = True
             req.source = None  # never preempted from here on

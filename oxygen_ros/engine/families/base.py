@@ -42,7 +42,8 @@ _ELEM_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 class AttentionKV:
     """Paged attention K/V of the decoder layers ``layers`` (indices): each token ``kv_heads``
     x ``head_dim`` keys and as many values per layer, in the unified pool's blocks, in the
-    engine's dtype. Every family declares one today, over all its layers."""
+    engine's dtype (the pool's layer i is ``layers[i]``). pi0.5 and the Qwen3-VL families
+    declare every layer; Qwen3.5 its full-attention layers."""
 
     layers: tuple[int, ...]
     kv_heads: int
@@ -74,8 +75,9 @@ class RecurrentState:
     per token). A Gated DeltaNet layer (Qwen3.5, engine/model/qwen35.py: Qwen35Model.state_shapes)
     declares two tensors: the short convolution's window ("conv", [conv_dim, K], the model's
     dtype) and the recurrent matrix ("recurrent", [Hv, dk, dv], float32); its full-attention
-    layers are the AttentionKV's. No family declares one yet: the pool does not hold it (the
-    runner refuses such a spec; issue 29)."""
+    layers are the AttentionKV's. The pool holds it in state slots, one per sequence, sized
+    when the engine is built (engine/runner/state_pool.py, engine/core/kv/state_slots.py; a model's state
+    layers read them as ``ctx.states``)."""
 
     layers: tuple[int, ...]
     tensors: tuple[StateTensor, ...]

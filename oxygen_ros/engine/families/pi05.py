@@ -60,6 +60,8 @@ class Pi05Family(Family):
         if config.qwen is not None:
             raise ValueError(f"family {self.name} takes no qwen fields (a Qwen3-VL backbone is "
                              f"family qwen3vl or starvla)")
+        if config.hybrid is not None:
+            raise ValueError(f"family {self.name} takes no hybrid fields (family qwen35)")
         for e in config.action_experts:
             if e.kind != "kv-layerwise":
                 raise ValueError(f"a {e.kind} action head reads the Qwen3-VL prefill's hidden "

@@ -19,6 +19,7 @@ _BUILTIN: dict[str, str] = {
     "pi05": "oxygen_ros.engine.families.pi05:FAMILY",
     "qwen3vl": "oxygen_ros.engine.families.xr0:FAMILY",
     "starvla": "oxygen_ros.engine.families.starvla:FAMILY",
+    "qwen35": "oxygen_ros.engine.families.qwen35:FAMILY",
 }
 _LOADED: dict[str, "Family"] = {}
 _ADDED: dict[str, "Family"] = {}

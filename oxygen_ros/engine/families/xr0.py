@@ -40,6 +40,9 @@ class QwenVLFamily(Family):
         q, v = config.qwen, config.vision
         if q is None:
             raise ValueError(f"family {self.name} needs the qwen fields (a Qwen3-VL backbone)")
+        if config.hybrid is not None:
+            raise ValueError(f"family {self.name} takes no hybrid fields (a hybrid Qwen3.5 "
+                             f"backbone is family qwen35)")
         cell = v.patch_size * q.spatial_merge_size
         if v.image_size % cell:
             raise ValueError(f"vision.image_size {v.image_size} must be a multiple of "

@@ -1,8 +1,8 @@
 """Qwen3.5's multimodal backbone (hybrid: Gated DeltaNet + gated full attention), standalone.
 
 Built from a transformers ``Qwen3_5Config``; loads a ``Qwen3_5ForConditionalGeneration``
-``save_pretrained`` folder (``load_qwen35_folder``). Not wired into the engine yet: the runner,
-the KV pool and the scheduler know nothing of it (docs/qwen35.md). What it is:
+``save_pretrained`` folder (``load_qwen35_folder``). The engine serves it as family qwen35
+(qwen35_vla.py adds the action heads; docs/qwen35.md). What it is:
 
 - vision: transformers' ``Qwen3_5VisionModel`` (Qwen3-VL's tower without DeepStack) fed by
   qwen3vl.patchify; its merged tokens replace the ``<|image_pad|>`` embeddings;
@@ -19,8 +19,8 @@ the KV pool and the scheduler know nothing of it (docs/qwen35.md). What it is:
 The Gated DeltaNet state is the caller's: a ``LinearState`` holds, per linear-attention layer,
 the conv state [conv_dim, K] (the last K inputs of the conv, zeros at the start) and the
 recurrent state [Hv, dk, dv] (float32); forward_tokens writes the new values into those tensors
-in place, so whoever owns them (a test, later a state pool) decides where they live, and a
-``clone`` is a fork.
+in place, so whoever owns them (a test, or the engine's state slots: engine/runner/state_pool.py)
+decides where they live, and a ``clone`` is a fork.
 """
 from __future__ import annotations
 
@@ -146,6 +146,35 @@ class GatedDeltaNet(nn.Module):
         z = self.in_proj_z(x).reshape(t, self.hv, self.dv)
         out = self.norm(out.to(x.dtype), z)
         return self.out_proj(out.reshape(t, -1))
+
+    def step_rows(self, x: torch.Tensor, conv_states: torch.Tensor, states: torch.Tensor
+                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One token for each of B sequences at once (batched decode): x [B, W], their conv
+        states [B, C, K] and recurrent states [B, Hv, dk, dv]. The recurrent form, row by row
+        the same arithmetic as ``forward(..., recurrent=True)`` on one token. Returns (output
+        [B, W], new conv states, new recurrent states (float32)); the caller writes them back."""
+        b = x.shape[0]
+        qkv = self.in_proj_qkv(x)
+        window = torch.cat([conv_states.to(x.dtype), qkv[:, :, None]], dim=2)  # [B, C, K + 1]
+        taps = window[:, :, 1:]
+        qkv = self.act((taps * self.conv1d.weight[None, :, 0, :].to(x.dtype)).sum(-1))
+        kd = self.hk * self.dk
+        q, k, v = qkv.split([kd, kd, self.hv * self.dv], dim=-1)
+        group = self.hv // self.hk
+        q = l2_normalize(q.reshape(b, self.hk, self.dk).float()).repeat_interleave(group, 1)
+        k = l2_normalize(k.reshape(b, self.hk, self.dk).float()).repeat_interleave(group, 1)
+        q = q * self.dk ** -0.5
+        v = v.reshape(b, self.hv, self.dv).float()
+        beta = self.in_proj_b(x).float().sigmoid()
+        g = -self.A_log.float().exp() * F.softplus(self.in_proj_a(x).float() + self.dt_bias.float())
+        s = states.float() * g.exp()[:, :, None, None]
+        predicted = (k[:, :, None, :] @ s)[:, :, 0]  # S^T k per row and head
+        delta = beta[:, :, None] * (v - predicted)
+        s = s + k[:, :, :, None] * delta[:, :, None, :]
+        out = (q[:, :, None, :] @ s)[:, :, 0]
+        z = self.in_proj_z(x).reshape(b, self.hv, self.dv)
+        out = self.norm(out.to(x.dtype), z)
+        return self.out_proj(out.reshape(b, -1)), taps, s
 
 
 class GatedAttention(nn.Module):
@@ -357,29 +386,46 @@ class Qwen35Model(nn.Module):
         return self.lm_logits(self.forward_tokens(hidden, pos, ctx, state, recurrent=True))[0]
 
     def forward_tokens(self, hidden: torch.Tensor, positions: torch.Tensor, ctx,
-                       state: LinearState, recurrent: bool = False, chunk: int = 64
-                       ) -> torch.Tensor:
+                       state, recurrent: bool = False, chunk: int = 64,
+                       keep: dict[int, torch.Tensor] | None = None) -> torch.Tensor:
         """Packed tokens [T, W] at rotary positions [T] (all axes equal) or [3, T], continuing
         the sequence whose K/V ``ctx`` holds and whose linear state ``state`` holds (both
-        updated). ``recurrent``: the gated delta rule token by token, else in chunks."""
+        updated). ``recurrent``: the gated delta rule token by token, else in chunks.
+        ``state``: a LinearState (one sequence), or an object whose ``run(module, layer, x)``
+        runs linear layer ``layer`` (index among the linear layers) over packed rows of many
+        sequences (the engine's state pool: engine/runner/state_pool.py). ``keep``: layer i -> a
+        buffer whose first T rows get layer i's output (the last layer's after the final norm),
+        as transformers' ``output_hidden_states[i + 1]``."""
         t = hidden.shape[0]
         if positions.dim() == 1:
             positions = positions[None].expand(3, -1)
         if positions.shape != (3, t):
             raise ValueError(f"positions must be [T] or [3, T] with T={t}, got {tuple(positions.shape)}")
-        if len(state.conv) != self.num_linear_layers or len(state.recurrent) != self.num_linear_layers:
+        one = isinstance(state, LinearState)
+        if one and (len(state.conv) != self.num_linear_layers
+                    or len(state.recurrent) != self.num_linear_layers):
             raise ValueError(f"state must hold {self.num_linear_layers} linear layers")
         cos, sin = mrope_cos_sin(positions, self.rotary_dims, self.rope_theta, self.mrope_section)
+        keep = keep or {}
+        last = len(self.layer_types) - 1
         h = hidden
-        for layer, kind, slot in zip(self.language_model.layers, self.layer_types, self.slot):
+        for i, (layer, kind, slot) in enumerate(zip(self.language_model.layers, self.layer_types,
+                                                    self.slot)):
             x = layer.input_layernorm(h)
-            if kind == "linear_attention":
+            if kind == "linear_attention" and one:
                 x = layer.linear_attn(x, state.conv[slot], state.recurrent[slot], recurrent, chunk)
+            elif kind == "linear_attention":
+                x = state.run(layer.linear_attn, slot, x)
             else:
                 x = layer.self_attn(x, cos, sin, ctx, slot)
             h = h + x
             h = h + layer.mlp(layer.post_attention_layernorm(h))
-        return self.language_model.norm(h)
+            if i in keep and i != last:
+                keep[i][:t].copy_(h)
+        out = self.language_model.norm(h)
+        if last in keep:
+            keep[last][:t].copy_(out)
+        return out
 
     def lm_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         w = self.language_model.embed_tokens.weight if self.lm_head is None else self.lm_head.weight

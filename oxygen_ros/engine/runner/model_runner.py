@@ -2,7 +2,9 @@
 
 Every sequence's keys/values live in one pool allocated once with static shapes; the runner
 writes new K/V into slots given by the KV manager and reads them back with paged attention
-(engine/core/paging.py: the addressing and the contexts it shares with the captured graphs).
+(engine/core/paging.py: the addressing and the contexts it shares with the captured graphs). A
+family whose cache spec has a recurrent state keeps it in state slots beside the blocks
+(engine/runner/state_pool.py), also allocated once.
 """
 from __future__ import annotations
 
@@ -12,13 +14,14 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from ..config.model_config import DTYPES, ModelConfig
+from .attention import select_backend
+from ..families import ActionInputs, registry
+from .graphs import DecodeGraphs, DenoiseGraphs
 from ..core.images import prepare
+from ..config.model_config import DTYPES, ModelConfig
 from ..core.paging import LRU, PagedContext, PrefillContext, padded_tables, slots
 from ..core.rtc import Guide
-from ..families import ActionInputs, registry
-from .attention import select_backend
-from .graphs import DecodeGraphs, DenoiseGraphs
+from .state_pool import StatePool
 
 
 @dataclass(frozen=True)
@@ -30,12 +33,15 @@ class SeqView:
     # rotary position minus sequence index after the prefix's images (ModelConfig.rope_offset;
     # 0 for pi0.5): the K/V slot follows the index, the rotary position index + offset
     rope_offset: int = 0
+    # its recurrent-state slot (a cache spec with a RecurrentState; None: attention K/V only)
+    state_slot: int | None = None
 
 
 class ModelRunner:
     def __init__(self, model: torch.nn.Module, config: ModelConfig, num_blocks: int, block_size: int,
                  device: str = "cpu", dtype: str = "float32", backend: str = "auto",
-                 compile_denoise: bool = False, cuda_graphs: bool = False) -> None:
+                 compile_denoise: bool = False, cuda_graphs: bool = False,
+                 state_slots: int = 0) -> None:
         self.model = model
         self.config = config
         self.device = torch.device(device)
@@ -57,19 +63,24 @@ class ModelRunner:
         # for its logits, whose K/V already sits in a shared (prefix-cached) block, writes
         # there instead of touching the shared block.
         self.sink_slot = num_blocks * block_size
-        # what a sequence keeps, as the family declares it (Family.cache_spec)
+        # what a sequence keeps, as the family declares it (Family.cache_spec): the attention
+        # layers' K/V in blocks (pool index = the layer's place in spec.attention.layers, the
+        # index the model's context calls use), a recurrent state in slots
         spec = self.family.cache_spec(config)
-        if spec.recurrent is not None or spec.attention is None \
-                or spec.attention.layers != tuple(range(len(spec.attention.layers))):
-            raise ValueError(f"the {self.family.name} family's cache spec is not attention K/V "
-                             f"of layers 0..L-1: the pool holds only that today")
+        if spec.attention is None:
+            raise ValueError(f"the {self.family.name} family's cache spec has no attention K/V: "
+                             f"the pool needs it")
+        if cuda_graphs and spec.recurrent is not None:
+            raise ValueError("cuda_graphs do not carry recurrent state slots")
+        self.states = None if spec.recurrent is None else \
+            StatePool(spec.recurrent, state_slots, self.device)
         kv = self.cache = spec.attention
         shape = (len(kv.layers), 2, num_blocks + 1, block_size, kv.kv_heads, kv.head_dim)
         # Allocated once: every task and every frame shares this pool (gpt-fast setup_caches).
         # One tensor, so a copy-on-write moves one block of every layer in a single op.
         self.pool = torch.zeros(shape, dtype=self.dtype, device=self.device)
-        self.k_cache = [self.pool[layer, 0] for layer in kv.layers]  # contiguous views
-        self.v_cache = [self.pool[layer, 1] for layer in kv.layers]
+        self.k_cache = [self.pool[i, 0] for i in range(len(kv.layers))]  # contiguous views
+        self.v_cache = [self.pool[i, 1] for i in range(len(kv.layers))]
         # Single-token decode steps through captured graphs (a CPU stand-in off CUDA).
         self.decode_graphs = DecodeGraphs(self) if cuda_graphs else None
         self.denoise_graphs = DenoiseGraphs(self) if cuda_graphs else None
@@ -94,6 +105,11 @@ class ModelRunner:
     def hidden_bytes(self) -> int:
         """Memory of the kept hidden states (what the StarVLA heads cost the prefill)."""
         return sum(t.numel() * t.element_size() for t in self.hidden.values())
+
+    @property
+    def bytes_per_slot(self) -> int:
+        """Memory of one recurrent-state slot (0: the cache spec has none)."""
+        return 0 if self.states is None else self.states.bytes_per_slot
 
     @property
     def bytes_per_block(self) -> int:
@@ -129,6 +145,20 @@ class ModelRunner:
         for src, dst, n in copies:
             self.pool[:, :, dst, :n] = self.pool[:, :, src, :n]
 
+    def copy_state(self, copy: tuple[int, int] | None) -> None:
+        """Copy-on-write of a shared state slot (a request's own copy of its frame's prefix
+        snapshot, KVCacheBlocks.state_copy)."""
+        if copy is not None:
+            self.states.copy(*copy)
+
+    def _state_rows(self, seqs: Sequence[SeqView], lengths: Sequence[int]):
+        """The StateRows of a forward over `seqs` (None without recurrent state)."""
+        if self.states is None:
+            return None
+        if any(s.state_slot is None for s in seqs):
+            raise ValueError("a sequence without a state slot in a recurrent-state pool")
+        return self.states.rows(lengths, [s.state_slot for s in seqs])
+
     # -- stages ---------------------------------------------------------------------------------
     @torch.inference_mode()
     def prepare_images(self, images: Sequence[np.ndarray], resize: str = "pad") -> torch.Tensor:
@@ -158,6 +188,9 @@ class ModelRunner:
             raise ValueError(f"prefix has {n} tokens but {seq.length} slots were allocated")
         ctx = PrefillContext(self, self._long(self._slots(seq.block_table, 0, n)),
                              causal=self.family.capabilities.causal_prefix)
+        ctx.states = self._state_rows([seq], [n])
+        if ctx.states is not None:
+            self.states.zero(seq.state_slot)  # a prefix starts from the zero state
         if keep_hidden and self.hidden:
             m.prefill_prefix(pix, prompt_ids, ctx, keep=self.hidden)
         else:
@@ -226,6 +259,10 @@ class ModelRunner:
             last.append(len(ids) - 1)
         ctx = PagedContext(self, self._long(slots), tables, self._int(rows), self._int(lens),
                            self._seq_start([len(seg) for seg in inputs]))
+        ctx.states = self._state_rows(seqs, [len(seg) for seg in inputs])
+        if ctx.states is not None and any(read_only or ()):
+            raise ValueError("a read-only (prefix-cache hit) segment skips tokens the recurrent "
+                             "state must see: the prefix cache is off with state slots")
         hidden = m.forward_tokens(0, m.embed_tokens(self._long(ids)), self._long(pos), ctx, None)
         tokens, margin = self._greedy(m.lm_logits(hidden[self._long(last)]))
         out_tok, out_mar, active_idx = [tokens], [margin], [list(range(b))]
@@ -242,6 +279,7 @@ class ModelRunner:
             ctx = PagedContext(self, self._long([self._slots(seqs[i].block_table, q, 1)[0]
                                                  for i, q in zip(idx, p)]),
                                tables, self._int(idx), self._int([q + 1 for q in p]))
+            ctx.states = self._state_rows([seqs[i] for i in idx], [1] * len(idx))
             prev = tokens if len(idx) == b else tokens[self._long(idx)]
             rope = [q + seqs[i].rope_offset for i, q in zip(idx, p)]
             hidden = m.forward_tokens(0, m.embed_tokens(prev), self._long(rope), ctx, None)

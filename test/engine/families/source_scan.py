@@ -118,6 +118,9 @@ FAMILY_MODULES = (
     "oxygen_ros/engine/model/qwen3vl_checkpoint.py",
     "oxygen_ros/engine/model/starvla_heads.py",
     "oxygen_ros/engine/model/qwen35.py",
+    "oxygen_ros/engine/model/qwen35_vla.py",
+    "oxygen_ros/engine/model/qwen35_checkpoint.py",
+    "oxygen_ros/engine/config/hybrid_config.py",
     # the StarVLA family's own benchmark: it times each StarVLA head alone, by its kind
     "oxygen_ros/bench/suite/starvla_heads.py",
 )

@@ -23,10 +23,12 @@ def test_builtin_families_declare_kv_of_every_layer_and_the_pool_follows():
     assert runner.bytes_per_block == 16 * 2 * mc.depth * mc.num_kv_heads * mc.head_dim * 4
 
 
-def test_a_hybrid_spec_states_qwen35_sizes_and_the_pool_refuses_it(monkeypatch):
+def test_a_hybrid_spec_states_qwen35_sizes_and_the_pool_holds_it(monkeypatch):
     """Qwen3.5-0.8B as its config gives it: 6 full-attention layers (2 KV heads of 256) and 18
     Gated DeltaNet layers, each a conv window [6144, 4] in bf16 and a [16, 128, 128] float32
-    matrix: 18.8 MiB per sequence, 12 KiB of K/V per token in bf16."""
+    matrix: 18.8 MiB per sequence, 12 KiB of K/V per token in bf16. The pool holds K/V blocks
+    of the 6 attention layers and, in state slots sized when it is built, the 18 layers'
+    states (refused without slots)."""
     full = tuple(range(3, 24, 4))
     spec = CacheSpec(AttentionKV(full, 2, 256), RecurrentState(
         tuple(i for i in range(24) if i not in full),
@@ -37,5 +39,12 @@ def test_a_hybrid_spec_states_qwen35_sizes_and_the_pool_refuses_it(monkeypatch):
     mc = PRESETS["tiny"]
     family = family_of(mc)
     monkeypatch.setattr(type(family), "cache_spec", lambda self, config: spec)
-    with pytest.raises(ValueError, match="pool holds only"):
+    with pytest.raises(ValueError, match="needs state slots"):
         ModelRunner(init_model(mc), mc, 4, 16)
+    runner = ModelRunner(init_model(mc), mc, 4, 16, state_slots=2)
+    assert runner.pool.shape == (6, 2, 5, 16, 2, 256)
+    assert runner.bytes_per_slot == spec.recurrent.bytes_per_sequence()
+    conv, rec = runner.states.tensors["conv"], runner.states.tensors["recurrent"]
+    assert len(conv) == len(rec) == 18
+    assert conv[0].shape == (2, 6144, 4) and rec[0].shape == (2, 16, 128, 128)
+    assert runner.states.nbytes == 2 * runner.bytes_per_slot

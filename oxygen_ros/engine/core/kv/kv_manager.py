@@ -15,6 +15,12 @@ Blocks are registered in the cache when an append fills them, i.e. BEFORE the ru
 K/V. A later append in the same frame may hit them, so the runner must store a call's K/V before
 any attention of that call reads the pool (store-then-attend per layer) and must run requests in
 admission order when it splits work across calls.
+
+Recurrent state (a cache spec with a RecurrentState, ``state_slots`` > 0): every sequence also
+holds one state slot (kv/state_slots.py), taken at its first append, shared by a fork and copied
+on the first append of a sharer (KVCacheBlocks.state_copy), freed with the sequence. An append
+is atomic over blocks and its slot alike. The prefix cache must be off then (the engine turns it
+off): a hit skips tokens, and the state would not advance over them.
 """
 from __future__ import annotations
 
@@ -22,6 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from oxygen_ros.engine.core.kv.block_pool import BlockPool
+from oxygen_ros.engine.core.kv.state_slots import StateSlots
 
 
 class UnknownSequenceError(KeyError, ValueError):
@@ -39,6 +46,8 @@ class KVCacheBlocks:
     new_block_ids: tuple[int, ...]  # freshly allocated blocks (CoW targets included, hits not)
     copies: tuple[tuple[int, int, int], ...]  # (src, dst, num_tokens): copy before writing
     num_cached_tokens: int  # leading appended tokens already in the cache (skip computing them)
+    state_slot: int | None = None  # the sequence's recurrent-state slot (None: no state)
+    state_copy: tuple[int, int] | None = None  # (src, dst) slot: copy before writing
 
 
 @dataclass(frozen=True)
@@ -50,6 +59,10 @@ class KVUsage:
     bytes_used: int
     peak_blocks: int
     peak_bytes: int
+    # recurrent-state slots (0 when the cache spec has none); bytes_used / peak_bytes count them
+    state_slots_used: int = 0
+    state_slots_total: int = 0
+    peak_state_slots: int = 0
 
 
 @dataclass(slots=True)
@@ -59,6 +72,7 @@ class _Seq:
     known: bool = True  # keys of all positions [0, length) known, so the hash chain continues
     last_hash: int | None = None  # hash of the last full block (parent of the next one)
     tail_keys: tuple[int, ...] = ()  # keys in the partial last block (meaningful if known)
+    slot: int | None = None  # recurrent-state slot (taken at the first append)
 
 
 @dataclass(slots=True)
@@ -75,7 +89,8 @@ class _Seg:
 
 class KVManager:
     def __init__(self, num_blocks: int, block_size: int, bytes_per_block: int,
-                 enable_prefix_cache: bool = True) -> None:
+                 enable_prefix_cache: bool = True, state_slots: int = 0,
+                 bytes_per_slot: int = 0) -> None:
         if block_size <= 0:
             raise ValueError(f"block_size must be > 0, got {block_size}")
         if bytes_per_block < 0:
@@ -85,6 +100,11 @@ class KVManager:
         self.bytes_per_block = bytes_per_block
         self.enable_prefix_cache = enable_prefix_cache
         self._seqs: dict[int, _Seq] = {}
+        if state_slots and enable_prefix_cache:
+            raise ValueError("recurrent state slots need the prefix cache off (a hit would skip "
+                             "tokens the state must see)")
+        self.state = StateSlots(state_slots) if state_slots else None
+        self.bytes_per_slot = bytes_per_slot
 
     # ---- sequences --------------------------------------------------------------------------
     def create(self, seq_id: int, parent: int | None = None) -> None:
@@ -96,12 +116,17 @@ class KVManager:
             return
         p = self._get(parent)
         self.pool.incref(p.table)
-        self._seqs[seq_id] = _Seq(list(p.table), p.length, p.known, p.last_hash, p.tail_keys)
+        if p.slot is not None:
+            self.state.incref(p.slot)  # read-only share of the parent's state
+        self._seqs[seq_id] = _Seq(list(p.table), p.length, p.known, p.last_hash, p.tail_keys,
+                                  p.slot)
 
     def free(self, seq_id: int) -> None:
         s = self._get(seq_id)
         # Reversed: the tail of a chain is evicted before its head (a chain is useless headless).
         self.pool.decref(reversed(s.table))
+        if s.slot is not None:
+            self.state.decref([s.slot])
         del self._seqs[seq_id]
 
     def __contains__(self, seq_id: object) -> bool:
@@ -123,7 +148,11 @@ class KVManager:
         keys = tuple(token_keys)
         total = len(keys) + reserve
         if total == 0:
-            return KVCacheBlocks(tuple(s.table), (), (), 0)
+            return KVCacheBlocks(tuple(s.table), (), (), 0, s.slot)
+        # a state slot of its own: none yet, or one shared with a fork (copy on write)
+        new_slot = self.state is not None and (s.slot is None or self.state.refcount(s.slot) > 1)
+        if new_slot and self.state.num_free < 1:
+            return None
         segs, last_hash, tail_keys, known = self._plan(s, keys, total, cacheable)
 
         # Fit check before touching anything. A hit on a cached-free block takes it out of the
@@ -164,9 +193,18 @@ class KVManager:
                 self.pool.register(target, g.block_hash, g.hkeys)
         if released:
             self.pool.decref(released)  # after allocate: a CoW source is never its own target
+        state_copy = None
+        if new_slot:
+            slot = self.state.allocate()
+            assert slot is not None  # checked above
+            if s.slot is not None:
+                state_copy = (s.slot, slot)
+                self.state.decref([s.slot])  # still held by the sharer(s): refcount was > 1
+            s.slot = slot
         s.length += total
         s.last_hash, s.tail_keys, s.known = last_hash, tail_keys, known
-        return KVCacheBlocks(tuple(s.table), tuple(fresh), tuple(copies), cached_tokens)
+        return KVCacheBlocks(tuple(s.table), tuple(fresh), tuple(copies), cached_tokens, s.slot,
+                             state_copy)
 
     def _plan(self, s: _Seq, keys: tuple[int, ...], total: int, cacheable: bool
               ) -> tuple[list[_Seg], int | None, tuple[int, ...], bool]:
@@ -226,16 +264,30 @@ class KVManager:
         return [b for b in self._get(seq_id).table
                 if pool.refcount(b) == 1 and pool.block_hash(b) is None]
 
-    def can_fit(self, num_new_blocks: int) -> bool:
-        return self.pool.num_available >= num_new_blocks
+    def state_slot(self, seq_id: int) -> int | None:
+        return self._get(seq_id).slot
+
+    def can_fit(self, num_new_blocks: int, num_new_slots: int = 0) -> bool:
+        slots_ok = num_new_slots <= 0 or (self.state is not None
+                                          and self.state.num_free >= num_new_slots)
+        return self.pool.num_available >= num_new_blocks and slots_ok
 
     def usage(self) -> KVUsage:
-        p = self.pool
+        p, st = self.pool, self.state
+        used, total, peak = (st.num_used, st.num_slots, st.peak_used) if st else (0, 0, 0)
         return KVUsage(
             blocks_used=p.num_used, blocks_cached=p.num_cached_free, blocks_free=p.num_free,
-            blocks_total=p.num_blocks, bytes_used=p.num_used * self.bytes_per_block,
-            peak_blocks=p.peak_used, peak_bytes=p.peak_used * self.bytes_per_block,
+            blocks_total=p.num_blocks,
+            bytes_used=p.num_used * self.bytes_per_block + used * self.bytes_per_slot,
+            peak_blocks=p.peak_used,
+            peak_bytes=p.peak_used * self.bytes_per_block + peak * self.bytes_per_slot,
+            state_slots_used=used, state_slots_total=total, peak_state_slots=peak,
         )
+
+    def reset_peak(self) -> None:
+        self.pool.reset_peak()
+        if self.state is not None:
+            self.state.reset_peak()
 
     def check_invariants(self) -> None:
         """Raise AssertionError if refcounts, tables or counters disagree (tests, debugging)."""
@@ -259,6 +311,19 @@ class KVManager:
                 f"counters: used {p.num_used} (actual {used}), free {p.num_free}, "
                 f"cached {p.num_cached_free}, total {p.num_blocks}"
             )
+        if self.state is not None:
+            slot_holders = [0] * self.state.num_slots
+            for sid, s in self._seqs.items():
+                if s.slot is not None:
+                    slot_holders[s.slot] += 1
+                elif s.length:
+                    raise AssertionError(f"seq {sid}: {s.length} tokens and no state slot")
+            for slot, n in enumerate(slot_holders):
+                if self.state.refcount(slot) != n:
+                    raise AssertionError(f"state slot {slot}: refcount "
+                                         f"{self.state.refcount(slot)} != {n} holders")
+            if sum(1 for n in slot_holders if n) + self.state.num_free != self.state.num_slots:
+                raise AssertionError("state slots: used + free != total")
 
     def _get(self, seq_id: int) -> _Seq:
         try:
