@@ -1,5 +1,6 @@
-"""episode_starts: from a run's bag, which episodes began with the node still holding the previous
-episode's last command (a synthetic bag with known starts; no simulator needed)."""
+"""loop_timing: from a run's bag, the chunks' latency, period and coverage, and which episodes
+began with the node still holding the previous episode's last command (synthetic bags with known
+timing; no simulator needed)."""
 from __future__ import annotations
 
 import json
@@ -7,9 +8,9 @@ import json
 import numpy as np
 
 from oxygen_ros.bags import messages as M
-from oxygen_ros.bags.typestore import IMAGE, JOINT_STATE, STRING
+from oxygen_ros.bags.typestore import IMAGE, JOINT_STATE, STRING, TRAJECTORY
 from oxygen_ros.bags.writer import BagWriter
-from oxygen_ros.sim.episode_starts import episode_starts, main, summary
+from oxygen_ros.sim.loop_timing import chunk_timing, episode_starts, main, summary
 
 MS = 10**6
 T0 = 1_800_000_000 * 10**9
@@ -62,3 +63,26 @@ def test_held_and_commanded_starts_are_told_apart(tmp_path, capsys):
     assert s["success_after_commanded_start"] == {"n": 1, "success": 1}
     assert main([str(tmp_path / "run")]) == 0
     assert json.loads(capsys.readouterr().out)[str(tmp_path / "run")]["held_starts"] == 1
+
+
+def test_chunk_timing_counts_ticks_past_the_chunk_and_stale(tmp_path):
+    """Chunks of 8 steps at 50 ms (0.35 s to the last step), observed every 400 ms and logged
+    100 ms after their observation; the fifth never comes. Commands every 50 ms: per chunk the
+    ticks are 100..450 ms old (2 of 8 past its last step); after the fourth they grow to 750 ms
+    (8 of 14 past its end, 5 of them beyond the 0.5 s observation timeout)."""
+    with BagWriter(tmp_path / "run", "mcap") as w:
+        msgs = []
+        for k in range(4):
+            stamp = T0 + k * 400 * MS
+            msgs.append((stamp + 100 * MS, "/oxygen/action_chunk", TRAJECTORY,
+                         M.trajectory(w.store, np.zeros((8, 4)), NAMES, stamp, 0.05)))
+        for j in range(38):
+            ns = T0 + 100 * MS + j * 50 * MS
+            msgs.append((ns, "/oxygen/joint_command", JOINT_STATE, M.joint_state(w.store, NAMES, [0.0] * 4, ns)))
+        for log, topic, typ, msg in sorted(msgs, key=lambda m: m[0]):
+            w.write(topic, typ, msg, log)
+    t = chunk_timing(tmp_path / "run")
+    assert t["chunks"] == 4 and t["ticks"] == 38 and t["chunk_span_s"] == 0.35
+    assert t["latency_ms_p50_p90_p99"] == [100.0, 100.0, 100.0]
+    assert t["period_ms_p50_p90_p99"] == [400.0, 400.0, 400.0]
+    assert t["past_end"] == round(14 / 38, 4) and t["stale"] == round(5 / 38, 4)
