@@ -67,6 +67,7 @@ class ReplayConfig:
     chunk_rate_hz: float = 0.0  # the chunk's step rate (the node's chunk_rate_hz); 0 = control_rate_hz
     crossfade_s: float = 0.1
     chunk_blend: str = "crossfade"  # crossfade | rtc | none, as the node's parameter
+    chunk_skip_latency: bool = True  # as the node's parameter (False: a deliberate fault)
     observation_timeout_s: float = 0.5
     rate: float = 0.0  # 0 = as fast as possible, else x recorded speed
     drain: bool = True  # after the last input, finish every language request (see Replayer.drain)
@@ -113,6 +114,7 @@ class ReplayConfig:
             lower=() if mapping.lower is None else mapping.lower,
             upper=() if mapping.upper is None else mapping.upper, crossfade_s=self.crossfade_s,
             observation_timeout_s=self.observation_timeout_s, blend=self.chunk_blend,
+            skip_latency=self.chunk_skip_latency,
             velocity_limits=self.joint_velocity_limits,
             acceleration_limits=self.joint_acceleration_limits,
             max_start_deviation=self.max_start_deviation,

@@ -58,6 +58,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--chunk-blend", choices=BLENDS, default="crossfade",
                    help="as the node's chunk_blend: crossfade, rtc (real-time chunking, docs/rtc.md; "
                         "the engine's --rtc-* flags apply) or none")
+    p.add_argument("--no-skip-latency", action="store_true",
+                   help="the node's chunk_skip_latency false: play every chunk from its first step, "
+                        "one latency late (a deliberate fault, for comparison)")
     p.add_argument("--observation-timeout-s", type=float, default=0.5)
     p.add_argument("--joint-velocity-limits", nargs="+", type=float, default=[],
                    help="rad/s, one value or one per joint (the node's joint_velocity_limits)")
@@ -118,6 +121,7 @@ def config_from(args: argparse.Namespace, bag: BagData, num_cameras: int, action
                         stamp_tolerance_s=args.stamp_tolerance_s,
                         max_stamp_offset_s=args.max_stamp_offset_s, control_rate_hz=args.control_rate_hz,
                         crossfade_s=args.crossfade_s, chunk_blend=args.chunk_blend,
+                        chunk_skip_latency=not args.no_skip_latency,
                         observation_timeout_s=args.observation_timeout_s,
                         rate=args.rate, drain=not args.no_drain,
                         joint_velocity_limits=list(args.joint_velocity_limits),

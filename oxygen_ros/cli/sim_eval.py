@@ -39,7 +39,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="base layout seed (default far from the seeds demonstrations use, 0..)")
     p.add_argument("--settings", nargs="+", default=["expert", "isolated", "oxygen-k1", "oxygen-k5"],
                    help="expert | <mode> | <mode>-k<N> | ...-nomem, each optionally +bgr or +state-swapped "
-                   "(a wiring fault fed to the policy); mode: isolated, oxygen, shared, parallel")
+                   "(a wiring fault fed to the policy) or +stale (the node plays every chunk from its "
+                   "first step, one latency late); mode: isolated, oxygen, shared, parallel")
     p.add_argument("--blends", nargs="+", default=["crossfade", "rtc"], choices=["crossfade", "rtc", "none"],
                    help="chunk_blend of every node setting")
     p.add_argument("--N", type=int, default=30, help="max_decode_steps (memory text length)")

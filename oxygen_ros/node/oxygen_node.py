@@ -40,6 +40,7 @@ from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackRet
 from oxygen_ros.engine.config import head_names
 from oxygen_ros.engine.core.rtc import unsupported_reason
 from oxygen_ros.robot.chunk_player import ChunkPlayer
+from oxygen_ros.robot.command_config import CommandConfig
 from oxygen_ros.robot.shaper import CommandShaper
 from oxygen_ros.robot.values import StateMapping
 
@@ -184,6 +185,7 @@ class OxygenNode(LifecycleNode):
         # the chunk's time axis (chunk_rate_hz / the checkpoint's fps) apart from the control tick
         tick_s = 1.0 / float(p["control_rate_hz"])
         command = P.command_config(p, P.chunk_step_s(p, built.fps), tick_s)
+        _warn_no_skip(self, command)
         player = ChunkPlayer.from_config(command)
         heads = head_names(built.model_config)
         pubs = Publishers(self, p["command_type"], heads)
@@ -367,8 +369,18 @@ def _command(node: OxygenNode, rt: Runtime, changes: dict[str, Any], m: dict[str
     node._staged.command = None
     if command is None:  # accepted before configure built the player: built from the map now
         command = P.command_config(m, rt.player.dt, rt.player.tick_s)
+    if "chunk_skip_latency" in changes:
+        _warn_no_skip(node, command)
     rt.player.configure(command)
     rt.control.shaper.configure(*command.shaper_limits())  # all four limits, one swap
+
+
+def _warn_no_skip(node: OxygenNode, command: CommandConfig) -> None:
+    """chunk_skip_latency false is a fault on purpose (sensitivity tests): say so once per set."""
+    if not command.skip_latency:
+        node.get_logger().warning("chunk_skip_latency is false: every action chunk plays from its "
+                                  "first step, one inference latency late (a deliberate fault for "
+                                  "sensitivity tests, never for a robot)")
 
 
 def _set(target: Callable[[Runtime], Any], attr: str, name: str, cast: Callable = lambda v: v):

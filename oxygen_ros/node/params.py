@@ -43,7 +43,7 @@ TRACKING = "max_tracking_error"  # the shaper's restart tolerance
 # the live parameters that make the command path's CommandConfig (robot/command_config.py): a
 # change of any of them builds a new one from ALL of them (command_config below)
 COMMAND_KEYS = ("joint_limits_lower", "joint_limits_upper", "crossfade_s", "observation_timeout_s",
-                "max_stamp_offset_s", "chunk_blend", *SHAPER_LIMITS, TRACKING)
+                "max_stamp_offset_s", "chunk_blend", "chunk_skip_latency", *SHAPER_LIMITS, TRACKING)
 
 LIVE, CONFIGURE, READ_ONLY = "live", "configure", "read_only"
 
@@ -107,6 +107,10 @@ NODE_PARAMETERS: tuple[Spec, ...] = (
          "executed: crossfade (crossfade_s), rtc (real-time chunking: the engine continues the "
          "executed steps and the new chunk takes over at step d, the control steps counted since "
          "its observation; docs/rtc.md) or none (switch at once)", LIVE, choices=BLENDS),
+    Spec("chunk_skip_latency", "bool", True, "a new action chunk starts at the step due now, "
+         "skipping the steps whose time passed since its observation (inference latency); false "
+         "plays every chunk from its first step, one latency late: a deliberate fault for "
+         "sensitivity tests (docs/simulation.md), never for a robot", LIVE),
     Spec("stamp_tolerance_s", "double", 0.05, "max stamp difference between paired camera frames "
          "and joint states", LIVE, (0.0, 10.0), unit="s"),
     Spec("max_stamp_offset_s", "double", 1.0, "inputs stamped further than this ahead of or behind "
@@ -308,6 +312,7 @@ def command_config(values: dict[str, Any], step_s: float, tick_s: float) -> Comm
         crossfade_s=float(values["crossfade_s"]),
         observation_timeout_s=float(values["observation_timeout_s"]),
         future_tolerance_s=float(values["max_stamp_offset_s"]), blend=values["chunk_blend"],
+        skip_latency=values["chunk_skip_latency"],
         velocity_limits=values["joint_velocity_limits"] or (),
         acceleration_limits=values["joint_acceleration_limits"] or (),
         max_start_deviation=values["max_start_deviation"] or (),

@@ -13,6 +13,9 @@ position is the step itself: with tick_s == step_s every tick plays exactly a st
 - Position by time (``crossfade`` and ``none``): the tick slot of the chunk's age,
   floor(age / tick_s) * tick_s / step_s. Steps already in the past when the chunk arrives
   (inference latency) are skipped.
+- `skip_latency` False (a deliberate fault, for sensitivity runs): the chunk's axis starts at its
+  ARRIVAL instead of its observation's stamp, so every new chunk plays from step 0, one latency
+  late (rtc: it takes over at 0, not at d). Staleness still goes by the observation's age.
 - A new chunk replacing the current one is blended in linearly over `crossfade_s`, starting
   from the exact value the player was outputting at that moment (so never a jump, even when a
   chunk arrives during a running fade).
@@ -103,12 +106,13 @@ class ChunkPlayer:
     def __init__(self, num_joints: int, dt: float, crossfade_s: float = 0.1,
                  observation_timeout_s: float = 0.5, lower: np.ndarray | None = None,
                  upper: np.ndarray | None = None, future_tolerance_s: float = 1.0,
-                 blend: str = "crossfade", tick_s: float | None = None) -> None:
+                 blend: str = "crossfade", tick_s: float | None = None,
+                 skip_latency: bool = True) -> None:
         """A player with a fresh CommandConfig (dt: the chunk's step period; tick_s: the
         control period, None = dt). `ChunkPlayer.from_config` takes a config as it is."""
         self._init(CommandConfig(num_joints, dt, tick_s, () if lower is None else lower,
                                  () if upper is None else upper, crossfade_s, observation_timeout_s,
-                                 future_tolerance_s, blend))
+                                 future_tolerance_s, blend, skip_latency=skip_latency))
 
     @classmethod
     def from_config(cls, config: CommandConfig) -> "ChunkPlayer":
@@ -131,6 +135,7 @@ class ChunkPlayer:
         self._chunk: np.ndarray | None = None
         self._slopes: np.ndarray | None = None
         self._stamp = 0.0
+        self._arrival = 0.0  # when the current chunk was handed over (skip_latency False: its origin)
         self._fade_from: np.ndarray | None = None
         self._fade_start = 0.0
         self._last: np.ndarray | None = None
@@ -197,8 +202,10 @@ class ChunkPlayer:
             if cfg.blend == "rtc":  # take over at d: the ticks played since its stamp, in steps
                 d = self._ticks_since(float(stamp)) * cfg.steps_per_tick
                 self.last_delay = min(math.ceil(d - EPS), a.shape[0])
-                self._start, self._ticks, self._rebase = min(d, a.shape[0] - 1.0), 0, False
+                start = min(d, a.shape[0] - 1.0) if cfg.skip_latency else 0.0
+                self._start, self._ticks, self._rebase = start, 0, False
             self._chunk, self._slopes, self._stamp = a.copy(), pchip_slopes(a), float(stamp)
+            self._arrival = float(now)
             self.accepted += 1
             return True
 
@@ -233,7 +240,7 @@ class ChunkPlayer:
             if cfg.blend == "rtc" and not self._rebase:
                 nxt = self._start + self._ticks * r
             else:
-                due = self._played_t[-1] + cfg.tick_s if played else max(float(stamp), self._stamp)
+                due = self._played_t[-1] + cfg.tick_s if played else max(float(stamp), self._origin())
                 nxt = self._time_position(due)
             last = self._chunk.shape[0] - 1
             done = n * r  # chunk steps played since the stamp
@@ -251,7 +258,7 @@ class ChunkPlayer:
         """What `chunk` (observation `stamp`) would play first if handed over at `now`: the
         position by time, clipped (the start gate compares it with the measured pose)."""
         a = np.asarray(chunk, dtype=np.float64)
-        pos = self._time_position(now, stamp)
+        pos = self._time_position(now, stamp if self._config.skip_latency else now)
         return self._clip(hermite_at(a, pchip_slopes(a), pos))
 
     def clear(self) -> None:
@@ -295,10 +302,16 @@ class ChunkPlayer:
                     self._ticks += 1
             return sample
 
-    def _time_position(self, now: float, stamp: float | None = None) -> float:
-        """The position by time: the tick slot of the age, in chunk steps."""
+    def _origin(self) -> float:
+        """When the current chunk's step 0 is due: its observation's stamp (the steps that
+        elapsed during inference are skipped), or its arrival with skip_latency False."""
+        return self._stamp if self._config.skip_latency else self._arrival
+
+    def _time_position(self, now: float, origin: float | None = None) -> float:
+        """The position by time: the tick slot of the time since `origin` (default: the
+        current chunk's, _origin), in chunk steps."""
         cfg = self._config
-        age = max(now - (self._stamp if stamp is None else stamp), 0.0)
+        age = max(now - (self._origin() if origin is None else origin), 0.0)
         return math.floor(age / cfg.tick_s + EPS) * cfg.steps_per_tick
 
     def _value_locked(self, now: float) -> Sample | None:

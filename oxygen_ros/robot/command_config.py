@@ -54,6 +54,10 @@ class CommandConfig:
     acceleration_limits: tuple[float, ...] = ()
     max_start_deviation: tuple[float, ...] = ()
     max_tracking_error: tuple[float, ...] = DEFAULT_TRACKING_ERROR  # restarts (shaper.py)
+    # True (right): a new chunk plays from the step due now, skipping the steps whose time
+    # passed during inference. False plays every chunk from step 0 at its arrival, one latency
+    # late: a deliberate fault for sensitivity runs (a loop that forgot its latency)
+    skip_latency: bool = True
 
     def __post_init__(self) -> None:
         n = self.num_joints
@@ -86,6 +90,9 @@ class CommandConfig:
             raise ValueError(f"observation_timeout_s must be > 0, got {self.observation_timeout_s!r}")
         if not (np.isfinite(self.future_tolerance_s) and self.future_tolerance_s >= 0):
             raise ValueError(f"future_tolerance_s must be >= 0, got {self.future_tolerance_s!r}")
+        if not isinstance(self.skip_latency, (bool, np.bool_)):
+            raise ValueError(f"skip_latency must be true or false, got {self.skip_latency!r}")
+        set_("skip_latency", bool(self.skip_latency))
         set_("crossfade_s", float(self.crossfade_s))
         set_("observation_timeout_s", float(self.observation_timeout_s))
         set_("future_tolerance_s", float(self.future_tolerance_s))

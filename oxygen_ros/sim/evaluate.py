@@ -32,7 +32,14 @@ from oxygen_ros.robot.command_config import BLENDS
 from .env import CONTROL_PERIOD_S, JOINT_NAMES
 from .episodes import Status
 from .metrics import MemoryCheck, Timeline, check_memory
+from .node import FAULTS as SIM_FAULTS
 from .node import SimConfig
+
+# Faults the node's own parameters make (the sim's wiring faults are node.FAULTS):
+#   stale  chunk_skip_latency false: every chunk plays from its first step, one inference latency
+#          late, instead of skipping the steps whose time passed since its observation
+NODE_FAULTS: dict[str, dict[str, Any]] = {"stale": {"chunk_skip_latency": False}}
+FAULTS = (*SIM_FAULTS, *NODE_FAULTS)
 
 
 @dataclass(frozen=True)
@@ -43,11 +50,9 @@ class Setting:
     k: int = 1
     blend: str = "crossfade"
     memory: bool = True
-    fault: str = ""  # node.FAULTS: a wiring fault fed to the policy (sensitivity runs)
+    fault: str = ""  # FAULTS: a wiring fault fed to the policy or a node fault (sensitivity runs)
 
     def __post_init__(self) -> None:
-        from .node import FAULTS
-
         if self.fault not in FAULTS:
             raise ValueError(f"fault {self.fault!r} is not one of {', '.join(f for f in FAULTS if f)}")
         if self.fault and self.mode == "expert":
@@ -180,6 +185,7 @@ def node_parameters(setting: Setting, opts: NodeOptions, sim: SimConfig, bag: Pa
     if opts.denoise_steps:
         p["denoise_steps"] = opts.denoise_steps
     p.update(opts.extra)
+    p.update(NODE_FAULTS.get(setting.fault, {}))  # the setting's fault wins over --param
     return p
 
 
@@ -214,7 +220,8 @@ def run_setting(setting: Setting, sim_cfg: SimConfig, out: Path, opts: NodeOptio
     safe = setting.name.replace("/", "_").replace("+", "_")
     bag = out / "bags" / safe
     expert = setting.mode == "expert"
-    sim_cfg = SimConfig(**{**asdict(sim_cfg), "privileged": expert, "fault": setting.fault,
+    sim_fault = setting.fault if setting.fault in SIM_FAULTS else ""  # the node makes the others
+    sim_cfg = SimConfig(**{**asdict(sim_cfg), "privileged": expert, "fault": sim_fault,
                            "tasks": tuple(sim_cfg.tasks)})
     if not expert and opts is None:
         raise ValueError("a node setting needs NodeOptions (the checkpoint)")

@@ -193,10 +193,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--expert-width", type=int, default=None)
     p.add_argument("--depth", type=int, default=None)
     p.add_argument("--patch", type=int, default=None, help="vision patch size (64 px images)")
+    p.add_argument("--horizon", type=int, default=None,
+                   help="action chunk steps (default policy.ACTION_HORIZON); a chunk must cover the "
+                        "deployment's observation -> next chunk time (latency + period)")
     p.add_argument("--no-progress", action="store_true")
     a = p.parse_args(argv)
     model_kw = {k: v for k, v in (("width", a.width), ("expert_width", a.expert_width),
-                                  ("depth", a.depth), ("patch", a.patch)) if v is not None}
+                                  ("depth", a.depth), ("patch", a.patch), ("horizon", a.horizon))
+                if v is not None}
     command = "python -m oxygen_ros.sim.train " + " ".join(shlex.quote(x) for x in
                                                             (argv if argv is not None else sys.argv[1:]))
     summary = train(a.data, a.out, a.epochs, a.batch_size, a.lr, a.weight_decay, a.warmup, a.seed,

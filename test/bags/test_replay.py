@@ -280,3 +280,21 @@ def test_replayed_action_chunk_is_clipped_and_control_runs_faster_than_the_chunk
     values = np.array([m.position for _, m in cmds])
     # after the first command (the shaper's start: the recorded joint state) within the limits
     assert np.abs(values[1:]).max() <= 0.05 + 1e-8
+
+
+def test_no_skip_latency_reaches_the_replayed_player(tmp_path):
+    """--no-skip-latency is the node's chunk_skip_latency false (the stale-chunk fault): the
+    replayed ChunkPlayer's config says so; by default it skips the latency, as the node."""
+    from types import SimpleNamespace
+
+    from oxygen_ros.bags.reader import BagData, bag_topics
+    from oxygen_ros.cli.replay import config_from, parse_args
+
+    write_run(tmp_path / "in", "mcap", seconds=0.2)
+    bag = BagData(str(tmp_path / "in"))  # its topics, as the command reads them
+    bag.topics.update(bag_topics(tmp_path / "in"))
+    no_limits = SimpleNamespace(lower=None, upper=None)
+    for extra, skip in (([], True), (["--no-skip-latency"], False)):
+        args = parse_args([str(tmp_path / "in"), "--out", str(tmp_path / "o"), *extra])
+        cfg = config_from(args, bag, 1, len(JOINTS))
+        assert cfg.chunk_skip_latency is skip and cfg.command_config(no_limits).skip_latency is skip

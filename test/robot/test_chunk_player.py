@@ -350,3 +350,43 @@ def test_rtc_at_fast_control_tracks_and_keeps_d_inside_the_chunk(control_hz):
     late = t > 0.32  # from the third hand-over (the second counted no tick before the first)
     assert np.abs(v[late] - smooth(t[late])).max() < 1e-3
     assert np.abs(np.diff(v[late])).max() <= 0.95 * tick * 1.02  # bounded step per tick
+
+
+# -- skip_latency false: the "stale chunks played one latency late" fault (sensitivity runs) ------
+@pytest.mark.parametrize("blend", ["crossfade", "none", "rtc"])
+def test_without_skip_latency_every_chunk_plays_from_its_first_step(blend):
+    """A chunk whose observation is 3 steps old at arrival: by default its steps 0-2 (their time
+    passed during inference) are skipped; with skip_latency False it plays from step 0 at its
+    arrival, one step per tick, one latency late, under every blend. Staleness still goes by the
+    observation's age, not the arrival."""
+    kw = dict(crossfade_s=0.0, observation_timeout_s=0.5, blend=blend)
+    right, late = ChunkPlayer(2, DT, **kw), ChunkPlayer(2, DT, skip_latency=False, **kw)
+    for p in (right, late):
+        p.set_chunk(ramp(20), 0.0, 0.0)
+        for i in range(5):
+            p.tick(i * DT)
+    stamp, arrival = 5 * DT, 8 * DT  # 3 ticks played during the new chunk's inference
+    for p in (right, late):
+        for t in (stamp, stamp + DT, stamp + 2 * DT):
+            p.tick(t)
+        assert p.set_chunk(ramp(20, start=100.0), stamp, arrival)
+        # the start gate sees what will play first
+        assert np.allclose(p.first_value(ramp(20, start=100.0), stamp, arrival), 103.0 if p is right else 100.0)
+    for k in range(4):
+        t = arrival + k * DT
+        r, s = right.tick(t), late.tick(t)
+        assert r.index == 3 + k and np.allclose(r.values, 103.0 + k)
+        assert s.index == k and np.allclose(s.values, 100.0 + k)
+    # stale by the observation's age (0.5 s after its stamp), not by its later arrival
+    assert late.value_at(stamp + 0.51).stale and not late.value_at(stamp + 0.49).stale
+
+
+def test_skip_latency_is_a_live_setting_and_on_by_default():
+    p = ChunkPlayer(1, DT, crossfade_s=0.0, observation_timeout_s=10.0)
+    assert p.config.skip_latency is True
+    p.set_chunk(ramp(20, 1), 0.0, 0.1)  # 5 steps late
+    assert p.value_at(0.1).index == 5
+    p.configure(p.config.replace(skip_latency=False))
+    assert p.value_at(0.1).index == 0 and p.value_at(0.1 + 2 * DT + 1e-4).index == 2
+    p.configure(p.config.replace(skip_latency=True))
+    assert p.value_at(0.1).index == 5

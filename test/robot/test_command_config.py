@@ -28,6 +28,7 @@ STEP, TICK = 0.02, 0.005
     (dict(velocity_limits=(0.0,)), "joint_velocity_limits must be > 0"),
     (dict(acceleration_limits=(1.0, 2.0)), "joint_acceleration_limits has 2 entries"),
     (dict(max_start_deviation=(-0.1,)), "max_start_deviation must be >= 0"),
+    (dict(skip_latency="no"), "skip_latency must be true or false"),
 ])
 def test_invalid_configs_are_refused_with_the_reason(kwargs, words):
     base = dict(num_joints=J, step_s=STEP)

@@ -36,6 +36,27 @@ def test_settings_parse_and_name():
         Setting.parse("oxygen-x-y")
 
 
+def test_stale_is_a_node_fault_the_sim_does_not_see():
+    """+stale sets the node's chunk_skip_latency false (over --param); the sim stays right (its
+    wiring faults are only bgr and state-swapped); without a fault the node skips the latency."""
+    from pathlib import Path
+
+    from oxygen_ros.sim.evaluate import SIM_FAULTS
+    from oxygen_ros.sim.node import SimConfig
+
+    s = Setting.parse("oxygen-k1+stale", "rtc")
+    assert s == Setting("oxygen", 1, "rtc", True, "stale") and s.name == "oxygen-k1/rtc+stale"
+    opts = NodeOptions("/ckpt", extra={"chunk_skip_latency": True})
+    p = node_parameters(s, opts, SimConfig(), bag=Path("/b"), instruction="lock the door")
+    assert p["chunk_skip_latency"] is False and "stale" not in SIM_FAULTS
+    for text in ("oxygen-k1", "oxygen-k1+bgr"):
+        q = node_parameters(Setting.parse(text), NodeOptions("/ckpt"), SimConfig(), bag=Path("/b"),
+                            instruction="lock the door")
+        assert q.get("chunk_skip_latency", True) is True
+    with pytest.raises(ValueError, match="expert"):
+        Setting.parse("expert+stale")
+
+
 def test_wilson_interval_known_values():
     lo, hi = wilson(0, 10)
     assert lo == 0.0 and hi == pytest.approx(0.2775, abs=1e-4)

@@ -153,3 +153,20 @@ def test_training_is_deterministic_for_a_seed(tmp_path):
         files.append((tmp_path / run / "model.safetensors").read_bytes())
     assert files[0] == files[1]
     assert files[0] != files[2]
+
+
+def test_the_command_trains_the_chunk_length_it_is_given(tmp_path):
+    """--horizon sets the action chunk's steps: the checkpoint's chunk_size / n_action_steps
+    (what the node plays) and the model config; the default stays policy.ACTION_HORIZON."""
+    from oxygen_ros.sim.policy import ACTION_HORIZON
+    from oxygen_ros.sim.train import main
+
+    data = synthetic_demos().save(tmp_path / "demos.npz")
+    small = ["--width", "32", "--expert-width", "32", "--depth", "1", "--patch", "16"]
+    for name, extra, want in (("h12", ["--horizon", "12"], 12), ("default", [], ACTION_HORIZON)):
+        assert main(["--data", str(data), "--out", str(tmp_path / name), "--epochs", "0.25",
+                     "--batch-size", "8", "--warmup", "1", "--held-out", "0.5", "--no-progress",
+                     *small, *extra]) == 0
+        cfg = json.loads((tmp_path / name / "config.json").read_text())
+        assert cfg["chunk_size"] == cfg["n_action_steps"] == want
+        assert cfg["oxygen_model_config"]["action_horizon"] == want
