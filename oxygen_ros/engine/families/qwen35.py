@@ -21,7 +21,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .base import (AttentionKV, CacheSpec, Capabilities, ParamCounts, RecurrentState,
+from .base import (AttentionKV, CacheSpec, ParamCounts, RecurrentState,
                    StateTensor)
 from .starvla import StarVLAFamily
 
@@ -30,10 +30,9 @@ if TYPE_CHECKING:
 
 
 class Qwen35Family(StarVLAFamily):
+    """StarVLA's heads (its capabilities and action stage) on the Qwen3.5 backbone."""
+
     name = "qwen35"
-    capabilities = Capabilities(rtc=False, cuda_graphs=False, causal_prefix=True, bos=False,
-                                keeps_hidden=True)
-    action_stage_label = "heads"
 
     def validate(self, config: "ModelConfig") -> None:
         q, v, h = config.qwen, config.vision, config.hybrid

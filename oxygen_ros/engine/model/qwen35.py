@@ -453,11 +453,17 @@ def load_qwen35_folder(folder: str | Path, dtype: torch.dtype = torch.float32):
             mapped = backbone_key(key)
             if mapped is not None and not (mapped.startswith("lm_head.") and model.lm_head is None):
                 ours[mapped] = value
+    load_weights(model, ours, folder)
+    return config, model.to(dtype).eval().requires_grad_(False)
+
+
+def load_weights(model: nn.Module, weights: dict[str, torch.Tensor], folder: Path) -> None:
+    """``weights`` into ``model``, every tensor and no other: ValueError naming the missing,
+    unexpected or mis-shaped ones (the folder's weights do not fit its config)."""
     try:
-        missing, unexpected = model.load_state_dict(ours, strict=False)
+        missing, unexpected = model.load_state_dict(weights, strict=False)
     except RuntimeError as err:
         raise ValueError(f"{folder}: weights do not fit its Qwen3.5 config: {err}") from None
     if missing or unexpected:
         raise ValueError(f"{folder}: weights do not fit its Qwen3.5 config: missing "
                          f"{sorted(missing)[:5]}, unexpected {sorted(unexpected)[:5]}")
-    return config, model.to(dtype).eval().requires_grad_(False)

@@ -23,8 +23,10 @@ from ..config.model_config import ExpertConfig, ModelConfig, QwenVLConfig, Visio
 from ..config.presets import PRESETS
 from .formats import CheckpointInfo
 from .loader import Checkpoint, resolve_tokenizer
-from .qwen3vl_checkpoint import (EXPERT_CONFIG, EXPERT_FILE, _head_params, describe_heads,
-                                 expert_file_problems, save_action_expert)
+from .qwen35 import load_weights
+from .qwen3vl_checkpoint import (EXPERT_CONFIG, EXPERT_FILE, _head_params, count_backbone, describe_heads,
+                                 expert_file_problems, inspect_folder, read_folder_config,
+                                 rename_prefix, save_action_expert, save_hf_folder)
 
 log = logging.getLogger(__name__)
 
@@ -38,17 +40,11 @@ _KEY_PREFIXES = (("model.visual.", "backbone.visual."),
 
 
 def backbone_key(hf: str) -> str | None:
-    for src, dst in _KEY_PREFIXES:
-        if hf.startswith(src):
-            return dst + hf[len(src):]
-    return None
+    return rename_prefix(hf, _KEY_PREFIXES)
 
 
 def hf_key(ours: str) -> str | None:
-    for src, dst in _KEY_PREFIXES:
-        if ours.startswith(dst):
-            return src + ours[len(dst):]
-    return None
+    return rename_prefix(ours, tuple((dst, src) for src, dst in _KEY_PREFIXES))
 
 
 def is_qwen35_folder(path: str | Path) -> bool:
@@ -156,21 +152,7 @@ def model_config_from_hf(d: dict[str, Any], base: ModelConfig | None = None,
 
 def folder_config(folder: str | Path) -> ModelConfig:
     """config.json's backbone + our head JSON's rest; ValueError (with the file) otherwise."""
-    folder = Path(folder)
-    d = json.loads((folder / "config.json").read_text())
-    spec = None
-    if (folder / EXPERT_CONFIG).is_file():
-        try:
-            spec = json.loads((folder / EXPERT_CONFIG).read_text())
-        except ValueError as err:
-            raise ValueError(f"{folder / EXPERT_CONFIG}: not JSON ({err})") from None
-        if not isinstance(spec, dict):
-            raise ValueError(f"{folder / EXPERT_CONFIG}: a JSON object expected")
-    try:
-        return model_config_from_hf(d, None, spec)
-    except (TypeError, KeyError) as err:
-        raise ValueError(f"{folder}: config.json / {EXPERT_CONFIG} do not make a model "
-                         f"config: {err}") from None
+    return read_folder_config(folder, model_config_from_hf)
 
 
 def build(mc: ModelConfig):
@@ -259,13 +241,7 @@ def load_qwen35(folder: str | Path, dtype: torch.dtype = torch.float32):
         for i, e in enumerate(mc.action_experts):  # init_qwen35's heads, seed 0
             head = init_head(build_head(e, mc.vlm.width), seed=i + 1)
             ours.update({f"experts.{i}.{k}": v for k, v in head.state_dict().items()})
-    try:
-        missing, unexpected = model.load_state_dict(ours, strict=False)
-    except RuntimeError as err:
-        raise ValueError(f"{folder}: weights do not fit its Qwen3.5 config: {err}") from None
-    if missing or unexpected:
-        raise ValueError(f"{folder}: weights do not fit its Qwen3.5 config: missing "
-                         f"{sorted(missing)[:5]}, unexpected {sorted(unexpected)[:5]}")
+    load_weights(model, ours, folder)
     return mc, model.to(dtype).eval().requires_grad_(False)
 
 
@@ -274,17 +250,7 @@ def save_qwen35_folder(model: torch.nn.Module, folder: str | Path) -> None:
     by save_action_expert: load_qwen35 gives the same config and weights back."""
     from transformers import Qwen3_5ForConditionalGeneration
 
-    mc = model.config
-    sd = {hf_key(k): v.detach().to(torch.float32).cpu() for k, v in model.state_dict().items()
-          if hf_key(k) is not None}
-    hf = Qwen3_5ForConditionalGeneration(hf_config(mc))
-    missing, unexpected = hf.load_state_dict(sd, strict=False)
-    tied = {"lm_head.weight"} if mc.qwen.tie_word_embeddings else set()
-    if unexpected or set(missing) - tied:
-        raise ValueError(f"our backbone does not map onto transformers' Qwen3.5: missing "
-                         f"{sorted(set(missing) - tied)[:5]}, unexpected {sorted(unexpected)[:5]}")
-    hf.save_pretrained(folder)
-    save_action_expert(model, folder)
+    save_hf_folder(model, folder, Qwen3_5ForConditionalGeneration(hf_config(model.config)), hf_key)
 
 
 def qwen35_info(folder: str | Path, mc: ModelConfig) -> CheckpointInfo:
@@ -308,57 +274,8 @@ def open_qwen35_folder(folder: str | Path, device: str | torch.device = "cpu",
 
 
 def inspect_qwen35(folder: str | Path, tokenizer: str | None = None) -> dict[str, Any]:
-    """oxygen-inspect's view from headers alone: the ModelConfig, heads, tokenizer, every
-    backbone and head tensor's key and shape."""
-    from safetensors import safe_open
-
-    folder = Path(folder)
-    out: dict[str, Any] = {"format": "qwen35", "problems": []}
-    try:
-        mc = folder_config(folder)
-    except (ValueError, KeyError, OSError) as err:
-        out["problems"].append(f"config.json / {EXPERT_CONFIG}: {err}")
-        return out
-    out["config"] = mc
-    out["heads"] = describe_heads(mc)
-    try:
-        tok, source = resolve_tokenizer(folder, mc, qwen35_info(folder, mc), tokenizer)
-        out["tokenizer"] = f"{source} ({tok.vocab_size} tokens)"
-    except (ValueError, OSError) as err:
-        out["tokenizer"] = "NOT FOUND"
-        out["problems"].append(str(err))
-    shapes = _shapes(mc)
-    files = sorted(folder.glob("model*.safetensors"))
-    if not files:
-        out["problems"].append("no model*.safetensors")
-    seen, bad = set(), []
-    for f in files:
-        with safe_open(str(f), "pt") as sf:
-            for key in sf.keys():
-                ours = backbone_key(key)
-                if ours is None or ours not in shapes:
-                    continue
-                seen.add(ours)
-                got = tuple(sf.get_slice(key).get_shape())
-                if got != shapes[ours]:
-                    bad.append(f"{key}: {got} != {shapes[ours]}")
-    missing = [k for k in shapes if not k.startswith("experts.") and k not in seen]
-    out["weights"] = (f"{len(seen)} backbone tensors match" if not (bad or missing)
-                      else f"{len(bad)} wrong shapes, {len(missing)} missing")
-    out["problems"] += bad[:5] + [f"missing {k}" for k in missing[:5]]
-    expert_file = folder / EXPERT_FILE
-    if not expert_file.is_file():
-        out["action_expert"] = f"none ({EXPERT_FILE} absent: a RANDOM head when loaded)"
-        return out
-    want = {k: s for k, s in shapes.items() if k.startswith("experts.")}
-    try:
-        problems = expert_file_problems(expert_file, want)
-    except Exception as err:  # a damaged header: safetensors raises its own error types
-        problems = [f"{EXPERT_FILE}: {err}"]
-    out["action_expert"] = (f"{EXPERT_FILE}: {len(want)} tensors match" if not problems
-                            else f"{EXPERT_FILE}: {len(problems)} problem(s)")
-    out["problems"] += [f"{EXPERT_FILE}: {p}" for p in problems[:10]]
-    return out
+    """oxygen-inspect's view from headers alone (qwen3vl_checkpoint.inspect_folder)."""
+    return inspect_folder(folder, "qwen35", folder_config, qwen35_info, _shapes, backbone_key, tokenizer)
 
 
 def count_qwen35_params(mc: ModelConfig, expert: int = 1) -> ParamCounts:
@@ -370,15 +287,8 @@ def count_qwen35_params(mc: ModelConfig, expert: int = 1) -> ParamCounts:
     tied = mc.qwen.tie_word_embeddings
     groups = dict(vision=0, vlm_layers=0, lm_head=0, action_step=0, adarms_once=0, unread=0)
     for name, p in model.named_parameters():
-        n = p.numel()
-        if name.startswith("backbone.visual."):
-            groups["vision"] += n
-        elif name == "backbone.language_model.embed_tokens.weight":
-            groups["lm_head" if tied else "unread"] += n
-        elif name.startswith("backbone.lm_head."):
-            groups["lm_head"] += n
-        elif name.startswith("backbone."):
-            groups["vlm_layers"] += n
+        if not count_backbone(name, p.numel(), groups, "backbone.", tied) and name.startswith("backbone."):
+            raise ValueError(f"{name}: a backbone parameter the floor does not know")
     names = family_of(mc).head_names(mc)
     heads = tuple(_head_params(name, e, model.experts[i])
                   for i, (name, e) in enumerate(zip(names, mc.action_experts)))

@@ -17,7 +17,7 @@ import dataclasses
 import json
 import logging
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 from safetensors.torch import load_file, save_file
@@ -154,6 +154,15 @@ def _resolved_hf_config(d: dict[str, Any]):
 def folder_config(folder: str | Path, base: ModelConfig | None = None) -> ModelConfig:
     """The ModelConfig of a Qwen3-VL folder: config.json's backbone, our expert JSON's rest
     (without one: ``base``'s action side). ValueError (with the file) when they do not fit."""
+    return read_folder_config(folder, model_config_from_hf, base)
+
+
+def read_folder_config(folder: str | Path,
+                       from_hf: Callable[[dict[str, Any], ModelConfig | None, dict | None], ModelConfig],
+                       base: ModelConfig | None = None) -> ModelConfig:
+    """config.json + our expert JSON (when there) through ``from_hf`` (a family's
+    model_config_from_hf); ValueError naming the file when either cannot be read or they do
+    not make a model config."""
     folder = Path(folder)
     d = json.loads((folder / "config.json").read_text())
     spec = None
@@ -165,7 +174,7 @@ def folder_config(folder: str | Path, base: ModelConfig | None = None) -> ModelC
         if not isinstance(spec, dict):
             raise ValueError(f"{folder / EXPERT_CONFIG}: a JSON object expected")
     try:
-        return model_config_from_hf(d, base, spec)
+        return from_hf(d, base, spec)
     except (TypeError, KeyError) as err:  # an unknown or missing field of a nested config
         raise ValueError(f"{folder}: config.json / {EXPERT_CONFIG} do not make a model "
                          f"config: {err}") from None
@@ -175,20 +184,23 @@ _KEY_PREFIXES = (("model.visual.", "visual."), ("model.language_model.", "langua
                  ("lm_head.", "lm_head."))
 
 
+def rename_prefix(key: str, pairs: tuple[tuple[str, str], ...]) -> str | None:
+    """``key`` with the first matching prefix ``src`` of ``pairs`` replaced by its ``dst``
+    (None: no prefix matches)."""
+    for src, dst in pairs:
+        if key.startswith(src):
+            return dst + key[len(src):]
+    return None
+
+
 def backbone_key(hf_key: str) -> str | None:
     """transformers' Qwen3VLForConditionalGeneration key -> ours (None: not a weight we hold)."""
-    for src, dst in _KEY_PREFIXES:
-        if hf_key.startswith(src):
-            return dst + hf_key[len(src):]
-    return None
+    return rename_prefix(hf_key, _KEY_PREFIXES)
 
 
 def hf_key(our_key: str) -> str | None:
     """Our backbone key -> transformers' (None: an action expert's, in our own file)."""
-    for src, dst in _KEY_PREFIXES:
-        if our_key.startswith(dst):
-            return src + our_key[len(dst):]
-    return None
+    return rename_prefix(our_key, tuple((dst, src) for src, dst in _KEY_PREFIXES))
 
 
 def expert_shapes(mc: ModelConfig) -> dict[str, tuple[int, ...]]:
@@ -260,14 +272,22 @@ def save_qwen3vl_folder(model: torch.nn.Module, folder: str | Path) -> None:
     save_action_expert. load_qwen3vl_folder gives the same config and weights back."""
     from transformers import Qwen3VLForConditionalGeneration
 
+    save_hf_folder(model, folder, Qwen3VLForConditionalGeneration(hf_config(model.config)), hf_key)
+
+
+def save_hf_folder(model: torch.nn.Module, folder: str | Path, hf: torch.nn.Module,
+                   to_hf: Callable[[str], str | None]) -> None:
+    """``model``'s backbone through the transformers model ``hf`` (built from its config;
+    ``to_hf``: our key -> its key, None for a head's) as ``save_pretrained``, and the action
+    heads by save_action_expert. ValueError when our weights do not fill ``hf`` exactly (a tied
+    LM head aside)."""
     mc = model.config
-    sd = {hf_key(k): v.detach().to(torch.float32).cpu() for k, v in model.state_dict().items()
-          if hf_key(k) is not None}
-    hf = Qwen3VLForConditionalGeneration(hf_config(mc))
+    sd = {to_hf(k): v.detach().to(torch.float32).cpu() for k, v in model.state_dict().items()
+          if to_hf(k) is not None}
     missing, unexpected = hf.load_state_dict(sd, strict=False)
     tied = {"lm_head.weight"} if mc.qwen.tie_word_embeddings else set()
     if unexpected or set(missing) - tied:
-        raise ValueError(f"our backbone does not map onto transformers' Qwen3-VL: missing "
+        raise ValueError(f"our backbone does not map onto transformers' {type(hf).__name__}: missing "
                          f"{sorted(set(missing) - tied)[:5]}, unexpected {sorted(unexpected)[:5]}")
     hf.save_pretrained(folder)
     save_action_expert(model, folder)
@@ -391,31 +411,43 @@ def describe_heads(mc: ModelConfig) -> list[str]:
 
 
 def inspect_qwen3vl(folder: str | Path, tokenizer: str | None = None) -> dict[str, Any]:
-    """oxygen-inspect's view of a Qwen3-VL folder from the safetensors headers alone: the
-    ModelConfig it maps to (with our expert JSON), its heads, the tokenizer found (``tokenizer``
-    given, or next to the folder), whether every backbone tensor and every head tensor has our
-    key and shape."""
-    from safetensors import safe_open
-
+    """oxygen-inspect's view of a Qwen3-VL folder from the safetensors headers alone."""
     from .qwen3vl import Qwen3VLModel
 
+    def shapes(mc: ModelConfig) -> dict[str, tuple[int, ...]]:
+        with torch.device("meta"):
+            return {k: tuple(v.shape) for k, v in Qwen3VLModel(mc).state_dict().items()}
+
+    return inspect_folder(folder, "qwen3vl", folder_config, qwen3vl_info, shapes, backbone_key, tokenizer)
+
+
+def inspect_folder(folder: str | Path, fmt: str, config_of: Callable[[Path], ModelConfig],
+                   info_of: Callable[[Path, ModelConfig], CheckpointInfo],
+                   shapes_of: Callable[[ModelConfig], dict[str, tuple[int, ...]]],
+                   key_of: Callable[[str], str | None], tokenizer: str | None = None) -> dict[str, Any]:
+    """oxygen-inspect's view of a transformers folder plus our head files (Qwen3-VL, Qwen3.5),
+    from the safetensors headers alone: the ModelConfig it maps to (with our expert JSON), its
+    heads, the tokenizer found (``tokenizer`` given, or next to the folder), whether every
+    backbone tensor (``key_of``: the file's key -> ours) and every head tensor has our key and
+    shape (``shapes_of``: our model's state dict shapes, heads under ``experts.``)."""
+    from safetensors import safe_open
+
     folder = Path(folder)
-    out: dict[str, Any] = {"format": "qwen3vl", "problems": []}
+    out: dict[str, Any] = {"format": fmt, "problems": []}
     try:
-        mc = folder_config(folder)
+        mc = config_of(folder)
     except (ValueError, KeyError, OSError) as err:
         out["problems"].append(f"config.json / {EXPERT_CONFIG}: {err}")
         return out
     out["config"] = mc
     out["heads"] = describe_heads(mc)
     try:
-        tok, source = resolve_tokenizer(folder, mc, qwen3vl_info(folder, mc), tokenizer)
+        tok, source = resolve_tokenizer(folder, mc, info_of(folder, mc), tokenizer)
         out["tokenizer"] = f"{source} ({tok.vocab_size} tokens)"
     except (ValueError, OSError) as err:
         out["tokenizer"] = "NOT FOUND"
         out["problems"].append(str(err))
-    with torch.device("meta"):
-        shapes = {k: tuple(v.shape) for k, v in Qwen3VLModel(mc).state_dict().items()}
+    shapes = shapes_of(mc)
     files = sorted(folder.glob("model*.safetensors"))
     if not files:
         out["problems"].append("no model*.safetensors")
@@ -423,7 +455,7 @@ def inspect_qwen3vl(folder: str | Path, tokenizer: str | None = None) -> dict[st
     for f in files:
         with safe_open(str(f), "pt") as sf:
             for key in sf.keys():
-                ours = backbone_key(key)
+                ours = key_of(key)
                 if ours is None or ours not in shapes:
                     continue
                 seen.add(ours)
@@ -436,9 +468,9 @@ def inspect_qwen3vl(folder: str | Path, tokenizer: str | None = None) -> dict[st
     out["problems"] += bad[:5] + [f"missing {k}" for k in missing[:5]]
     expert_file = folder / EXPERT_FILE
     if not expert_file.is_file():
-        out["action_expert"] = f"none ({EXPERT_FILE} absent: a RANDOM expert when loaded)"
+        out["action_expert"] = f"none ({EXPERT_FILE} absent: RANDOM action heads when loaded)"
         return out
-    want = {k: s for k, s in shapes.items() if k.startswith("experts.")}  # the meta model above
+    want = {k: s for k, s in shapes.items() if k.startswith("experts.")}
     try:
         problems = expert_file_problems(expert_file, want)
     except Exception as err:  # a damaged header: safetensors raises its own error types
@@ -484,6 +516,23 @@ def _head_params(name: str, expert: ExpertConfig, head: torch.nn.Module) -> Head
     return HeadParams(name, expert.kind, **groups)
 
 
+def count_backbone(name: str, n: int, groups: dict[str, int], prefix: str, tied: bool) -> bool:
+    """Adds a Qwen backbone parameter (``prefix``: where the backbone sits in the model) of
+    ``n`` elements to its bandwidth-floor group: the tower, the decoder's layers and final norm,
+    the (tied) LM head. False: not a backbone parameter."""
+    if name.startswith(prefix + "visual."):
+        groups["vision"] += n
+    elif name == prefix + "language_model.embed_tokens.weight":
+        groups["lm_head" if tied else "unread"] += n
+    elif name.startswith(prefix + "lm_head."):
+        groups["lm_head"] += n
+    elif name.startswith(prefix + "language_model."):
+        groups["vlm_layers"] += n
+    else:
+        return False
+    return True
+
+
 def count_qwen3vl_params(config: ModelConfig, expert: int = 1) -> ParamCounts:
     """The bandwidth floor's parameter groups (bench/floor.py) of a Qwen3-VL model, counted on
     the model built on the meta device: the DiT ``expert`` by what reads it, StarVLA heads each
@@ -496,12 +545,8 @@ def count_qwen3vl_params(config: ModelConfig, expert: int = 1) -> ParamCounts:
     groups = dict(vision=0, vlm_layers=0, lm_head=0, action_step=0, adarms_once=0, unread=0)
     for name, p in model.named_parameters():
         n = p.numel()
-        if name.startswith("visual."):
-            groups["vision"] += n
-        elif name == "language_model.embed_tokens.weight":
-            groups["lm_head" if tied else "unread"] += n
-        elif name.startswith(("language_model.", "lm_head.")):
-            groups["lm_head" if name.startswith("lm_head.") else "vlm_layers"] += n
+        if count_backbone(name, n, groups, "", tied):
+            pass
         elif name.startswith("experts."):
             i = int(name.split(".")[1]) + 1
             if config.action_experts[i - 1].kind != "kv-layerwise":
