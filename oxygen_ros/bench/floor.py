@@ -40,6 +40,7 @@ from ..engine.config import (DTYPES, PRESETS, STARVLA_GR00T, STARVLA_OFT, STARVL
                              ModelConfig, frame_unsupported_reason, load_model_config)
 from ..engine.families import HeadParams, ParamCounts, family_of  # noqa: F401 (HeadParams: its old path)
 from ..engine.families.pi05 import MOT_PER_FRAME
+from .args import add_bench_args
 
 # GB/s (1e9 bytes/s) of memory bandwidth by a lower-case substring of the device name
 KNOWN_BANDWIDTH_GBS = {"thor": 273.0, "h200": 4800.0, "rtx 4090": 1008.0, "4090": 1008.0}
@@ -266,14 +267,12 @@ def with_heads(config: ModelConfig, names: str) -> ModelConfig:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--preset", default="pi05", choices=sorted(PRESETS))
+    # --k, --N, --S, --dtype as their engine knobs declare them (a model: no torch device)
+    add_bench_args(p, ("decode_steps_per_frame", "max_decode_steps", "denoise_steps", "dtype"),
+                   preset="pi05", k=1, N=30, S=10, dtype="bfloat16")
     p.add_argument("--model-config", default=None)
-    p.add_argument("--dtype", default="bfloat16", choices=DTYPES)
     p.add_argument("--device", default="thor", help="device name (known: thor, h200, rtx 4090)")
     p.add_argument("--bandwidth-gbs", type=float, default=None, help="overrides the device's")
-    p.add_argument("--k", type=int, default=1)
-    p.add_argument("--N", type=int, default=30)
-    p.add_argument("--S", type=int, default=10)
     p.add_argument("--batch", type=int, default=None, help="decode batch (default ceil(N/k))")
     p.add_argument("--heads", default=None,
                    help="replace the preset's action experts by these full-size StarVLA heads, "
