@@ -17,8 +17,10 @@ does, and:
 - `rate>0`: events are fed at the recorded timing (scaled by `rate`) by one thread while a worker
   thread infers from the node's drop-oldest Mailbox, exactly like the node: what a setting
   would have produced live (pairs arriving during a frame are dropped and counted).
-A chunk becomes available at its pair's time + the measured frame time (rate 0) or when the
-worker finished (rate > 0, mapped back to recorded time); the node's ChunkPlayer produces
+A chunk becomes available at its pair's time + the measured time to the chunk
+(FrameOutput.actions_ms: the engine hands the chunk over before the frame's language work, as
+the node acts on it) (rate 0) or when the engine handed it over (rate > 0, mapped back to
+recorded time); the node's ChunkPlayer produces
 joint_command at control_rate_hz (chunk steps on their own axis, chunk_rate_hz, interpolated
 as in the node) over the recorded time span, ticked along with the inferences
 (chunk_blend as the node's parameter), through the node's CommandShaper (velocity / acceleration
@@ -127,11 +129,19 @@ class Frame:
 
     pair: Pair
     header_ns: int  # the observation's exact stamp (camera 0's header)
-    done_ns: int  # recorded-clock time the chunk became available
+    done_ns: int  # recorded-clock time the frame ended (its language updates)
     chunk: np.ndarray  # [horizon, joints] robot units
     out: Any  # FrameOutput
     # every head's chunk in robot units by name (a model with several heads; node: its topics)
     heads: dict[str, np.ndarray] = field(default_factory=dict)
+    # recorded-clock time the chunk became available: the engine hands it over before the
+    # frame's language work (FrameOutput.actions_ms); 0 = at done_ns
+    chunk_ns: int = 0
+
+    @property
+    def ready_ns(self) -> int:
+        """When the player takes the chunk."""
+        return self.chunk_ns or self.done_ns
 
 
 @dataclass
@@ -234,7 +244,8 @@ class Replayer:
                       str(exc))
             return None
 
-    def _infer(self, pair: Pair) -> tuple[np.ndarray, Any]:
+    def _infer(self, pair: Pair, on_chunk: Callable[..., None] | None = None
+               ) -> tuple[np.ndarray, Any]:
         from oxygen_ros.engine.core.request import RequestKind
 
         asks, self._asks = self._asks, []
@@ -244,7 +255,7 @@ class Replayer:
             except ValueError as exc:
                 self.result.errors.append(f"question rejected: {exc}")
         out, chunk = self._inference.step(self.engine, pair, pair.images, self.mapping, self.player,
-                                          self._instruction)
+                                          self._instruction, on_chunk=on_chunk)
         self.result.source_ns[out.frame] = int(pair.header_stamp)
         return chunk, out
 
@@ -279,8 +290,10 @@ class Replayer:
                     continue
                 self._advance(ts)
                 chunk, out = self._infer(pair)
+                # the chunk is out when the engine has it (FrameOutput.actions_ms), as in the node
                 fr = Frame(pair, int(pair.header_stamp), ts + int(out.frame_ms * 1e6), chunk, out,
-                           self._inference.head_chunks(out, self.mapping))
+                           self._inference.head_chunks(out.chunks, self.mapping),
+                           chunk_ns=ts + int(out.actions_ms * 1e6))
                 self._hand(fr)
                 if progress:
                     progress(fr)
@@ -335,9 +348,11 @@ class Replayer:
                     skipped[0] += 1
                     continue
                 self._advance(recorded_now())
-                chunk, out = self._infer(pair)
+                ready: list[int] = []  # when the engine handed the chunk (recorded clock)
+                chunk, out = self._infer(pair, on_chunk=lambda *_: ready.append(recorded_now()))
                 fr = Frame(pair, int(pair.header_stamp), recorded_now(), chunk, out,
-                           self._inference.head_chunks(out, self.mapping))
+                           self._inference.head_chunks(out.chunks, self.mapping),
+                           chunk_ns=ready[0] if ready else 0)
                 self._hand(fr)
                 if progress:
                     progress(fr)
@@ -362,9 +377,9 @@ class Replayer:
         self.result.dropped = mailbox.dropped
 
     def _hand(self, fr: Frame) -> None:
-        """A finished frame: its chunk goes to the player at its done time."""
+        """A finished frame: its chunk goes to the player at its ready time."""
         self.result.frames.append(fr)
-        heapq.heappush(self._ready, (fr.done_ns, len(self.result.frames), fr))
+        heapq.heappush(self._ready, (fr.ready_ns, len(self.result.frames), fr))
 
     def _poses_until(self, ns: int) -> None:
         while self._poses and self._poses[0][0] <= ns:
@@ -384,12 +399,12 @@ class Replayer:
             now = self._tick_ns
             while self._ready and self._ready[0][0] <= now:
                 fr = heapq.heappop(self._ready)[2]
-                self._poses_until(fr.done_ns)
-                measured = self._pose.fresh(fr.done_ns * 1e-9, cfg.observation_timeout_s)
-                first = self.player.first_value(fr.chunk, fr.header_ns * 1e-9, fr.done_ns * 1e-9)
-                if self.shaper.gate(first[None], fr.done_ns * 1e-9, fr.done_ns * 1e-9,
-                                    measured) is None:
-                    self.player.set_chunk(fr.chunk, fr.header_ns * 1e-9, fr.done_ns * 1e-9)
+                at = fr.ready_ns
+                self._poses_until(at)
+                measured = self._pose.fresh(at * 1e-9, cfg.observation_timeout_s)
+                first = self.player.first_value(fr.chunk, fr.header_ns * 1e-9, at * 1e-9)
+                if self.shaper.gate(first[None], at * 1e-9, at * 1e-9, measured) is None:
+                    self.player.set_chunk(fr.chunk, fr.header_ns * 1e-9, at * 1e-9)
             self._poses_until(now)
             sample = self.player.tick(now * 1e-9)
             hold = "stale" if sample is not None and sample.stale else ""

@@ -161,10 +161,11 @@ def write_outputs(path: Path, storage: str, res: ReplayResult, cfg: ReplayConfig
             rate = 0.8 * rate + 0.2 / d if rate else 1 / d
             tps = 0.8 * tps + 0.2 * out.tokens_this_frame / d
         prev = fr.done_ns
-        rows.append((fr.done_ns, f"{node}/action_chunk", TRAJECTORY,
+        # the chunk goes out when the engine hands it over, before the frame's language work
+        rows.append((fr.ready_ns, f"{node}/action_chunk", TRAJECTORY,
                      M.trajectory(s, clip(fr.chunk), cfg.joint_names, fr.header_ns, dt)))
         for name, values in fr.heads.items():  # the node's ~/action_chunk/<head> topics
-            rows.append((fr.done_ns, f"{node}/action_chunk/{name}", TRAJECTORY,
+            rows.append((fr.ready_ns, f"{node}/action_chunk/{name}", TRAJECTORY,
                          M.trajectory(s, clip(values), cfg.joint_names, fr.header_ns, dt)))
         t = out.timings_ms
         rows.append((fr.done_ns, f"{node}/frame_stats", FRAME_STATS, M.frame_stats(

@@ -48,7 +48,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     import rclpy
-    from rclpy.executors import MultiThreadedExecutor
+    from rclpy.executors import SingleThreadedExecutor
 
     from ..sim.node import SimConfig, SimNode
 
@@ -75,7 +75,9 @@ def main(argv: list[str] | None = None) -> int:
         from ..sim.expert import ExpertNode
 
         nodes.append(ExpertNode(command_topic=args.command_topic))
-    executor = MultiThreadedExecutor(num_threads=2)
+    # single-threaded, as the node's: rclpy's multi-threaded executor rebuilds its wait set in
+    # Python and holds the interpreter lock the physics thread needs (docs/simulation.md, Timing)
+    executor = SingleThreadedExecutor()
     for n in nodes:
         executor.add_node(n)
     spin = threading.Thread(target=executor.spin, daemon=True)

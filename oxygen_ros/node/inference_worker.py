@@ -3,10 +3,10 @@
 Per frame, in order: decode the pair's camera frames (once, here: the subscription callbacks
 only check and keep the messages; a frame that does not decode is refused on its topic and the
 pair skipped, never a failing frame), apply the newest live engine config (Engine.apply_config),
-hand queued questions to the engine (Engine.ask), build the Observation, run Engine.step, map
-the action chunk to robot units and give it to the ChunkPlayer, then publish the chunk (and, for
-a model with several heads, every head's), stats,
-text updates and markers. A failing frame is counted and reported (diagnostics) and the loop goes on
+hand queued questions to the engine (Engine.ask), build the Observation, run Engine.step; the
+moment the step has the action chunk (before the frame's language work) map it to robot units,
+give it to the ChunkPlayer and publish it (and, for a model with several heads, every head's);
+after the step, stats, text updates and markers. A failing frame is counted and reported (diagnostics) and the loop goes on
 with the next observation. This module knows engine types, never message types.
 """
 from __future__ import annotations
@@ -17,6 +17,7 @@ import threading
 import time
 from typing import Any, Callable
 
+import numpy as np
 
 from oxygen_ros.robot.chunk_player import ChunkPlayer
 from oxygen_ros.robot.engine_port import EnginePort
@@ -130,23 +131,27 @@ class InferenceWorker:
                 self._warn("apply_config", f"parameter change not applied: {exc}")
         self._text.hand_over(engine)  # cancelled questions out, queued ones in
         mapping = self._mapping()
-        # with chunk_blend rtc the step continues what the player executes (robot/rtc_prior.py)
-        out, chunk = self._infer.step(engine, pair, cams, mapping, self.player, self.instruction)
         stamp = pair.header_stamp
+
+        def hand(chunk: np.ndarray, heads: dict[str, np.ndarray]) -> None:
+            # inside Engine.step, the moment the chunk exists: the robot acts on it while the
+            # frame's language work runs (isolated mode decodes whole texts after it)
+            now = self._node.get_clock().now().nanoseconds * 1e-9
+            refusal, publish = self._admit(chunk, pair.stamp, now) if self._admit else (None, True)
+            if refusal is None and not self.player.set_chunk(chunk, pair.stamp, now):
+                self._warn("chunk", "action chunk rejected (non-finite values): holding the last command")
+            if publish:
+                self._pubs.chunk(chunk, self._names, stamp, self.player.dt, self.frame_id,
+                                 heads=heads, lower=self.player.lower, upper=self.player.upper)
+
+        # with chunk_blend rtc the step continues what the player executes (robot/rtc_prior.py)
+        out, _ = self._infer.step(engine, pair, cams, mapping, self.player, self.instruction,
+                                  on_chunk=hand)
         self._stamps[out.frame] = stamp
         while len(self._stamps) > STAMPS_KEPT:
             self._stamps.popitem(last=False)
-
-        now = self._node.get_clock().now().nanoseconds * 1e-9
-        refusal, publish = self._admit(chunk, pair.stamp, now) if self._admit else (None, True)
-        if refusal is None and not self.player.set_chunk(chunk, pair.stamp, now):
-            self._warn("chunk", "action chunk rejected (non-finite values): holding the last command")
         self._account(out)
-
-        self._pubs.frame(out, chunk, self._names, stamp, self.player.dt, self.frame_id,
-                         self.action_rate, self.tokens_per_s, publish_chunk=publish,
-                         heads=self._infer.head_chunks(out, mapping) if publish else None,
-                         lower=self.player.lower, upper=self.player.upper)
+        self._pubs.stats(out, stamp, self.action_rate, self.tokens_per_s)
         for up in out.updates:
             src = self._stamps.get(up.birth_frame, stamp)
             self._text.route(up, src)

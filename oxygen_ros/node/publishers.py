@@ -65,21 +65,21 @@ class Publishers:
         self.joint_command.publish(self._command.convert(names, values, stamp))
 
     # -- per inference frame --------------------------------------------------------------------
-    def frame(self, out: Any, chunk: np.ndarray, names: Sequence[str], stamp: Any, dt: float,
-              frame_id: str, action_rate_hz: float, tokens_per_s: float,
-              publish_chunk: bool = True, heads: dict[str, np.ndarray] | None = None,
+    def chunk(self, chunk: np.ndarray, names: Sequence[str], stamp: Any, dt: float,
+              frame_id: str, heads: dict[str, np.ndarray] | None = None,
               lower: np.ndarray | None = None, upper: np.ndarray | None = None) -> None:
-        """An engine frame's chunk and stats (`stamp`: the source observation's header stamp;
-        `dt`: the chunk's step period); `heads`: every head's robot chunk by name (a model with
-        several heads); publish_chunk False: only the stats (a chunk refused by the gate or the
-        deadman: no head's either). `lower` / `upper`: the joint limits, clipped exactly as
-        ~/joint_command is (command_config.clip_to_limits)."""
-        if publish_chunk:
-            self.action_chunk.publish(conv.chunk_to_trajectory(
-                clip_to_limits(chunk, lower, upper), names, stamp, dt, frame_id))
-            for name, values in (heads or {}).items():
-                self.head_chunks[name].publish(conv.chunk_to_trajectory(
-                    clip_to_limits(values, lower, upper), names, stamp, dt, frame_id))
+        """An engine frame's chunk on ~/action_chunk (`stamp`: the source observation's header
+        stamp; `dt`: the chunk's step period); `heads`: every head's robot chunk by name (a
+        model with several heads), each on its own topic. `lower` / `upper`: the joint limits,
+        clipped exactly as ~/joint_command is (command_config.clip_to_limits)."""
+        self.action_chunk.publish(conv.chunk_to_trajectory(
+            clip_to_limits(chunk, lower, upper), names, stamp, dt, frame_id))
+        for name, values in (heads or {}).items():
+            self.head_chunks[name].publish(conv.chunk_to_trajectory(
+                clip_to_limits(values, lower, upper), names, stamp, dt, frame_id))
+
+    def stats(self, out: Any, stamp: Any, action_rate_hz: float, tokens_per_s: float) -> None:
+        """An engine frame's ~/frame_stats, once the frame has ended."""
         self.frame_stats.publish(conv.frame_stats(out, stamp, action_rate_hz, tokens_per_s))
 
     def text(self, update: Any, stamp: Any) -> Any:

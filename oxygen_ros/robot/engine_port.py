@@ -11,6 +11,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol, runtime_checkable
 
 if TYPE_CHECKING:  # types only: importing the engine pulls torch in
+    import numpy as np
+
     from oxygen_ros.engine.config import EngineConfig, ModelConfig
     from oxygen_ros.engine.core.engine import FrameOutput
     from oxygen_ros.engine.core.observation import Observation
@@ -25,7 +27,9 @@ class EnginePort(Protocol):
     config: EngineConfig  # the live settings (read for diagnostics and the waiting bound)
 
     # -- frames -------------------------------------------------------------------------------
-    def step(self, obs: Observation) -> FrameOutput: ...
+    def step(self, obs: Observation,
+             on_actions: Callable[[np.ndarray, dict[str, np.ndarray]], None] | None = ...
+             ) -> FrameOutput: ...
 
     def drain(self, observe: Callable[[int], Observation] | None = ...,
               max_frames: int = ...) -> Iterator[FrameOutput]: ...

@@ -3,14 +3,16 @@ oxygen-replay: the pair's decoded camera images placed in model order (values.pl
 cameras without a topic masked), the joint state normalised for the model, with chunk_blend rtc
 what the chunk player executes from the observation on (rtc_prior), Engine.step, and the
 output's actions (EngineConfig.action_head's chunk) in robot units, cut to the steps the
-checkpoint executes per chunk (LeRobot n_action_steps): the chunk the ChunkPlayer takes. A model
+checkpoint executes per chunk (LeRobot n_action_steps): the chunk the ChunkPlayer takes. With
+`on_chunk` the robot chunk (and every head's) is handed over the moment the engine has it, before
+the frame's language work, as the node acts on it. A model
 with several action heads (StarVLA) also gives every head's chunk alike (head_chunks): the node
 publishes them on their own topics, oxygen-replay writes them.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -39,16 +41,24 @@ class PairInference:
         """The engine's actions [horizon, action_dim] -> the robot chunk [steps, joints]."""
         return mapping.to_robot(actions[: self.n_action_steps or None])
 
-    def head_chunks(self, out: Any, mapping: StateMapping) -> dict[str, np.ndarray]:
-        """Every head's robot chunk by head name (FrameOutput.chunks) for a model with several
-        heads; {} for a model with one (its chunk is `chunk(out.actions)`)."""
-        if len(out.chunks) < 2:
+    def head_chunks(self, chunks: dict[str, np.ndarray], mapping: StateMapping
+                    ) -> dict[str, np.ndarray]:
+        """Every head's robot chunk by head name (from FrameOutput.chunks) for a model with
+        several heads; {} for a model with one (its chunk is `chunk(out.actions)`)."""
+        if len(chunks) < 2:
             return {}
-        return {name: self.chunk(c, mapping) for name, c in out.chunks.items()}
+        return {name: self.chunk(c, mapping) for name, c in chunks.items()}
 
     def step(self, engine: EnginePort, pair: Pair, images: Sequence[np.ndarray], mapping: StateMapping,
-             player: ChunkPlayer, instruction: str) -> tuple[Any, np.ndarray]:
-        """Engine.step on `pair` -> (FrameOutput, robot chunk)."""
+             player: ChunkPlayer, instruction: str,
+             on_chunk: Callable[[np.ndarray, dict[str, np.ndarray]], None] | None = None
+             ) -> tuple[Any, np.ndarray]:
+        """Engine.step on `pair` -> (FrameOutput, robot chunk). `on_chunk(chunk, heads)`: the
+        robot chunk and head_chunks, called inside the step as soon as the chunk exists."""
         prior = rtc_prior(player, mapping, pair.stamp, engine.model_config.action_horizon)
-        out = engine.step(self.observation(pair, images, mapping, instruction, prior))
+        ready = None
+        if on_chunk is not None:
+            def ready(actions: np.ndarray, chunks: dict[str, np.ndarray]) -> None:
+                on_chunk(self.chunk(actions, mapping), self.head_chunks(chunks, mapping))
+        out = engine.step(self.observation(pair, images, mapping, instruction, prior), ready)
         return out, self.chunk(out.actions, mapping)

@@ -210,7 +210,7 @@ def run_setting(setting: Setting, sim_cfg: SimConfig, out: Path, opts: NodeOptio
                 ready_timeout_s: float = 300.0, log=print) -> RunResult:
     """Run the sim's episodes under one setting; returns everything measured."""
     import rclpy
-    from rclpy.executors import MultiThreadedExecutor
+    from rclpy.executors import SingleThreadedExecutor
 
     from std_msgs.msg import String  # noqa: F401 - message types load before the nodes
 
@@ -247,7 +247,9 @@ def run_setting(setting: Setting, sim_cfg: SimConfig, out: Path, opts: NodeOptio
     memory: list[MemoryCheck] = []
     proc = None
     nodes: list[Any] = []
-    executor = MultiThreadedExecutor(num_threads=2, context=context)
+    # single-threaded, as the node's: rclpy's multi-threaded executor rebuilds its wait set in
+    # Python and holds the interpreter lock the physics thread needs (docs/simulation.md, Timing)
+    executor = SingleThreadedExecutor(context=context)
     spin = threading.Thread(target=executor.spin, daemon=True)
     try:
         sim = SimNode(sim_cfg, context=context, on_status=on_status)

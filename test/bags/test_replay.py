@@ -298,3 +298,46 @@ def test_no_skip_latency_reaches_the_replayed_player(tmp_path):
         args = parse_args([str(tmp_path / "in"), "--out", str(tmp_path / "o"), *extra])
         cfg = config_from(args, bag, 1, len(JOINTS))
         assert cfg.chunk_skip_latency is skip and cfg.command_config(no_limits).skip_latency is skip
+
+
+def test_the_replayed_chunk_reaches_the_player_when_the_engine_hands_it_over():
+    """The node acts on a chunk when Engine.step hands it over (before the frame's language
+    work): oxygen-replay gives it to the player at the pair's time + FrameOutput.actions_ms, not
+    + frame_ms (an isolated frame decoding whole texts would otherwise play every chunk 80 ms
+    late here)."""
+    from types import SimpleNamespace as NS
+
+    from oxygen_ros.bags import messages as M
+    from oxygen_ros.bags.replay import ReplayConfig, Replayer
+    from oxygen_ros.bags.typestore import typestore
+    from oxygen_ros.robot.values import StateMapping
+
+    class Engine:
+        model_config = NS(vision=NS(image_size=8), action_horizon=4)
+        config = NS(instruction="x")
+
+        def step(self, obs, on_actions=None):
+            actions = np.zeros((4, 1), np.float32)
+            if on_actions is not None:
+                on_actions(actions, {"action": actions})
+            return NS(frame=0, actions=actions, chunks={"action": actions}, updates=(),
+                      frame_ms=80.0, actions_ms=10.0)
+
+        def has_unfinished(self):
+            return False
+
+    s = typestore()
+    cfg = ReplayConfig(camera_topics=["/cam"], joint_state_topic="/js", joint_names=["a"],
+                       control_rate_hz=100.0)
+    r = Replayer(Engine(), StateMapping(1), cfg)
+    handed: list[float] = []
+    set_chunk = r.player.set_chunk
+    r.player.set_chunk = lambda chunk, stamp, now: handed.append(now) or set_chunk(chunk, stamp, now)
+    t = 10**18
+    img = np.zeros((8, 8, 3), np.uint8)
+    events = [(t, "/cam", M.image(s, img, t)), (t, "/js", M.joint_state(s, ["a"], [0.0], t)),
+              (t + 200 * 10**6, "/js", M.joint_state(s, ["a"], [0.0], t + 200 * 10**6))]
+    res = r.run(events)
+    [fr] = res.frames
+    assert fr.done_ns == t + 80 * 10**6 and fr.ready_ns == t + 10 * 10**6
+    assert handed and handed[0] == pytest.approx((t + 10 * 10**6) * 1e-9, abs=1e-3)

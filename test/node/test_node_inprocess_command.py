@@ -255,7 +255,7 @@ def test_action_chunk_and_head_chunks_are_clipped_like_joint_command(ctx):
         for h in rt.pubs.head_chunks:
             rt.pubs.head_chunks[h] = sinks[h]
         out = _frame(rt, 50.0, np.random.default_rng(4), np.zeros(7, np.float32))
-        raw = rt.worker._infer.head_chunks(out, rt.mapping)
+        raw = rt.worker._infer.head_chunks(out.chunks, rt.mapping)
         assert max(np.abs(c).max() for c in raw.values()) > 0.05  # the model goes beyond them
         for key, sink in sinks.items():
             [msg] = sink.msgs

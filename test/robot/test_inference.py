@@ -24,11 +24,13 @@ class FakeEngine:
         self.seen: list = []
         self.heads, self.commanded = heads, commanded
 
-    def step(self, obs):
+    def step(self, obs, on_actions=None):
         self.seen.append(obs)
         ramp = np.linspace(-0.9, 0.9, HORIZON * ACTION_DIM, dtype=np.float32).reshape(HORIZON, ACTION_DIM)
         # head i: the ramp scaled and cut to 6 - i steps (StarVLA's heads differ in horizon)
         chunks = {h: ramp[:HORIZON - i] * (1.0 - 0.3 * i) for i, h in enumerate(self.heads)}
+        if on_actions is not None:  # the engine hands the chunk over before it returns
+            on_actions(chunks[self.heads[self.commanded]], chunks)
         return NS(frame=len(self.seen) - 1, actions=chunks[self.heads[self.commanded]],
                   chunks=chunks, updates=[], tokens_this_frame=0,
                   frame_ms=1.0, mode="oxygen", k=1, n=1, s=1, batch_size=0,
@@ -88,7 +90,8 @@ def test_node_worker_and_replay_send_the_same_observation_and_chunk():
     node_engine, replay_engine = FakeEngine(), FakeEngine()
     player = ChunkPlayer(2, dt=0.02, lower=LOWER, upper=UPPER)
     chunks: list[np.ndarray] = []
-    pubs = NS(frame=lambda out, chunk, *a, **k: chunks.append(chunk), markers_text=lambda *a: None)
+    pubs = NS(chunk=lambda chunk, *a, **k: chunks.append(chunk), stats=lambda *a: None,
+              markers_text=lambda *a: None)
     text = NS(hand_over=lambda engine: None, route=lambda up, stamp: None)
     node = NS(get_clock=lambda: NS(now=lambda: NS(nanoseconds=int(5.05e9))))
     mapping = _mapping()
@@ -118,8 +121,8 @@ def test_the_worker_publishes_every_head_in_robot_units():
 
     heads = ("pi_v3", "gr00t", "oft")
     published: list = []
-    pubs = NS(frame=lambda out, chunk, *a, **k: published.append((chunk, k["heads"])),
-              markers_text=lambda *a: None)
+    pubs = NS(chunk=lambda chunk, *a, **k: published.append((chunk, k["heads"])),
+              stats=lambda *a: None, markers_text=lambda *a: None)
     text = NS(hand_over=lambda engine: None, route=lambda up, stamp: None)
     node = NS(get_clock=lambda: NS(now=lambda: NS(nanoseconds=int(5.05e9))))
     mapping = _mapping()
@@ -134,4 +137,33 @@ def test_the_worker_publishes_every_head_in_robot_units():
     np.testing.assert_array_equal(chunk, by_head["gr00t"])  # the commanded head
     np.testing.assert_array_equal(by_head["oft"], _mapping().to_robot(out.chunks["oft"]))
     assert not np.allclose(by_head["pi_v3"], by_head["gr00t"])
-    assert PairInference().head_chunks(FakeEngine().step(None), mapping) == {}
+    assert PairInference().head_chunks(FakeEngine().step(None).chunks, mapping) == {}
+
+
+def test_the_worker_plays_and_publishes_the_chunk_before_the_frame_ends():
+    """The engine hands the chunk over before its language work: by then the worker has given
+    it to the ChunkPlayer and published it (the robot acts on it while language decodes); stats
+    come after the step. On the old worker the chunk waited for the whole frame."""
+    from oxygen_ros.node.inference_worker import InferenceWorker
+
+    events: list[str] = []
+    player = ChunkPlayer(2, dt=0.02, lower=LOWER, upper=UPPER)
+
+    class Decoding(FakeEngine):
+        def step(self, obs, on_actions=None):
+            def ready(actions, chunks):
+                on_actions(actions, chunks)
+                events.append(f"handed, player has chunk: {player.has_chunk}")
+            out = super().step(obs, ready if on_actions else None)
+            events.append("language decoded, step returns")
+            return out
+
+    pubs = NS(chunk=lambda *a, **k: events.append("chunk published"),
+              stats=lambda *a: events.append("stats published"), markers_text=lambda *a: None)
+    text = NS(hand_over=lambda engine: None, route=lambda up, stamp: None)
+    node = NS(get_clock=lambda: NS(now=lambda: NS(nanoseconds=int(5.05e9))))
+    worker = InferenceWorker(Decoding(), _mapping, player, None, pubs, text, JOINTS, "stack",
+                             "base", lambda *a: None, node)
+    worker.frame(_pair())
+    assert events == ["chunk published", "handed, player has chunk: True",
+                      "language decoded, step returns", "stats published"]

@@ -35,9 +35,11 @@ from .request import RequestKind, RequestUpdate
 from .scheduler import Scheduler, blocks_for, request_blocks
 from .timer import STAGES, StageTimer, TimedKV
 
-__all__ = ["STAGES", "Engine", "FrameOutput", "RequestUpdate"]
+__all__ = ["STAGES", "ActionsReady", "Engine", "FrameOutput", "RequestUpdate"]
 
 DRAIN_FRAMES = 10_000  # drain()'s default bound on the frames it steps
+# step()'s early hand-off: (the configured head's chunk, every head's chunk by name), model space
+ActionsReady = Callable[[np.ndarray, dict[str, np.ndarray]], None]
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,9 @@ class FrameOutput:
     # every action head's chunk by head name (config.head_names, in order; `actions` is one of
     # them); a head's horizon is its own (StarVLA: pi_v3 16, gr00t 8, oft 9 steps)
     chunks: dict[str, np.ndarray] = field(default_factory=dict)
+    # ms from the frame's start to its chunk existing (handed to step's on_actions then):
+    # the frame's action latency; the language work after it is in frame_ms only
+    actions_ms: float = 0.0
 
 
 class Engine:
@@ -267,11 +272,17 @@ class Engine:
             yield self._step(obs, periodic=False)
 
     # -- one frame ------------------------------------------------------------------------------
-    def step(self, obs: Observation) -> FrameOutput:
-        """One control frame on `obs`: the action chunk and the language updates."""
-        return self._step(obs, periodic=True)
+    def step(self, obs: Observation, on_actions: ActionsReady | None = None) -> FrameOutput:
+        """One control frame on `obs`: the action chunk and the language updates.
+        `on_actions(actions, chunks)`, when given, gets the chunk the moment it exists (after
+        the denoise, before the frame's language work): a robot acts on it while language runs.
+        `actions` is FrameOutput.actions, `chunks` FrameOutput.chunks. What it raises fails
+        the frame as a failing denoise would (except in parallel mode no request was born or
+        advanced yet; there, their updates come with the next frame)."""
+        return self._step(obs, periodic=True, on_actions=on_actions)
 
-    def _step(self, obs: Observation, periodic: bool) -> FrameOutput:
+    def _step(self, obs: Observation, periodic: bool,
+              on_actions: ActionsReady | None = None) -> FrameOutput:
         cfg, mc = self.config, self.model_config
         obs.validate(mc)
         prompt_ids = self.intake.action_prompt(obs, cfg)  # refuses a bad prompt before anything changes
@@ -279,6 +290,7 @@ class Engine:
         start = time.perf_counter()
         self.timer.reset()
         frame = self.ops.frame(self.frame, obs, cfg, prompt_ids, guide, periodic)
+        frame.started, frame.on_actions = start, on_actions
         self.frame += 1
         action = self.ops.secure_action_path(frame)
         try:
@@ -290,15 +302,16 @@ class Engine:
         timings = self.timer.ms()
         rate = self.ops.account(frame, frame_ms, timings)
         self._last_obs = obs
-        arrays = {name: c.cpu().numpy() for name, c in chunks.items()}
+        if not frame.chunks:  # a mode that did not denoise (none does)
+            frame.chunks = {name: c.cpu().numpy() for name, c in chunks.items()}
         return FrameOutput(
             frame=frame.index, stamp=obs.stamp, mode=cfg.mode, k=cfg.decode_steps_per_frame,
             n=cfg.max_decode_steps, s=cfg.denoise_steps,
-            actions=arrays[cfg.action_head] if cfg.action_head else next(iter(arrays.values())),
+            actions=frame.actions,
             updates=updates, timings_ms=timings, frame_ms=frame_ms, batch_size=frame.batch_size,
             tokens_this_frame=sum(len(u.new_tokens) for u in updates),
             num_waiting=len(self.scheduler.waiting), num_running=len(self.scheduler.running),
             kv=self.kv.usage(), decode_steps=frame.decode_steps, admitted=frame.admitted,
             target_action_hz=cfg.target_action_hz, k_chosen=rate.k, target_feasible=rate.feasible,
-            chunks=arrays,
+            chunks=frame.chunks, actions_ms=frame.actions_ms or frame_ms,
         )

@@ -10,8 +10,9 @@ from __future__ import annotations
 import hashlib
 import itertools
 import threading
-from dataclasses import dataclass
-from typing import Iterable
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
 
 import numpy as np
 import torch
@@ -62,6 +63,19 @@ class Frame:
     batch_size: int = 0
     decode_steps: int = 0
     admitted: int = 0
+    # The action chunk leaves the frame as soon as it exists (denoise), before any language
+    # work: `on_actions(actions, chunks)` gets the configured head's chunk and every head's by
+    # name (numpy, model space); `actions_ms` is when, in ms from `started` (perf_counter).
+    on_actions: Callable[[np.ndarray, dict[str, np.ndarray]], None] | None = None
+    started: float = 0.0
+    actions_ms: float = 0.0
+    chunks: dict[str, np.ndarray] = field(default_factory=dict)
+
+    @property
+    def actions(self) -> np.ndarray:
+        """The configured action head's chunk (EngineConfig.action_head; empty: the first)."""
+        head = self.config.action_head
+        return self.chunks[head] if head else next(iter(self.chunks.values()))
 
 
 @dataclass
@@ -168,10 +182,16 @@ class FramePrimitives:
         offset = mc.rope_offset(len(frame.source.images))
         state = None if frame.state is None else pad_state(frame.state, mc.action_dim)
         with self.timer.stage("denoise"):
-            return self.runner.action_chunks(
+            chunks = self.runner.action_chunks(
                 SeqView(action.scratch_table, plen, offset), plen, frame.noise,
                 frame.config.denoise_steps, guide=frame.guide, state=state,
                 num_images=len(frame.source.images), prompt_ids=frame.source.prompt_ids)
+            # on the host now (a GPU syncs here): the chunk exists, whatever the frame does next
+            frame.chunks = {name: c.cpu().numpy() for name, c in chunks.items()}
+        frame.actions_ms = (time.perf_counter() - frame.started) * 1e3
+        if frame.on_actions is not None:
+            frame.on_actions(frame.actions, frame.chunks)
+        return chunks
 
     def release(self, action: ActionPath) -> None:
         if action.released:

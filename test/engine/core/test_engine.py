@@ -218,6 +218,43 @@ def test_frame_output_reports_stages_and_streams_text(parts):
     assert answer[-1].finish_reason in ("length", "eos")
 
 
+@pytest.mark.parametrize("mode", ["isolated", "oxygen", "shared", "parallel"])
+def test_the_chunk_is_handed_over_before_the_language_work(parts, mode):
+    """step(obs, on_actions) gives the chunk the moment it exists: a robot acts on it while the
+    frame decodes (isolated mode decodes whole texts after it; before, the chunk waited for
+    them). Once per frame, the same arrays as the output, before any decode step."""
+    engine = make(parts, mode=mode, decode_steps_per_frame=3, max_decode_steps=12,
+                  denoise_steps=2, memory_every_n_frames=1)
+    for i in range(3):
+        engine.ask("What is on the table?\n")
+        seen: list = []
+
+        def ready(actions, chunks):
+            seen.append((actions, chunks, engine.timer.ms()["decode"]))
+        out = engine.step(obs(i), on_actions=ready)
+        [(actions, chunks, decoded_ms)] = seen
+        assert actions is out.actions and chunks is out.chunks
+        assert out.timings_ms["decode"] > 0 and out.tokens_this_frame > 0
+        if mode != "parallel":  # there, decode runs in a thread beside the action path
+            assert decoded_ms == 0.0, "the chunk was handed over after language work"
+            assert 0 < out.actions_ms < out.frame_ms
+    if mode == "isolated":  # whole texts after the chunk: most of the frame
+        assert out.actions_ms < 0.8 * out.frame_ms, (out.actions_ms, out.frame_ms)
+
+
+def test_a_failing_hand_over_fails_the_frame_before_any_request_is_born(parts):
+    engine = make(parts, decode_steps_per_frame=2, max_decode_steps=4, denoise_steps=1)
+    rid = engine.ask("What is on the table?\n")
+
+    def broken(actions, chunks):
+        raise RuntimeError("publisher gone")
+    with pytest.raises(RuntimeError, match="publisher gone"):
+        engine.step(obs(0), on_actions=broken)
+    assert engine.kv.usage().blocks_used == 0  # the action path's blocks are back
+    outs = [engine.step(obs(1 + i)) for i in range(3)]  # the question is served next frames
+    assert [u.is_final for o in outs for u in o.updates if u.id == rid][-1]
+
+
 def test_decode_reads_the_pool_in_place(parts, monkeypatch):
     """Batched decode hands the attention op the pool tensors themselves (no per-request or
     per-frame gather); the only copies are one copy-on-write block per forked sequence."""
