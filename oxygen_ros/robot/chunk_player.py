@@ -136,7 +136,11 @@ class ChunkPlayer:
         self._slopes: np.ndarray | None = None
         self._stamp = 0.0
         self._arrival = 0.0  # when the current chunk was handed over (skip_latency False: its origin)
-        self._fade_from: np.ndarray | None = None
+        # crossfade: the outgoing plan keeps moving in time while the new chunk fades in. It is
+        # the outgoing chunk (None: a held value) at its own time position, plus the offset
+        # between it and what was commanded at the hand-over (a fade still running, clipping)
+        self._fade_from: np.ndarray | None = None  # the offset (or, with no chunk, the value)
+        self._fade_chunk: tuple[np.ndarray, np.ndarray, float] | None = None  # chunk, slopes, origin
         self._fade_start = 0.0
         self._last: np.ndarray | None = None
         self.accepted = 0
@@ -195,10 +199,15 @@ class ChunkPlayer:
                 self.rejected += 1  # older than what plays: out of order, ignore
                 return False
             current = self._value_locked(now) if self._chunk is not None else None
+            self._fade_from, self._fade_chunk = None, None
             if current is not None and cfg.crossfade_s > 0 and cfg.blend == "crossfade":
-                self._fade_from, self._fade_start = current.values.copy(), float(now)
-            else:
-                self._fade_from = None
+                self._fade_start = float(now)
+                if current.stale:  # a held value fades out as it is
+                    self._fade_from = current.values.copy()
+                else:  # the outgoing chunk fades out moving, as it would have played
+                    old = (self._chunk, self._slopes, self._origin())
+                    self._fade_chunk = old
+                    self._fade_from = current.values - self._plan_at(old, now)
             if cfg.blend == "rtc":  # take over at d: the ticks played since its stamp, in steps
                 d = self._ticks_since(float(stamp)) * cfg.steps_per_tick
                 self.last_delay = min(math.ceil(d - EPS), a.shape[0])
@@ -264,6 +273,7 @@ class ChunkPlayer:
     def clear(self) -> None:
         with self._lock:
             self._chunk, self._slopes, self._fade_from, self._last = None, None, None, None
+            self._fade_chunk = None
             self._played_t.clear()
             self._played_v.clear()
 
@@ -335,14 +345,23 @@ class ChunkPlayer:
             a = (now - self._fade_start) / cfg.crossfade_s if cfg.crossfade_s > 0 else 1.0
             if a < 1.0:
                 a = max(a, 0.0)
-                target = (1.0 - a) * self._fade_from + a * target
+                outgoing = self._fade_from if self._fade_chunk is None else \
+                    self._plan_at(self._fade_chunk, now) + self._fade_from
+                target = (1.0 - a) * outgoing + a * target
                 fading = True
             else:
-                self._fade_from = None
+                self._fade_from, self._fade_chunk = None, None
         values = self._clip(target)
         self._last = values
         return Sample(values.copy(), age > cfg.observation_timeout_s,
                       min(int(math.floor(pos + EPS)), last), fading, age, position=pos)
+
+    def _plan_at(self, plan: tuple[np.ndarray, np.ndarray, float], now: float) -> np.ndarray:
+        """A chunk's value by time at `now` (its step by time since `origin`, the last step
+        after its end), unclipped."""
+        chunk, slopes, origin = plan
+        pos = min(self._time_position(now, origin), float(chunk.shape[0] - 1))
+        return hermite_at(chunk, slopes, pos)
 
     def _held(self) -> np.ndarray:
         """The last output, held: clipped again (the limits may have changed live since)."""

@@ -366,7 +366,7 @@ def test_rtc_blend_gives_the_engine_the_executed_steps_and_the_counted_delay(ctx
         assert rt.player.blend == "rtc"
         seen = []
         step = rt.built.engine.step
-        rt.built.engine.step = lambda obs: seen.append(obs.prior) or step(obs)
+        rt.built.engine.step = lambda obs, on_actions=None: seen.append(obs.prior) or step(obs, on_actions)
         size = rt.built.model_config.vision.image_size
         img = np.random.default_rng(0).integers(0, 255, (size, size, 3), dtype=np.uint8)
         state = np.zeros(6, np.float32)

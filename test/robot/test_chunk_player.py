@@ -64,6 +64,36 @@ def test_new_chunk_during_fade_does_not_jump():
     assert np.allclose(p.value_at(0.05).values, mid)
 
 
+def test_crossfade_between_chunks_of_one_motion_follows_the_motion():
+    """Chunks that agree (one arm motion, each from a newer observation) arriving every tick, as
+    at OxyGen's frame rate, with a fade longer than their spacing: the command is the motion
+    itself. The outgoing chunk fades out moving as it would have played; a fade from its value
+    frozen at the hand-over lagged the motion (0.08 s behind with a 0.1 s fade here): an arm
+    slower than the policy asked for, the more so the more often chunks come."""
+    v, latency = 0.5, 0.03  # units / s; observation -> hand-over
+    p = ChunkPlayer(1, DT, crossfade_s=0.1, observation_timeout_s=10.0)
+    errors = []
+    for i in range(40):
+        stamp = i * DT
+        p.set_chunk(v * (stamp + DT * np.arange(10))[:, None], stamp, stamp + latency)
+        t = stamp + latency + 1e-4
+        want = v * DT * np.floor((t - stamp) / DT) + v * stamp  # the motion at this tick's slot
+        errors.append(abs(p.tick(t).values[0] - want))
+    assert max(errors[10:]) < 1e-9, max(errors[10:])
+
+
+def test_crossfade_from_a_held_value_fades_from_it():
+    """A chunk arriving while the player holds (the last chunk went stale) fades in from the
+    held value, not from a plan that is no longer followed."""
+    p = ChunkPlayer(1, DT, crossfade_s=0.1, observation_timeout_s=0.1)
+    p.set_chunk(ramp(10, 1), 0.0, 0.0)
+    held = p.tick(0.5)
+    assert held.stale and held.values[0] == 9.0
+    p.set_chunk(np.zeros((10, 1)), 0.5, 0.5)
+    assert p.value_at(0.5).values[0] == pytest.approx(9.0)
+    assert p.value_at(0.55).values[0] == pytest.approx(4.5)
+
+
 def test_stale_holds_last_output_and_reports():
     p = ChunkPlayer(2, DT, crossfade_s=0.0, observation_timeout_s=0.1)
     p.set_chunk(ramp(), 0.0, 0.0)
