@@ -332,6 +332,8 @@ class OxygenNode(LifecycleNode):
             "questions_open": q.outstanding, "questions_answered": q.answered,
             "questions_refused": q.refused, "last_refusal": q.last_refusal,
         }
+        if out is not None and out.kv.state_slots_total:  # a hybrid model (qwen35): its slots
+            engine_values["state_slots"] = f"{out.kv.state_slots_used}/{out.kv.state_slots_total}"
         if level == "OK" and active and out is not None and not out.target_feasible:
             level, message = "WARN", (
                 f"action-rate target {out.target_action_hz:g} Hz infeasible even at k_min="

@@ -494,3 +494,34 @@ def test_questions_never_wait_for_a_later_activation(ctx):
     finally:
         node.stop()
         node.destroy_node()
+
+
+def test_a_hybrid_model_shows_its_state_slots_in_the_engine_diagnostic(ctx):
+    """qwen35 keeps a recurrent state per sequence in slots of the pool: the engine diagnostic
+    says how many are in use of how many, as kv_blocks does for the blocks; a model without
+    recurrent layers has no such value."""
+    for preset, slots in (("qwen35-tiny", True), ("tiny", False)):
+        node = OxygenNode(context=ctx, parameter_overrides=[
+            Parameter("model.preset", value=preset), Parameter("model.num_threads", value=1),
+            Parameter("max_active_requests", value=2)])
+        try:
+            assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
+            assert node.trigger_activate() == TransitionCallbackReturn.SUCCESS
+            rt = node.rt
+            size = rt.built.model_config.vision.image_size
+            img = np.zeros((size, size, 3), dtype=np.uint8)
+            out = rt.worker.frame(Pair(stamp=100.0, images=(img,), state=np.zeros(6, np.float32),
+                                       header_stamp=Time(sec=100), image_stamps=(100.0,),
+                                       state_stamp=100.0))
+            engine = next(s for s in node._diagnostics() if s[0] == "engine")[3]
+            if slots:
+                used, total = map(int, engine["state_slots"].split("/"))
+                assert total == out.kv.state_slots_total > 0
+                assert used == out.kv.state_slots_used > 0  # the memory request born this frame
+            else:
+                assert "state_slots" not in engine
+            assert node.trigger_deactivate() == TransitionCallbackReturn.SUCCESS
+            assert node.trigger_cleanup() == TransitionCallbackReturn.SUCCESS
+        finally:
+            node.stop()
+            node.destroy_node()
