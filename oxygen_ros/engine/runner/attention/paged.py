@@ -7,6 +7,7 @@ import hashlib
 import logging
 import os
 import threading
+import time
 from pathlib import Path
 
 import torch
@@ -17,6 +18,10 @@ log = logging.getLogger(__name__)
 _SOURCE = Path(__file__).parent / "csrc" / "paged_attention.cpp"
 _lock = threading.Lock()
 _loaded: bool | None = None
+# torch's build holds a lock file while it compiles and waits, without end, while one exists: a
+# build killed mid-way (Ctrl-C during setup) left one and every later start hung. A compile
+# takes 30-60 s here; a lock this old belongs to no build that is still running.
+STALE_LOCK_S = 600.0
 
 
 def build_directory() -> Path:
@@ -25,6 +30,22 @@ def build_directory() -> Path:
     if env:
         return Path(env)
     return Path.home() / ".cache" / "oxygen_ros" / f"torch-{torch.__version__}"
+
+
+def clear_stale_lock(build: Path, max_age_s: float = STALE_LOCK_S) -> bool:
+    """Remove `build`'s lock file when it is older than `max_age_s` (a killed build's; see
+    STALE_LOCK_S), with a warning; True if it did. A younger lock is another process's build:
+    torch waits for it."""
+    lock = build / "lock"
+    try:
+        age = time.time() - lock.stat().st_mtime
+    except FileNotFoundError:
+        return False
+    if age <= max_age_s:
+        return False
+    log.warning("removing a stale build lock %s (%.0f s old: a build that was killed)", lock, age)
+    lock.unlink(missing_ok=True)
+    return True
 
 
 def load_cpp_op(verbose: bool = False) -> bool:
@@ -46,6 +67,7 @@ def load_cpp_op(verbose: bool = False) -> bool:
                 name = f"oxygen_paged_attention_{digest}" + ("_native" if arch else "")
                 build = build_directory() / name
                 build.mkdir(parents=True, exist_ok=True)
+                clear_stale_lock(build)
                 try:
                     cpp_extension.load(
                         name=name,
