@@ -6,8 +6,9 @@ pair skipped, never a failing frame), apply the newest live engine config (Engin
 hand queued questions to the engine (Engine.ask), build the Observation, run Engine.step; the
 moment the step has the action chunk (before the frame's language work) map it to robot units,
 give it to the ChunkPlayer and publish it (and, for a model with several heads, every head's);
-after the step, stats, text updates and markers. A failing frame is counted and reported (diagnostics) and the loop goes on
-with the next observation. This module knows engine types, never message types.
+after the step, stats, text updates and markers. A failing frame is counted and reported
+(diagnostics) and the loop goes on with the next observation. This module knows engine types,
+never message types.
 """
 from __future__ import annotations
 

@@ -357,11 +357,10 @@ class ChunkPlayer:
                       min(int(math.floor(pos + EPS)), last), fading, age, position=pos)
 
     def _plan_at(self, plan: tuple[np.ndarray, np.ndarray, float], now: float) -> np.ndarray:
-        """A chunk's value by time at `now` (its step by time since `origin`, the last step
-        after its end), unclipped."""
+        """A chunk's value by time at `now` (its step by time since `origin`; hermite_at holds
+        the last step after its end), unclipped."""
         chunk, slopes, origin = plan
-        pos = min(self._time_position(now, origin), float(chunk.shape[0] - 1))
-        return hermite_at(chunk, slopes, pos)
+        return hermite_at(chunk, slopes, self._time_position(now, origin))
 
     def _held(self) -> np.ndarray:
         """The last output, held: clipped again (the limits may have changed live since)."""
