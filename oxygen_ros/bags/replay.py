@@ -44,7 +44,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from oxygen_ros.robot.chunk_player import ChunkPlayer
-from oxygen_ros.robot.command_config import BLENDS, CommandConfig
+from oxygen_ros.robot.command_config import BLENDS, EXECUTIONS, CommandConfig
 from oxygen_ros.robot.engine_port import EnginePort
 from oxygen_ros.robot.images import CameraError, CameraFrame, decode_frames, parse_transports
 from oxygen_ros.robot.inference import PairInference
@@ -70,6 +70,7 @@ class ReplayConfig:
     crossfade_s: float = 0.1
     chunk_blend: str = "crossfade"  # crossfade | rtc | none, as the node's parameter
     chunk_skip_latency: bool = True  # as the node's parameter (False: a deliberate fault)
+    chunk_execution: str = "stream"  # stream | sync, as the node's parameter
     observation_timeout_s: float = 0.5
     rate: float = 0.0  # 0 = as fast as possible, else x recorded speed
     drain: bool = True  # after the last input, finish every language request (see Replayer.drain)
@@ -103,6 +104,11 @@ class ReplayConfig:
             raise ValueError(f"chunk_rate_hz must be >= 0 (0 = control_rate_hz), got {self.chunk_rate_hz}")
         if self.chunk_blend not in BLENDS:
             raise ValueError(f"chunk_blend must be one of {', '.join(BLENDS)}, got {self.chunk_blend!r}")
+        if self.chunk_execution not in EXECUTIONS:
+            raise ValueError(f"chunk_execution must be one of {', '.join(EXECUTIONS)}, "
+                             f"got {self.chunk_execution!r}")
+        if self.chunk_execution == "sync" and self.chunk_blend == "rtc":
+            raise ValueError("chunk_execution sync plays every chunk from rest: not with chunk_blend rtc")
 
     @property
     def step_s(self) -> float:
@@ -116,7 +122,7 @@ class ReplayConfig:
             lower=() if mapping.lower is None else mapping.lower,
             upper=() if mapping.upper is None else mapping.upper, crossfade_s=self.crossfade_s,
             observation_timeout_s=self.observation_timeout_s, blend=self.chunk_blend,
-            skip_latency=self.chunk_skip_latency,
+            skip_latency=self.chunk_skip_latency, execution=self.chunk_execution,
             velocity_limits=self.joint_velocity_limits,
             acceleration_limits=self.joint_acceleration_limits,
             max_start_deviation=self.max_start_deviation,
@@ -400,6 +406,8 @@ class Replayer:
             while self._ready and self._ready[0][0] <= now:
                 fr = heapq.heappop(self._ready)[2]
                 at = fr.ready_ns
+                if not self.player.takes(fr.header_ns * 1e-9):
+                    continue  # sync: observed in motion, passed over as the node does
                 self._poses_until(at)
                 measured = self._pose.fresh(at * 1e-9, cfg.observation_timeout_s)
                 first = self.player.first_value(fr.chunk, fr.header_ns * 1e-9, at * 1e-9)

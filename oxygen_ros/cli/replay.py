@@ -15,7 +15,7 @@ import numpy as np
 from oxygen_ros.cli.engine_args import engine_config, model_source
 from oxygen_ros.robot.build import build_engine
 
-from ..robot.command_config import BLENDS
+from ..robot.command_config import BLENDS, EXECUTIONS
 from ..robot.shaper import DEFAULT_TRACKING_ERROR
 from ..bags import messages as M
 from ..bags.reader import BagData, bag_topics, messages, read_bag
@@ -58,6 +58,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--chunk-blend", choices=BLENDS, default="crossfade",
                    help="as the node's chunk_blend: crossfade, rtc (real-time chunking, docs/rtc.md; "
                         "the engine's --rtc-* flags apply) or none")
+    p.add_argument("--chunk-execution", choices=EXECUTIONS, default="stream",
+                   help="as the node's chunk_execution: stream, or sync (each chunk plays to its "
+                        "end, then the next one made from an observation taken at rest)")
     p.add_argument("--no-skip-latency", action="store_true",
                    help="the node's chunk_skip_latency false: play every chunk from its first step, "
                         "one latency late (a deliberate fault, for comparison)")
@@ -122,6 +125,7 @@ def config_from(args: argparse.Namespace, bag: BagData, num_cameras: int, action
                         max_stamp_offset_s=args.max_stamp_offset_s, control_rate_hz=args.control_rate_hz,
                         crossfade_s=args.crossfade_s, chunk_blend=args.chunk_blend,
                         chunk_skip_latency=not args.no_skip_latency,
+                        chunk_execution=args.chunk_execution,
                         observation_timeout_s=args.observation_timeout_s,
                         rate=args.rate, drain=not args.no_drain,
                         joint_velocity_limits=list(args.joint_velocity_limits),

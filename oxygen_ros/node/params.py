@@ -30,7 +30,7 @@ from typing import Any, Callable
 
 from oxygen_ros.engine.config import ENGINE_KNOBS, RUNNABLE_PRESETS
 from oxygen_ros.engine.config.knobs import Knob, num_text
-from oxygen_ros.robot.command_config import BLENDS, CommandConfig
+from oxygen_ros.robot.command_config import BLENDS, EXECUTIONS, CommandConfig
 from oxygen_ros.robot.shaper import DEFAULT_TRACKING_ERROR, limit  # pure numpy: the shaper's own check
 from oxygen_ros.node.recorder import STORAGES  # no rosbags import: the writer loads lazily
 
@@ -43,7 +43,8 @@ TRACKING = "max_tracking_error"  # the shaper's restart tolerance
 # the live parameters that make the command path's CommandConfig (robot/command_config.py): a
 # change of any of them builds a new one from ALL of them (command_config below)
 COMMAND_KEYS = ("joint_limits_lower", "joint_limits_upper", "crossfade_s", "observation_timeout_s",
-                "max_stamp_offset_s", "chunk_blend", "chunk_skip_latency", *SHAPER_LIMITS, TRACKING)
+                "max_stamp_offset_s", "chunk_blend", "chunk_skip_latency", "chunk_execution",
+                *SHAPER_LIMITS, TRACKING)
 
 LIVE, CONFIGURE, READ_ONLY = "live", "configure", "read_only"
 
@@ -111,6 +112,11 @@ NODE_PARAMETERS: tuple[Spec, ...] = (
          "skipping the steps whose time passed since its observation (inference latency); false "
          "plays every chunk from its first step, one latency late: a deliberate fault for "
          "sensitivity tests (docs/simulation.md), never for a robot", LIVE),
+    Spec("chunk_execution", "string", "stream", "stream: each new action chunk replaces the "
+         "one being executed as soon as it exists (the robot does not stop for inference); sync: "
+         "the robot plays each chunk to its end, holds still, and plays the next chunk made from an "
+         "observation taken at rest (a synchronous loop: inference time becomes waiting time; not "
+         "with chunk_blend rtc)", LIVE, choices=EXECUTIONS),
     Spec("stamp_tolerance_s", "double", 0.05, "max stamp difference between paired camera frames "
          "and joint states", LIVE, (0.0, 10.0), unit="s"),
     Spec("max_stamp_offset_s", "double", 1.0, "inputs stamped further than this ahead of or behind "
@@ -312,7 +318,7 @@ def command_config(values: dict[str, Any], step_s: float, tick_s: float) -> Comm
         crossfade_s=float(values["crossfade_s"]),
         observation_timeout_s=float(values["observation_timeout_s"]),
         future_tolerance_s=float(values["max_stamp_offset_s"]), blend=values["chunk_blend"],
-        skip_latency=values["chunk_skip_latency"],
+        skip_latency=values["chunk_skip_latency"], execution=values["chunk_execution"],
         velocity_limits=values["joint_velocity_limits"] or (),
         acceleration_limits=values["joint_acceleration_limits"] or (),
         max_start_deviation=values["max_start_deviation"] or (),

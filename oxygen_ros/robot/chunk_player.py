@@ -37,6 +37,16 @@ position is the step itself: with tick_s == step_s every tick plays exactly a st
   `leftover(stamp)` gives, on the chunk's axis (one entry per chunk step from the stamp on),
   what is executed: the values already played, then the current chunk's remaining plan: what
   the engine's next chunk should continue (docs/rtc.md).
+- ``execution`` sync (openpi's and LeRobot's synchronous loop; ``stream`` is everything above):
+  each chunk plays from its first step at its hand-over (the robot stood still since its
+  observation, so no step is due to be skipped and there is nothing to fade from) to its last
+  step, then the robot holds that step at rest. A chunk is taken (`takes`) only when its
+  observation was made at rest: stamped at least one chunk step after the last step was first
+  played. Chunks made from observations taken in motion are passed over (counted in `passed`),
+  so inference time becomes the robot's waiting time, as on a synchronous robot. Staleness
+  counts from the hand-over (a chunk older than `observation_timeout_s` then is not started)
+  and from the rest (no fresh chunk within `observation_timeout_s` of it), never during the
+  chunk's own play. rtc is refused with sync (CommandConfig).
 - `tick(now)` is the control loop's call (one per control tick: it is what is counted);
   `value_at(now)` only looks.
 Every setting comes in one CommandConfig, replaced whole by `configure` (never merged).
@@ -107,12 +117,13 @@ class ChunkPlayer:
                  observation_timeout_s: float = 0.5, lower: np.ndarray | None = None,
                  upper: np.ndarray | None = None, future_tolerance_s: float = 1.0,
                  blend: str = "crossfade", tick_s: float | None = None,
-                 skip_latency: bool = True) -> None:
+                 skip_latency: bool = True, execution: str = "stream") -> None:
         """A player with a fresh CommandConfig (dt: the chunk's step period; tick_s: the
         control period, None = dt). `ChunkPlayer.from_config` takes a config as it is."""
         self._init(CommandConfig(num_joints, dt, tick_s, () if lower is None else lower,
                                  () if upper is None else upper, crossfade_s, observation_timeout_s,
-                                 future_tolerance_s, blend, skip_latency=skip_latency))
+                                 future_tolerance_s, blend, skip_latency=skip_latency,
+                                 execution=execution))
 
     @classmethod
     def from_config(cls, config: CommandConfig) -> "ChunkPlayer":
@@ -136,6 +147,8 @@ class ChunkPlayer:
         self._slopes: np.ndarray | None = None
         self._stamp = 0.0
         self._arrival = 0.0  # when the current chunk was handed over (skip_latency False: its origin)
+        self._chunk_sync = False  # the current chunk was taken under execution sync (plays from rest)
+        self._rest_from: float | None = None  # sync: when the robot is at rest after its last step
         # crossfade: the outgoing plan keeps moving in time while the new chunk fades in. It is
         # the outgoing chunk (None: a held value) at its own time position, plus the offset
         # between it and what was commanded at the hand-over (a fade still running, clipping)
@@ -145,6 +158,7 @@ class ChunkPlayer:
         self._last: np.ndarray | None = None
         self.accepted = 0
         self.rejected = 0
+        self.passed = 0  # sync: chunks made from an observation taken in motion (not played)
 
     # -- settings (one immutable CommandConfig) -------------------------------------------------
     def configure(self, config: CommandConfig) -> None:
@@ -184,6 +198,20 @@ class ChunkPlayer:
         return None if self._upper is None else self._upper.copy()
 
     # -- input ----------------------------------------------------------------------------------
+    def takes(self, stamp: float) -> bool:
+        """Whether a chunk from the observation stamped `stamp` would be played: always with
+        execution stream; with sync only once the current chunk has played to its end and the
+        observation was taken at rest (or while holding a stale / future chunk)."""
+        with self._lock:
+            return self._takes_locked(float(stamp))
+
+    def _takes_locked(self, stamp: float) -> bool:
+        if self._config.execution != "sync" or self._chunk is None or self._holding:
+            return True
+        if not self._chunk_sync:  # taken while streaming: at rest once its plan has run out
+            return stamp >= self._origin() + self._chunk.shape[0] * self._config.step_s - EPS
+        return self._rest_from is not None and stamp >= self._rest_from - EPS
+
     def set_chunk(self, chunk: np.ndarray, stamp: float, now: float) -> bool:
         """Replace the chunk (observation stamp `stamp`, arriving at `now`). False if rejected."""
         a = np.asarray(chunk, dtype=np.float64)
@@ -198,9 +226,13 @@ class ChunkPlayer:
             if self._chunk is not None and stamp < self._stamp and not in_future:
                 self.rejected += 1  # older than what plays: out of order, ignore
                 return False
+            sync = cfg.execution == "sync"
+            if sync and not self._takes_locked(float(stamp)):
+                self.passed += 1  # observed in motion: the synchronous robot does not play it
+                return False
             current = self._value_locked(now) if self._chunk is not None else None
             self._fade_from, self._fade_chunk = None, None
-            if current is not None and cfg.crossfade_s > 0 and cfg.blend == "crossfade":
+            if current is not None and cfg.crossfade_s > 0 and cfg.blend == "crossfade" and not sync:
                 self._fade_start = float(now)
                 if current.stale:  # a held value fades out as it is
                     self._fade_from = current.values.copy()
@@ -215,6 +247,7 @@ class ChunkPlayer:
                 self._start, self._ticks, self._rebase = start, 0, False
             self._chunk, self._slopes, self._stamp = a.copy(), pchip_slopes(a), float(stamp)
             self._arrival = float(now)
+            self._chunk_sync, self._rest_from = sync, None
             self.accepted += 1
             return True
 
@@ -267,13 +300,14 @@ class ChunkPlayer:
         """What `chunk` (observation `stamp`) would play first if handed over at `now`: the
         position by time, clipped (the start gate compares it with the measured pose)."""
         a = np.asarray(chunk, dtype=np.float64)
-        pos = self._time_position(now, stamp if self._config.skip_latency else now)
+        cfg = self._config
+        pos = self._time_position(now, stamp if cfg.skip_latency and cfg.execution != "sync" else now)
         return self._clip(hermite_at(a, pchip_slopes(a), pos))
 
     def clear(self) -> None:
         with self._lock:
             self._chunk, self._slopes, self._fade_from, self._last = None, None, None, None
-            self._fade_chunk = None
+            self._fade_chunk, self._rest_from = None, None
             self._played_t.clear()
             self._played_v.clear()
 
@@ -306,6 +340,10 @@ class ChunkPlayer:
                 self._played_t.append(float(now))
                 self._played_v.append(sample.values.copy())
                 self._holding = sample.stale
+                if (self._chunk_sync and self._rest_from is None and not sample.stale
+                        and sample.position >= self._chunk.shape[0] - 1 - EPS):
+                    # the last step is commanded now: the robot is at rest one step later
+                    self._rest_from = float(now) + self._config.step_s
                 if not sample.stale:
                     if self._rebase and self._config.blend == "rtc":
                         self._start, self._ticks, self._rebase = sample.position, 0, False
@@ -314,8 +352,9 @@ class ChunkPlayer:
 
     def _origin(self) -> float:
         """When the current chunk's step 0 is due: its observation's stamp (the steps that
-        elapsed during inference are skipped), or its arrival with skip_latency False."""
-        return self._stamp if self._config.skip_latency else self._arrival
+        elapsed during inference are skipped), or its arrival with skip_latency False or when
+        it was taken under execution sync (it starts from rest)."""
+        return self._stamp if self._config.skip_latency and not self._chunk_sync else self._arrival
 
     def _time_position(self, now: float, origin: float | None = None) -> float:
         """The position by time: the tick slot of the time since `origin` (default: the
@@ -331,7 +370,8 @@ class ChunkPlayer:
             if self._last is None:
                 return None
             return Sample(self._held(), True, -1, False, age, future=True)
-        if age > cfg.observation_timeout_s and self._last is not None:
+        stale = self._stale_locked(now)
+        if stale and self._last is not None:
             return Sample(self._held(), True, -1, False, age)
         if cfg.blend == "rtc" and not self._rebase:  # counted ticks from the take-over
             pos = self._start + self._ticks * cfg.steps_per_tick
@@ -353,8 +393,18 @@ class ChunkPlayer:
                 self._fade_from, self._fade_chunk = None, None
         values = self._clip(target)
         self._last = values
-        return Sample(values.copy(), age > cfg.observation_timeout_s,
-                      min(int(math.floor(pos + EPS)), last), fading, age, position=pos)
+        return Sample(values.copy(), stale, min(int(math.floor(pos + EPS)), last), fading, age,
+                      position=pos)
+
+    def _stale_locked(self, now: float) -> bool:
+        """The newest chunk's observation is too old to act on: by its age (stream); for a
+        chunk taken under sync, by its age at the hand-over or by the time waited at rest."""
+        timeout = self._config.observation_timeout_s
+        if not self._chunk_sync:
+            return now - self._stamp > timeout
+        if self._arrival - self._stamp > timeout:
+            return True
+        return self._rest_from is not None and now - self._rest_from > timeout
 
     def _plan_at(self, plan: tuple[np.ndarray, np.ndarray, float], now: float) -> np.ndarray:
         """A chunk's value by time at `now` (its step by time since `origin`; hermite_at holds

@@ -20,6 +20,10 @@ import numpy as np
 from .shaper import DEFAULT_TRACKING_ERROR, limit
 
 BLENDS = ("crossfade", "rtc", "none")
+# stream: chunks replace each other as they come, the robot never stops for inference while a
+# chunk lasts; sync: each chunk plays to its end, the robot holds still, and only a chunk made
+# from an observation taken at rest is played next (openpi's and LeRobot's synchronous loop)
+EXECUTIONS = ("stream", "sync")
 
 
 def clip_to_limits(values: np.ndarray, lower: np.ndarray | None, upper: np.ndarray | None
@@ -58,6 +62,7 @@ class CommandConfig:
     # passed during inference. False plays every chunk from step 0 at its arrival, one latency
     # late: a deliberate fault for sensitivity runs (a loop that forgot its latency)
     skip_latency: bool = True
+    execution: str = "stream"  # EXECUTIONS
 
     def __post_init__(self) -> None:
         n = self.num_joints
@@ -90,6 +95,12 @@ class CommandConfig:
             raise ValueError(f"observation_timeout_s must be > 0, got {self.observation_timeout_s!r}")
         if not (np.isfinite(self.future_tolerance_s) and self.future_tolerance_s >= 0):
             raise ValueError(f"future_tolerance_s must be >= 0, got {self.future_tolerance_s!r}")
+        if self.execution not in EXECUTIONS:
+            raise ValueError(f"execution must be one of {', '.join(EXECUTIONS)}, got {self.execution!r}")
+        if self.execution == "sync" and self.blend == "rtc":
+            raise ValueError("chunk_blend rtc continues a plan the robot is executing; with "
+                             "chunk_execution sync every chunk starts from rest: use crossfade or "
+                             "none (both play it as it is)")
         if not isinstance(self.skip_latency, (bool, np.bool_)):
             raise ValueError(f"skip_latency must be true or false, got {self.skip_latency!r}")
         set_("skip_latency", bool(self.skip_latency))

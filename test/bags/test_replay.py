@@ -341,3 +341,56 @@ def test_the_replayed_chunk_reaches_the_player_when_the_engine_hands_it_over():
     [fr] = res.frames
     assert fr.done_ns == t + 80 * 10**6 and fr.ready_ns == t + 10 * 10**6
     assert handed and handed[0] == pytest.approx((t + 10 * 10**6) * 1e-9, abs=1e-3)
+
+
+def test_sync_execution_replays_like_the_node():
+    """chunk_execution sync in oxygen-replay: a chunk is played only when its observation was
+    taken at rest, after the previous chunk's last step (the node's ChunkPlayer.takes); with
+    stream every chunk is. Frames every 30 ms, chunks of 4 steps at 100 Hz (40 ms of motion)."""
+    from types import SimpleNamespace as NS
+
+    from oxygen_ros.bags import messages as M
+    from oxygen_ros.bags.replay import ReplayConfig, Replayer
+    from oxygen_ros.bags.typestore import typestore
+    from oxygen_ros.robot.values import StateMapping
+
+    class Engine:
+        model_config = NS(vision=NS(image_size=8), action_horizon=4)
+        config = NS(instruction="x")
+        frame = 0
+
+        def step(self, obs, on_actions=None):
+            self.frame += 1
+            actions = np.full((4, 1), float(self.frame), np.float32)
+            if on_actions is not None:
+                on_actions(actions, {"action": actions})
+            return NS(frame=self.frame, actions=actions, chunks={"action": actions}, updates=(),
+                      frame_ms=30.0, actions_ms=5.0)
+
+        def has_unfinished(self):
+            return False
+
+    s = typestore()
+    t0, ms = 10**18, 10**6
+    img = np.zeros((8, 8, 3), np.uint8)
+    events = []
+    for i in range(40):
+        t = t0 + i * 10 * ms
+        events += [(t, "/cam", M.image(s, img, t)), (t, "/js", M.joint_state(s, ["a"], [0.0], t))]
+    taken = {}
+    for execution in ("stream", "sync"):
+        cfg = ReplayConfig(camera_topics=["/cam"], joint_state_topic="/js", joint_names=["a"],
+                           control_rate_hz=100.0, chunk_execution=execution)
+        r = Replayer(Engine(), StateMapping(1), cfg)
+        got: list[tuple[float, float]] = []
+        set_chunk = r.player.set_chunk
+        r.player.set_chunk = lambda chunk, stamp, now, got=got, f=set_chunk: (
+            got.append((stamp, now)) or f(chunk, stamp, now))
+        res = r.run(events)
+        assert len(res.frames) >= 10
+        taken[execution] = got
+    assert len(taken["stream"]) >= 10  # every frame's chunk
+    sync = taken["sync"]
+    assert 2 <= len(sync) < len(taken["stream"])
+    for (_, arrival), (stamp, _) in zip(sync, sync[1:]):
+        assert stamp >= arrival + 4 * 0.01 - 1e-6  # observed after the previous chunk's motion

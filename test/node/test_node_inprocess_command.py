@@ -177,6 +177,10 @@ def test_any_live_parameter_in_any_order_keeps_every_limit(node, changes):
         p = P.values(node)
         if res.successful:
             assert all(p[k] == v for k, v in change.items())
+        elif "chunk_execution sync" in res.reason:  # sync with rtc: refused together
+            assert {**before, **change}["chunk_execution"] == "sync"
+            assert {**before, **change}["chunk_blend"] == "rtc"
+            assert p == before
         else:  # only the engine's cross-checks (e.g. k_min <= decode_steps_per_frame) refuse
             assert all(k in P.ENGINE_KEYS for k in change), (change, res.reason)
             assert p == before
@@ -237,6 +241,34 @@ class Sink:
 
     def publish(self, msg) -> None:
         self.msgs.append(msg)
+
+
+def test_sync_execution_plays_and_publishes_only_chunks_observed_at_rest(node):
+    """chunk_execution sync on a running node: the first chunk is played and published; a chunk
+    from an observation taken while it plays is neither (the robot executes the first to its
+    end); sync with rtc is refused with the reason, and stream takes every chunk again."""
+    rt = node.rt
+    sink = Sink()
+    saved, rt.pubs.action_chunk = rt.pubs.action_chunk, sink
+    try:
+        assert node.set_parameters([Parameter("chunk_execution", value="sync")])[0].successful
+        assert rt.player.config.execution == "sync"
+        t0 = node.get_clock().now().nanoseconds * 1e-9
+        rng = np.random.default_rng(3)
+        rt.player.clear()  # the shared node: no chunk of an earlier test still playing
+        _frame(rt, t0, rng, np.zeros(J, np.float32))
+        accepted = rt.player.accepted
+        assert len(sink.msgs) == 1 and rt.player.takes(t0 + 1.0) is False
+        _frame(rt, t0 + 0.001, rng, np.zeros(J, np.float32))
+        assert len(sink.msgs) == 1 and rt.player.accepted == accepted  # passed over
+        res = node.set_parameters([Parameter("chunk_blend", value="rtc")])[0]
+        assert not res.successful and "chunk_execution sync" in res.reason
+        assert node.set_parameters([Parameter("chunk_execution", value="stream")])[0].successful
+        _frame(rt, t0 + 0.002, rng, np.zeros(J, np.float32))
+        assert len(sink.msgs) == 2 and rt.player.accepted == accepted + 1
+    finally:
+        rt.pubs.action_chunk = saved
+        node.set_parameters([Parameter("chunk_execution", value="stream")])
 
 
 def test_action_chunk_and_head_chunks_are_clipped_like_joint_command(ctx):

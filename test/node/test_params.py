@@ -213,7 +213,8 @@ def test_every_command_key_reaches_the_command_config():
     other = {"joint_limits_lower": [-0.5] * 6, "joint_limits_upper": [0.5] * 6, "crossfade_s": 0.3,
              "observation_timeout_s": 2.0, "max_stamp_offset_s": 5.0, "chunk_blend": "rtc",
              "joint_velocity_limits": [2.0], "joint_acceleration_limits": [20.0],
-             "max_start_deviation": [0.3], "max_tracking_error": [0.05], "chunk_skip_latency": False}
+             "max_start_deviation": [0.3], "max_tracking_error": [0.05], "chunk_skip_latency": False,
+             "chunk_execution": "sync"}
     assert set(other) == set(P.COMMAND_KEYS)
     for key, value in other.items():
         changed = P.command_config({**base, key: value}, 0.02, 0.005)

@@ -420,3 +420,67 @@ def test_skip_latency_is_a_live_setting_and_on_by_default():
     assert p.value_at(0.1).index == 0 and p.value_at(0.1 + 2 * DT + 1e-4).index == 2
     p.configure(p.config.replace(skip_latency=True))
     assert p.value_at(0.1).index == 5
+
+
+# -- execution sync: each chunk plays to its end from rest, then a chunk observed at rest ------
+def test_sync_plays_each_chunk_from_rest_to_its_end_and_passes_chunks_observed_in_motion():
+    """A chunk arriving 3 steps after its observation plays from step 0 (the robot stood still
+    during inference) to its last step; chunks made while it moves are passed over (not played,
+    counted); the robot rests one step after its last step is commanded, and only a chunk
+    observed from then on is taken, without a fade (crossfade_s is set and ignored). Streaming
+    takes every newer chunk at once."""
+    sync = ChunkPlayer(2, DT, crossfade_s=0.1, observation_timeout_s=0.5, execution="sync")
+    stream = ChunkPlayer(2, DT, crossfade_s=0.1, observation_timeout_s=0.5)
+    arrival = 3 * DT
+    for p in (sync, stream):
+        assert p.takes(0.0) and p.set_chunk(ramp(8), 0.0, arrival)
+    assert np.allclose(sync.first_value(ramp(8), 0.0, arrival), 0.0)  # the gate sees step 0
+    assert sync.tick(arrival).index == 0
+    assert stream.tick(arrival).index == 3  # streaming skips the steps of the latency
+    # a chunk from an observation taken while the first one plays: passed over
+    assert not sync.takes(arrival + DT)
+    assert not sync.set_chunk(ramp(8, start=50.0), arrival + DT, arrival + 2 * DT)
+    assert sync.passed == 1 and sync.rejected == 0
+    assert stream.set_chunk(ramp(8, start=50.0), arrival + DT, arrival + 2 * DT)
+    for k in range(1, 8):
+        s = sync.tick(arrival + k * DT)
+        assert s.index == k and np.allclose(s.values, k) and not s.fading and not s.stale
+    last = arrival + 7 * DT  # the last step is commanded here; at rest one step later
+    assert not sync.takes(last + 0.5 * DT) and sync.takes(last + DT)
+    for k in range(8, 20):  # waiting at rest: the last step held, not stale
+        s = sync.tick(arrival + k * DT)
+        assert np.allclose(s.values, 7.0) and not s.stale
+    assert sync.set_chunk(ramp(8, start=100.0), last + DT, last + 14 * DT)
+    s = sync.tick(last + 14 * DT)
+    assert s.index == 0 and np.allclose(s.values, 100.0) and not s.fading
+
+
+def test_sync_staleness_counts_from_the_hand_over_and_the_rest_never_wedges():
+    p = ChunkPlayer(1, DT, crossfade_s=0.0, observation_timeout_s=0.1, execution="sync")
+    p.set_chunk(ramp(4, 1), 0.0, 0.05)
+    for k in range(4):  # plays on although the observation is older than the timeout
+        assert not p.tick(0.05 + k * DT).stale
+    rest = 0.05 + 4 * DT
+    assert not p.tick(rest + 0.09).stale and p.tick(rest + 0.11).stale  # no chunk after the rest
+    # a chunk already older than the timeout at its hand-over is not started: the value holds
+    assert p.set_chunk(ramp(4, 1, start=10.0), rest + 0.01, rest + 0.2)
+    s = p.tick(rest + 0.2)
+    assert s.stale and np.allclose(s.values, 3.0)
+    assert p.takes(rest + 0.15)  # holding: any newer chunk is taken (never wedged)
+    assert p.set_chunk(ramp(4, 1, start=20.0), rest + 0.19, rest + 0.21)
+    assert np.allclose(p.tick(rest + 0.21).values, 20.0)
+
+
+def test_sync_is_a_live_setting_that_never_jumps():
+    """Switching to sync while a chunk streams: it plays on by its own time axis; chunks are
+    taken again once its plan has run out. Back to stream: every newer chunk again."""
+    p = ChunkPlayer(1, DT, crossfade_s=0.0, observation_timeout_s=10.0)
+    p.set_chunk(ramp(8, 1), 0.0, 2 * DT)
+    assert p.tick(2 * DT).index == 2
+    p.configure(p.config.replace(execution="sync"))
+    assert p.tick(3 * DT).index == 3
+    assert not p.takes(4 * DT) and not p.set_chunk(ramp(8, 1), 4 * DT, 5 * DT)
+    assert p.takes(8 * DT) and p.set_chunk(ramp(8, 1, start=5.0), 8 * DT, 9 * DT)
+    assert np.allclose(p.tick(9 * DT).values, 5.0)
+    p.configure(p.config.replace(execution="stream"))
+    assert p.takes(9.5 * DT) and p.set_chunk(ramp(8, 1, start=9.0), 9.5 * DT, 10 * DT)

@@ -111,3 +111,12 @@ def test_random_live_configs_keep_the_player_and_shaper_limits(configs):
                     and vel is None):
                 assert np.all(np.abs(step - prev_step) <= acc * TICK * TICK + 1e-9)
             prev, prev_step, first = out.values, step, False
+
+
+def test_execution_is_stream_or_sync_and_sync_refuses_rtc():
+    assert CommandConfig(2, 0.02).execution == "stream"
+    assert CommandConfig(2, 0.02, execution="sync", blend="none").execution == "sync"
+    with pytest.raises(ValueError, match="execution must be one of stream, sync"):
+        CommandConfig(2, 0.02, execution="async")
+    with pytest.raises(ValueError, match="chunk_execution sync"):
+        CommandConfig(2, 0.02, execution="sync", blend="rtc")
