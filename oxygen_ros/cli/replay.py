@@ -14,6 +14,7 @@ import numpy as np
 
 from oxygen_ros.cli.engine_args import engine_config, model_source
 from oxygen_ros.robot.build import build_engine
+from oxygen_ros.robot.inference import executed_steps
 
 from ..robot.command_config import BLENDS, EXECUTIONS
 from ..robot.shaper import DEFAULT_TRACKING_ERROR
@@ -61,6 +62,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--chunk-execution", choices=EXECUTIONS, default="stream",
                    help="as the node's chunk_execution: stream, or sync (each chunk plays to its "
                         "end, then the next one made from an observation taken at rest)")
+    p.add_argument("--n-action-steps", type=int, default=0,
+                   help="steps of each chunk the robot executes, as the node's n_action_steps "
+                        "(0 = the checkpoint's)")
     p.add_argument("--no-skip-latency", action="store_true",
                    help="the node's chunk_skip_latency false: play every chunk from its first step, "
                         "one latency late (a deliberate fault, for comparison)")
@@ -209,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
         from oxygen_ros.robot.values import camera_slots
 
         cfg.camera_slots = camera_slots(cfg.camera_topics, list(args.camera_keys or []), built.camera_keys)
-        cfg.n_action_steps = built.n_action_steps
+        cfg.n_action_steps = executed_steps(args.n_action_steps, built.n_action_steps, mc.action_horizon)
         cfg.chunk_rate_hz = float(args.chunk_rate_hz or built.fps or 0.0)  # 0: the control rate
         if cfg.chunk_rate_hz < 0:
             raise ValueError(f"--chunk-rate-hz must be >= 0, got {args.chunk_rate_hz}")

@@ -41,6 +41,7 @@ from oxygen_ros.engine.config import head_names
 from oxygen_ros.engine.core.rtc import unsupported_reason
 from oxygen_ros.robot.chunk_player import ChunkPlayer
 from oxygen_ros.robot.command_config import CommandConfig
+from oxygen_ros.robot.inference import executed_steps
 from oxygen_ros.robot.shaper import CommandShaper
 from oxygen_ros.robot.values import StateMapping
 
@@ -180,6 +181,8 @@ class OxygenNode(LifecycleNode):
         built = build(p)
         if p["chunk_blend"] == "rtc" and unsupported_reason(built.model_config):
             raise ValueError(f"chunk_blend rtc: {unsupported_reason(built.model_config)}")
+        steps = executed_steps(int(p["n_action_steps"]), built.n_action_steps,
+                               built.model_config.action_horizon)
         names = list(p["joint_names"])
         mapping = self._mapping(p, len(names), built.norm)
         # the chunk's time axis (chunk_rate_hz / the checkpoint's fps) apart from the control tick
@@ -201,7 +204,7 @@ class OxygenNode(LifecycleNode):
         # self.rt.mapping is read per frame: joint limits are live for normalisation too
         worker = InferenceWorker(built.engine, lambda: self.rt.mapping, player, inputs.mailbox, pubs,
                                  text, names, p["instruction"], p["markers.frame_id"], self._warn, self,
-                                 camera_slots=built.camera_slots, n_action_steps=built.n_action_steps,
+                                 camera_slots=built.camera_slots, n_action_steps=steps,
                                  decode=inputs.decode_pair, admit=control.admit)
         rt = Runtime(built, names, mapping, player, pubs, inputs, text, worker, control)
         rt.diag = Diagnostics(self, pubs, self._diagnostics, self._warn)

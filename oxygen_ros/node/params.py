@@ -157,6 +157,9 @@ NODE_PARAMETERS: tuple[Spec, ...] = (
          "stamp + i / rate): the rate the checkpoint was trained at; 0 = the checkpoint's when it "
          "names one (LeRobot train_config.json env.fps), else control_rate_hz", CONFIGURE,
          (0.0, 1000.0), unit="Hz"),
+    Spec("n_action_steps", "int", 0, "steps of each action chunk the robot executes (LeRobot's "
+         "n_action_steps; the rest of the chunk is dropped); 0 = the checkpoint's n_action_steps, "
+         "else the whole chunk", CONFIGURE, (0, 10000)),
     Spec("control_priority", "int", 0, "SCHED_FIFO priority of the control thread, the inference "
          "thread gets one less (0 = normal scheduling; needs rtprio permission, else a warning)",
          CONFIGURE, (0, 99)),

@@ -23,6 +23,16 @@ from .rtc_prior import rtc_prior
 from .values import StateMapping, place_cameras
 
 
+def executed_steps(requested: int, checkpoint: int, horizon: int) -> int:
+    """The chunk steps the robot executes of each chunk: `requested` (the node's n_action_steps;
+    0 = the checkpoint's n_action_steps, where 0 means the whole chunk); ValueError when more
+    than the model's chunk of `horizon` steps."""
+    if not 0 <= requested <= horizon:
+        raise ValueError(f"n_action_steps {requested} must be 0 (the checkpoint's) .. the model's "
+                         f"chunk of {horizon} steps")
+    return int(requested or checkpoint)
+
+
 @dataclass(frozen=True)
 class PairInference:
     camera_slots: tuple[int, ...] = ()  # model camera of each camera topic; () = in topic order

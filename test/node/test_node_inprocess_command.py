@@ -271,6 +271,30 @@ def test_sync_execution_plays_and_publishes_only_chunks_observed_at_rest(node):
         node.set_parameters([Parameter("chunk_execution", value="stream")])
 
 
+def test_n_action_steps_cuts_every_chunk_and_is_checked_against_the_model(ctx):
+    """n_action_steps 3: the player and ~/action_chunk get the chunk's first 3 steps; more than
+    the model's chunk refuses to configure."""
+    node = _node(ctx, Parameter("n_action_steps", value=3))
+    try:
+        rt = node.rt
+        sink = Sink()
+        rt.pubs.action_chunk = sink
+        t0 = node.get_clock().now().nanoseconds * 1e-9
+        _frame(rt, t0, np.random.default_rng(5), np.zeros(J, np.float32))
+        assert rt.player.horizon == 3 and len(sink.msgs[0].points) == 3
+    finally:
+        node.stop()
+        node.destroy_node()
+    bad = OxygenNode(context=ctx, parameter_overrides=[
+        Parameter("model.num_threads", value=1), Parameter("memory.enabled", value=False),
+        Parameter("n_action_steps", value=10000)])
+    try:
+        assert bad.trigger_configure() != TransitionCallbackReturn.SUCCESS
+    finally:
+        bad.stop()
+        bad.destroy_node()
+
+
 def test_action_chunk_and_head_chunks_are_clipped_like_joint_command(ctx):
     """Issue 26, item 6: ~/action_chunk (and every head's ~/action_chunk/<head>) carries the
     chunk clipped to the joint limits, exactly as the player clips ~/joint_command; the time

@@ -5,6 +5,7 @@ from __future__ import annotations
 from types import SimpleNamespace as NS
 
 import numpy as np
+import pytest
 
 from oxygen_ros.robot.chunk_player import ChunkPlayer
 from oxygen_ros.robot.inference import PairInference
@@ -167,3 +168,13 @@ def test_the_worker_plays_and_publishes_the_chunk_before_the_frame_ends():
     worker.frame(_pair())
     assert events == ["chunk published", "handed, player has chunk: True",
                       "language decoded, step returns", "stats published"]
+
+
+def test_executed_steps_the_parameter_else_the_checkpoints_within_the_chunk():
+    from oxygen_ros.robot.inference import executed_steps
+
+    assert executed_steps(0, 8, 8) == 8 and executed_steps(0, 0, 8) == 0  # 0: the whole chunk
+    assert executed_steps(4, 8, 8) == 4 and executed_steps(8, 0, 8) == 8
+    for bad in (9, -1):
+        with pytest.raises(ValueError, match="n_action_steps"):
+            executed_steps(bad, 8, 8)
