@@ -324,13 +324,15 @@ class ControlLoop:
 
     # -- diagnostics ----------------------------------------------------------------------------
     def status(self, active: bool, control_rate_hz: float, clock_problem: str = "") -> tuple[str, str, dict]:
-        """WARN while commands are held (stale or future chunk, end of chunk) or were held in
+        """WARN while commands are held (stale or future chunk, end of chunk: not with
+        chunk_execution sync, where resting there is the loop) or were held in
         the last HELD_WINDOW_S; ERROR when no command went out for a second while active or a
         hold lasts longer than HOLD_ERROR_S."""
         now = self.monotonic()
         rate = recent_rate(self.ticks, now)
         last_tick = self.ticks[-1] if self.ticks else None
         horizon = self.player.horizon
+        sync = self.player.config.execution == "sync"
         if not active:
             level, message = "OK", "inactive: no commands"
         elif clock_problem:
@@ -358,14 +360,15 @@ class ControlLoop:
                     if self.last_future else f"stale observation ({self.last_age_s:.2f} s old)")
             level = "ERROR" if held > HOLD_ERROR_S else "WARN"
             message = f"{what}: holding the last command for {held:.1f} s"
-        elif horizon and self.last_index == horizon - 1:
+        elif horizon and self.last_index == horizon - 1 and not sync:
             level, message = "WARN", "action chunk played to its end: holding its last step"
         elif self.last_held is not None and now - self.last_held < HELD_WINDOW_S:
             level, message = "WARN", f"commands were held {now - self.last_held:.1f} s ago"
         elif self.last_gated is not None and now - self.last_gated < HELD_WINDOW_S:
             level, message = "WARN", f"{self.gate_message} {now - self.last_gated:.1f} s ago"
-        else:
-            level, message = "OK", "commanding"
+        else:  # sync: resting after a chunk's last step until one observed at rest is normal
+            level, message = "OK", "commanding" + (" (sync: each chunk to its end, the next one "
+                                                   "observed at rest)" if sync else "")
         limited = [n for n, t in zip(self._names, self.limited_at) if now - t < LIMITED_WINDOW_S]
         if limited and active and level == "OK":
             message += f"; velocity/acceleration limited: {', '.join(limited)}"
@@ -374,6 +377,8 @@ class ControlLoop:
             "chunk_rate_hz": 1.0 / self.player.dt,  # the chunk's step rate (its own time axis)
             "commands": self.commands, "stale_ticks": self.stale_ticks,
             "rejected_chunks": self.player.rejected, "chunk_age_s": float(self.last_age_s),
+            "chunk_execution": self.player.config.execution,
+            "passed_chunks": self.player.passed,  # sync: observed in motion, not played
             "limited_ticks": self.shaper.limited_ticks,
             "limited_ticks_last_2s": sum(1 for x in list(self.limited_times) if now - x < LIMITED_WINDOW_S),
             "limited_joints": ", ".join(limited),

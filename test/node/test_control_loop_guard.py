@@ -195,3 +195,24 @@ def test_a_second_deadman_publisher_holds_with_an_error_naming_them():
     assert not np.array_equal(rig.sent[-1][1], held[0])
     assert rig.loop.status(True, 50.0)[0] != "ERROR" or "deadman" not in rig.loop.status(True, 50.0)[1]
     assert_all_sent_within_limits(rig.sent)
+
+
+def test_sync_rest_at_a_chunks_end_is_not_a_warning_but_a_stream_end_is():
+    """chunk_execution sync rests after every chunk's last step until a chunk observed at rest
+    comes: the `control` diagnostic says OK there (a stream robot holding its chunk's end is a
+    WARN), and counts the chunks passed over; a stalled engine still goes stale."""
+    for execution, want in (("stream", "WARN"), ("sync", "OK")):
+        rig = Rig()
+        rig.player.configure(rig.player.config.replace(execution=execution,
+                                                       observation_timeout_s=0.5))
+        rig.player.clear()
+        rig.player.set_chunk(np.zeros((4, J)), rig.node.t, rig.node.t)
+        rig.tick(6)  # past the last step: at rest
+        level, message, values = rig.loop.status(True, 50.0)
+        assert level == want, (execution, message)
+        assert values["chunk_execution"] == execution
+        if execution == "sync":
+            assert not rig.player.set_chunk(np.zeros((4, J)), rig.node.t - 0.1, rig.node.t)
+            assert rig.loop.status(True, 50.0)[2]["passed_chunks"] == 1
+            rig.tick(40)  # no chunk within observation_timeout_s of the rest: stale
+            assert rig.loop.status(True, 50.0)[0] in ("WARN", "ERROR")
