@@ -7,4 +7,4 @@ bash "$REPO/scripts/setup.sh"
 # shellcheck disable=SC1091
 source "$REPO/scripts/env.sh"
 cd "$REPO"
-python -m pytest -q "$@"
+python -m pytest -q --durations=15 "$@"
