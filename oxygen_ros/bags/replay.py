@@ -44,7 +44,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from oxygen_ros.robot.chunk_player import ChunkPlayer
-from oxygen_ros.robot.command_config import BLENDS, EXECUTIONS, CommandConfig
+from oxygen_ros.robot.command_config import BLENDS, CommandConfig
 from oxygen_ros.robot.engine_port import EnginePort
 from oxygen_ros.robot.images import CameraError, CameraFrame, decode_frames, parse_transports
 from oxygen_ros.robot.inference import PairInference
@@ -104,11 +104,9 @@ class ReplayConfig:
             raise ValueError(f"chunk_rate_hz must be >= 0 (0 = control_rate_hz), got {self.chunk_rate_hz}")
         if self.chunk_blend not in BLENDS:
             raise ValueError(f"chunk_blend must be one of {', '.join(BLENDS)}, got {self.chunk_blend!r}")
-        if self.chunk_execution not in EXECUTIONS:
-            raise ValueError(f"chunk_execution must be one of {', '.join(EXECUTIONS)}, "
-                             f"got {self.chunk_execution!r}")
-        if self.chunk_execution == "sync" and self.chunk_blend == "rtc":
-            raise ValueError("chunk_execution sync plays every chunk from rest: not with chunk_blend rtc")
+        # the command path's own checks (the execution, with the blend) where the settings
+        # enter, not first when a Replayer builds its player
+        self.command_config(StateMapping(len(self.joint_names)))
 
     @property
     def step_s(self) -> float:

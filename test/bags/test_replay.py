@@ -394,3 +394,7 @@ def test_sync_execution_replays_like_the_node():
     assert 2 <= len(sync) < len(taken["stream"])
     for (_, arrival), (stamp, _) in zip(sync, sync[1:]):
         assert stamp >= arrival + 4 * 0.01 - 1e-6  # observed after the previous chunk's motion
+    # refused where the settings enter, with the command path's reason
+    with pytest.raises(ValueError, match="chunk_execution sync"):
+        ReplayConfig(camera_topics=["/cam"], joint_state_topic="/js", joint_names=["a"],
+                     chunk_execution="sync", chunk_blend="rtc")
