@@ -24,7 +24,8 @@ def main() -> int:
     ctx = Context(mc, model, tok, p["device"], p["dtype"], p["seed"],
                   attention_backend=p["attention_backend"],
                   compile_denoise=p.get("compile_denoise", False),
-                  linear_layout=p.get("linear_layout", "standard"))
+                  linear_layout=p.get("linear_layout", "standard"),
+                  cuda_graphs=p.get("cuda_graphs", False))
     base = rss_bytes()
     row, _ = run(ctx, RunSpec(**p["spec"]))
     row.pop("trace", None)

@@ -63,13 +63,15 @@ class Context:
     power: PowerMeter | None = None
     compile_denoise: bool = False
     linear_layout: str = "standard"
+    cuda_graphs: bool = False
 
     def engine(self, mode: str, k: int, n: int, s: int) -> Engine:
         ec = EngineConfig(mode=mode, decode_steps_per_frame=k, max_decode_steps=n, denoise_steps=s,
                           max_active_requests=self.max_active, memory_every_n_frames=0,
                           memory_prompt=PROMPT, seed=self.seed, device=self.device,
                           dtype=self.dtype, attention_backend=self.attention_backend,
-                          compile_denoise=self.compile_denoise, linear_layout=self.linear_layout)
+                          compile_denoise=self.compile_denoise, linear_layout=self.linear_layout,
+                          cuda_graphs=self.cuda_graphs)
         return Engine(self.model_config, ec, model=self.model, tokenizer=self.tokenizer)
 
 
@@ -203,12 +205,12 @@ def micro_costs(micro: dict, s: int) -> StageCosts | None:
 def probe_in_subprocess(spec: RunSpec, preset: str, model_config: str | None, threads: int,
                         device: str, dtype: str, seed: int, attention_backend: str,
                         timeout: float = 1200, compile_denoise: bool = False,
-                        linear_layout: str = "standard") -> dict:
+                        linear_layout: str = "standard", cuda_graphs: bool = False) -> dict:
     """Run one spec in a fresh interpreter (its own model build) so that its peak RSS is its own."""
     payload = {"spec": asdict(spec), "preset": preset, "model_config": model_config,
                "threads": threads, "device": device, "dtype": dtype, "seed": seed,
                "attention_backend": attention_backend, "compile_denoise": compile_denoise,
-               "linear_layout": linear_layout}
+               "linear_layout": linear_layout, "cuda_graphs": cuda_graphs}
     proc = subprocess.run([sys.executable, "-m", "oxygen_ros.bench.probe", json.dumps(payload)],
                           capture_output=True, text=True, timeout=timeout)
     if proc.returncode != 0:

@@ -107,7 +107,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=2, help="torch CPU threads")
     # the engine knobs every run of the sweep shares, as their Knob declares them (all modes alike)
     add_knob_args(p, ("max_active_requests", "device", "dtype", "attention_backend",
-                      "compile_denoise", "linear_layout", "seed"))
+                      "compile_denoise", "cuda_graphs", "linear_layout", "seed"))
     p.add_argument("--bandwidth-gbs", type=float, default=None,
                    help="memory bandwidth for the floor section (default: known devices: Thor 273, "
                         "H200 4800, RTX 4090 1008)")
@@ -252,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
             model = init_model(mc, seed=a.seed, device=a.device, dtype=a.dtype)
             tok = build_tiny_tokenizer(min(mc.vocab_size, 2048))
             ctx = Context(mc, model, tok, a.device, a.dtype, a.seed, a.max_active,
-                          a.attention_backend, power, a.compile, a.linear_layout)
+                          a.attention_backend, power, a.compile, a.linear_layout, a.cuda_graphs)
             if a.rate_targets and preset == a.grid_presets[0]:
                 k_min, k_max, n, s = a.rate_setting
                 bar.set_postfix_str(f"{preset} action-rate targets {a.rate_targets}")
@@ -366,7 +366,7 @@ def memory_probes(a: argparse.Namespace) -> list[dict]:
         spec = RunSpec(preset, mode, k, n, s, frames, w, arrivals=[1] * (w + frames), group="memory")
         row = probe_in_subprocess(spec, preset, a.model_config, a.threads, a.device, a.dtype,
                                   a.seed, a.attention_backend, compile_denoise=a.compile,
-                                  linear_layout=a.linear_layout)
+                                  linear_layout=a.linear_layout, cuda_graphs=a.cuda_graphs)
         out.append(row)
     return out
 
