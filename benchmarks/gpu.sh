@@ -43,6 +43,7 @@ if [ "$DRY" = 1 ]; then
   OUT_DIR="${OUT:-benchmarks/results}/cuda-dry-run-$(date +%Y-%m-%d)"
   FRAMES_S=2
   LIMITS=(200 300 500 120 200)  # a shared 2-core CPU: generous, it only has to finish
+  GRAPHS=()  # step 4 runs the graph stand-in; step 5 stays eager (padded stand-in steps are slow)
 else
   PRESET=pi05; DEV=cuda; DTYPE=bfloat16
   TARGET=(--preset pi05 --device cuda --dtype bfloat16 --attention-backend auto --threads 8)
@@ -57,6 +58,7 @@ else
   # caps per step (the last per shape): 580 s in all. The compile check took 99.7 s on an H200
   # (2026-12-04; its 60 s cap then cut it off), the graphs oxygen-bench 58 s.
   LIMITS=(90 120 150 140 40)
+  GRAPHS=(--cuda-graphs)
 fi
 mkdir -p "$OUT_DIR"
 exec > >(tee -a "$OUT_DIR/log.txt") 2>&1
@@ -105,7 +107,7 @@ say "4/5 $PRESET $DTYPE frames, cuda_graphs off vs on"
 timeout "${LIMITS[1]}" python -m oxygen_ros.cli.bench gpu-checks frames --preset "$PRESET" --device "$DEV" --dtype "$DTYPE" \
   --k 2 --N 6 --S "$FRAMES_S" --frames 5 --out "$OUT_DIR" || FAILED+=(frames)
 say "5/5 oxygen-bench k=1 N=30 S=10, isolated vs oxygen, floor ratios"
-timeout "${LIMITS[2]}" python -m oxygen_ros.cli.bench "${TARGET[@]}" --cuda-graphs --modes isolated,oxygen --k 1 --N 30 --S 10 \
+timeout "${LIMITS[2]}" python -m oxygen_ros.cli.bench "${TARGET[@]}" "${GRAPHS[@]}" --modes isolated,oxygen --k 1 --N 30 --S 10 \
   --frames 8 --patterns per_frame --pattern-modes oxygen,isolated --pattern-frames 8 \
   --pattern-setting 1,30,10 --fluct-frames 0 --memory-probes off --out "$OUT_DIR" --json $PLOTS \
   || FAILED+=(bench)
