@@ -192,3 +192,15 @@ def test_inspect_prints_the_conventions_and_where_they_come_from(model, tmp_path
     assert "set by lerobot_version" in conv["version"] and conv["image bars"].startswith("-1 ")
     with pytest.raises(SystemExit):
         inspect_main([str(folder), "--lerobot-version", "four"])
+
+
+# -- the node's model.lerobot_version reaches the engine -------------------------------------------
+def test_model_source_version_reaches_the_engine_and_a_preset_refuses_it(model, tmp_path):
+    from oxygen_ros.robot.build import ModelSource, build_engine
+
+    folder = _write(model, tmp_path / "c", "0.6.1")
+    source = ModelSource(checkpoint=str(folder), lerobot_version="0.4.4", progress=False)
+    built = build_engine(source, EngineConfig(memory_every_n_frames=0))
+    assert (built.engine.model_config.state_prompt_pad, built.engine.model_config.image_pad_value) == (A, -3.0)
+    with pytest.raises(ValueError, match="a random preset has no checkpoint conventions"):
+        build_engine(ModelSource(lerobot_version="0.4"), EngineConfig())
