@@ -71,8 +71,9 @@ def _print(r: dict) -> None:
         rows += [("parameters", f"{r['params']:,} ({r['params'] / 1e9:.3f} B), {r['file_bytes']:,} bytes "
                                 f"in the file {r['file_dtypes']}"),
                  ("weights", r["weights"])]
+    width = max(15, *(len(k) for k, _ in rows))
     for key, val in rows:
-        print(f"{key:<15} {val}")
+        print(f"{key:<{width}} {val}")
     for p in r["problems"]:
         print(f"PROBLEM: {p}")
     print("OK: the node can serve this checkpoint" if not r["problems"] else
