@@ -296,7 +296,7 @@ class Replayer:
                 chunk, out = self._infer(pair)
                 # the chunk is out when the engine has it (FrameOutput.actions_ms), as in the node
                 fr = Frame(pair, int(pair.header_stamp), ts + int(out.frame_ms * 1e6), chunk, out,
-                           self._inference.head_chunks(out.chunks, self.mapping),
+                           self._inference.head_chunks(out.chunks, self.mapping, pair.state),
                            chunk_ns=ts + int(out.actions_ms * 1e6))
                 self._hand(fr)
                 if progress:
@@ -321,7 +321,7 @@ class Replayer:
         for out in self.engine.drain(max_frames=limit):
             t += int(out.frame_ms * 1e6)
             self.result.source_ns[out.frame] = last.header_ns
-            chunk = self.mapping.to_robot(out.actions[: self.cfg.n_action_steps or None])
+            chunk = self.mapping.to_robot(out.actions[: self.cfg.n_action_steps or None], last.pair.state)
             self.result.drained.append(Frame(last.pair, last.header_ns, t, chunk, out))
 
     def _run_timed(self, events: Iterable[tuple[int, str, Any]],
@@ -355,7 +355,7 @@ class Replayer:
                 ready: list[int] = []  # when the engine handed the chunk (recorded clock)
                 chunk, out = self._infer(pair, on_chunk=lambda *_: ready.append(recorded_now()))
                 fr = Frame(pair, int(pair.header_stamp), recorded_now(), chunk, out,
-                           self._inference.head_chunks(out.chunks, self.mapping),
+                           self._inference.head_chunks(out.chunks, self.mapping, pair.state),
                            chunk_ns=ready[0] if ready else 0)
                 self._hand(fr)
                 if progress:

@@ -47,12 +47,19 @@ def add_engine_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tokenizer", default=None, help="the checkpoint's tokenizer: tokenizer.model / "
                    "tokenizer.json, a folder with one, or a repo id in the local HF cache (default: searched)")
     p.add_argument("--asset-id", default=None, help="openpi checkpoint: statistics of assets/<asset_id>/")
+    p.add_argument("--lerobot-version", default="auto", help="LeRobot version whose pi0.5 conventions "
+                   "the checkpoint follows (auto: what the folder shows; e.g. 0.4 for a v0.4.x fine-tune)")
     p.add_argument("--threads", type=int, default=2, help="torch CPU threads")
     add_knob_args(p, (k.field for k in FLAG_KNOBS))
 
 
 def check_engine_args(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """Each knob flag against its Knob's range (a clear usage error, not a traceback later)."""
+    from oxygen_ros.engine.model.conventions import check_version_param
+    try:
+        check_version_param(getattr(args, "lerobot_version", "auto"))
+    except ValueError as err:
+        p.error(f"--lerobot-version: {err}")
     for k in FLAG_KNOBS:
         if hasattr(args, dest(k)):
             reason = k.reason(getattr(args, dest(k)))
@@ -71,4 +78,5 @@ def model_source(args: argparse.Namespace) -> ModelSource:
     """The model flags as robot/build.build_engine takes them (as the node's model.* parameters)."""
     return ModelSource(preset=args.preset, checkpoint=args.checkpoint or "",
                        tokenizer=args.tokenizer or "", asset_id=args.asset_id or "",
-                       model_config=args.model_config or "", threads=args.threads)
+                       model_config=args.model_config or "", threads=args.threads,
+                       lerobot_version=args.lerobot_version)

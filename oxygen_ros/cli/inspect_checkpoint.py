@@ -2,7 +2,8 @@
 action experts' files: its heads) holds and whether it will load.
 
 Prints the format, model shape, camera keys, state/action sizes, normalisation statistics, the
-tokenizer found (or where it looked and how to provide one), parameter count and bytes, and checks
+pi0.5 conventions it will apply (state prompt padding, image bars, bf16 float32 parts, relative
+actions, normalisation) with the file or parameter each comes from, the tokenizer found (or where it looked and how to provide one), parameter count and bytes, and checks
 every weight's key and shape against the model from the safetensors header alone (no weights are
 read). Exit status 0 when the node can serve it, 1 on any problem, 2 on bad arguments.
 """
@@ -25,14 +26,21 @@ def _shape(config) -> str:
             f"prompt <= {config.max_prompt_tokens} tokens")
 
 
-def inspect(folder: str | Path, tokenizer: str | None = None, asset_id: str | None = None) -> dict:
+def inspect(folder: str | Path, tokenizer: str | None = None, asset_id: str | None = None,
+            lerobot_version: str = "auto") -> dict:
     """-> a report dict; report["problems"] lists everything that stops serving. The folder's
     family (engine/model/loader.py: the one whose format it is) writes the report."""
-    from ..engine.model.loader import folder_family
+    from ..engine.model.loader import folder_family, version_options
 
     folder = Path(folder)
     report: dict = {"checkpoint": str(folder), "problems": []}
-    report.update(folder_family(folder).inspect_folder(folder, tokenizer, asset_id))
+    family = folder_family(folder)
+    try:
+        options = version_options(family, folder, lerobot_version)
+    except ValueError as err:
+        report["problems"].append(str(err))
+        return report
+    report.update(family.inspect_folder(folder, tokenizer, asset_id, **options))
     if "config" in report:
         report["model"] = _shape(report.pop("config"))
     return report
@@ -51,6 +59,8 @@ def _print(r: dict) -> None:
                                         f"n_action_steps {r['n_action_steps']}"),
                      ("norm state", r["norm_state"]), ("norm action", r["norm_action"])]
         rows += [("tokenizer", r["tokenizer"])]
+        # the pi0.5 pre/post-processing it will apply, each with where it was read or set
+        rows += [(f"conv. {k}", v) for k, v in (r.get("conventions") or {}).items()]
         if r.get("asset_id"):
             rows.append(("asset_id", r["asset_id"]))
         if "action_expert" in r:
@@ -61,8 +71,9 @@ def _print(r: dict) -> None:
         rows += [("parameters", f"{r['params']:,} ({r['params'] / 1e9:.3f} B), {r['file_bytes']:,} bytes "
                                 f"in the file {r['file_dtypes']}"),
                  ("weights", r["weights"])]
+    width = max(15, *(len(k) for k, _ in rows))
     for key, val in rows:
-        print(f"{key:<15} {val}")
+        print(f"{key:<{width}} {val}")
     for p in r["problems"]:
         print(f"PROBLEM: {p}")
     print("OK: the node can serve this checkpoint" if not r["problems"] else
@@ -77,9 +88,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tokenizer", default=None, help="tokenizer.model / tokenizer.json file, a folder "
                     "with one, or a Hugging Face repo id in the local cache (as model.tokenizer)")
     ap.add_argument("--asset-id", default=None, help="openpi: statistics under assets/<asset_id>/")
+    ap.add_argument("--lerobot-version", default="auto", help="LeRobot version whose conventions "
+                    "apply (auto: what the folder shows; e.g. 0.4 for a v0.4.x fine-tune), as "
+                    "model.lerobot_version")
     ap.add_argument("--json", action="store_true", help="one JSON object instead of the table")
     args = ap.parse_args(argv)
-    report = inspect(args.checkpoint, args.tokenizer, args.asset_id)
+    from ..engine.model.conventions import check_version_param
+    try:
+        check_version_param(args.lerobot_version)
+    except ValueError as err:
+        ap.error(f"--lerobot-version: {err}")
+    report = inspect(args.checkpoint, args.tokenizer, args.asset_id, args.lerobot_version)
     if args.json:
         print(json.dumps(report))
     else:

@@ -62,6 +62,7 @@ def build(p: dict[str, Any]) -> Built:
     transports = parse_transports(list(p["camera_transports"]), len(cams))
     source = ModelSource(preset=p["model.preset"], checkpoint=p["model.checkpoint"],
                          tokenizer=p["model.tokenizer"], asset_id=p["model.asset_id"],
+                         lerobot_version=p["model.lerobot_version"],
                          threads=int(p["model.num_threads"]), progress=True, names=PARAM_NAMES)
     ec = EngineConfig(**P.engine_fields(p))  # every engine parameter, by its knob's field
     # the tokenizer and every checkpoint key/shape are checked before the weights are read

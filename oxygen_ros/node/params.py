@@ -200,6 +200,10 @@ NODE_PARAMETERS: tuple[Spec, ...] = (
          "empty = next to the checkpoint, then the local cache for the repo it names", CONFIGURE),
     Spec("model.asset_id", "string", "", "openpi checkpoint: normalisation statistics of "
          "assets/<asset_id>/ (empty = the only one there)", CONFIGURE),
+    Spec("model.lerobot_version", "string", "auto", "LeRobot version whose pi0.5 conventions "
+         "model.checkpoint follows (state prompt padding, image bars, relative actions; "
+         "docs/pi05-conventions.md): auto = what the folder shows (oxygen-inspect prints it), "
+         "or a version such as 0.4.4 for a v0.4.x fine-tune", CONFIGURE),
     Spec("model.num_threads", "int", 0, "torch CPU threads (0 = torch default)", CONFIGURE, (0, 256)),
     Spec("deadman.topic", "string", "", "std_msgs/Bool operator heartbeat (true = go; empty = "
          "off): without a fresh true, commands stop following the chunks and hold", CONFIGURE),
@@ -270,6 +274,12 @@ def validate_value(spec: Spec, value: Any) -> str | None:
         return f"camera_transports entries must be raw or compressed, got {list(value)!r}"
     if spec.name == "model.device" and not (value == "cpu" or value.startswith("cuda")):
         return f"model.device must be cpu or cuda[:N], got {value!r}"
+    if spec.name == "model.lerobot_version":
+        from oxygen_ros.engine.model.conventions import check_version_param
+        try:
+            check_version_param(value)
+        except ValueError as err:
+            return f"model.lerobot_version: {err}"
     return None
 
 

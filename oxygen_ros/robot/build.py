@@ -22,6 +22,7 @@ class ModelSource:
     checkpoint: str = ""  # checkpoint folder; "" = the preset with random weights
     tokenizer: str = ""  # the checkpoint's tokenizer (file, folder or cached repo id); "" = searched
     asset_id: str = ""  # openpi: the statistics of assets/<asset_id>/
+    lerobot_version: str = "auto"  # LeRobot version whose pi0.5 conventions apply (auto: detected)
     model_config: str = ""  # JSON / YAML overriding preset fields (a preset only)
     threads: int = 0  # torch CPU threads; 0 = leave torch's setting
     progress: bool | None = None  # weight-loading progress on stderr (None: when it is a terminal)
@@ -30,6 +31,8 @@ class ModelSource:
     def __post_init__(self) -> None:
         if self.threads < 0:
             raise ValueError(f"threads must be >= 0 (0 = torch's default), got {self.threads}")
+        from oxygen_ros.engine.model.conventions import check_version_param
+        check_version_param(self.lerobot_version)
 
 
 @dataclass
@@ -66,12 +69,15 @@ def build_engine(source: ModelSource, config: Any, warmup: bool = False) -> Buil
                              "brings its own configuration")
         ck = open_checkpoint(source.checkpoint, device=config.device, dtype=config.dtype,
                              tokenizer=source.tokenizer or None, asset_id=source.asset_id or None,
-                             progress=source.progress)
+                             progress=source.progress, lerobot_version=source.lerobot_version)
         engine = Engine(ck.config, config, model=ck.model, tokenizer=ck.tokenizer)
         built = BuiltEngine(engine, ck.norm_stats, source.checkpoint, tuple(ck.info.camera_keys),
                             int(ck.info.n_action_steps or 0), ck.tokenizer_source,
                             ck.info.state_dim, ck.info.action_dim, ck.info.fps)
     else:
+        if source.lerobot_version != "auto":
+            raise ValueError(f"a LeRobot version applies to {ckpt_name}; a random preset has no "
+                             "checkpoint conventions")
         for name, value in ((tok_name, source.tokenizer), (asset_name, source.asset_id)):
             if value:
                 raise ValueError(f"{name} applies to {ckpt_name}; a random preset uses its "

@@ -79,14 +79,16 @@ class StateMapping:
             out = s
         return np.ascontiguousarray(out, dtype=np.float32)
 
-    def to_robot(self, actions: np.ndarray) -> np.ndarray:
-        """[horizon, >= num_joints] model-space actions -> [horizon, num_joints] robot units."""
+    def to_robot(self, actions: np.ndarray, state: np.ndarray | None = None) -> np.ndarray:
+        """[horizon, >= num_joints] model-space actions -> [horizon, num_joints] robot units.
+        `state`: the observation's robot-unit state, which a checkpoint with relative actions
+        (LeRobot use_relative_actions) adds back (NormStats.actions_to_robot)."""
         a = np.asarray(actions, dtype=np.float32)
         if a.ndim != 2 or a.shape[1] < self.num_joints:
             raise ValueError(f"action chunk shape {list(a.shape)} has fewer than "
                              f"{self.num_joints} action dims")
         if self.norm is not None:
-            out = self.norm.unnormalize_actions(a)[:, : self.num_joints]
+            out = self.norm.actions_to_robot(a, state)[:, : self.num_joints]
         else:
             out = a[:, : self.num_joints]
             if self.lower is not None:
@@ -103,11 +105,15 @@ def command_stream(num_joints: int, dt: float) -> tuple[int, float]:
     return int(num_joints), float(dt)
 
 
-def actions_to_model(mapping: StateMapping, actions: np.ndarray) -> np.ndarray:
+def actions_to_model(mapping: StateMapping, actions: np.ndarray,
+                     state: np.ndarray | None = None) -> np.ndarray:
     """[steps, num_joints] robot-unit actions -> model units (the inverse of
-    StateMapping.to_robot on the joints' dims; the padded dims are not executed)."""
-    return mapping._normalise(actions, None if mapping.norm is None
-                              else mapping.norm.normalize_actions)
+    StateMapping.to_robot on the joints' dims; the padded dims are not executed). `state`: the
+    new observation's robot-unit state, which relative actions are re-expressed against (as
+    LeRobot's reanchor_relative_rtc_prefix)."""
+    if mapping.norm is None:
+        return mapping._normalise(actions, None)
+    return mapping._normalise(actions, lambda a: mapping.norm.actions_to_model(a, state))
 
 
 def _short(key: str) -> str:

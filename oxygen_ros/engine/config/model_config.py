@@ -149,6 +149,11 @@ class ModelConfig:
     action_horizon: int = 50
     action_dim: int = 32
     state_bins: int = 256
+    # pi0.5 input conventions of the LeRobot version that trained it (engine/model/conventions.py):
+    # the prompt's state zero-padded to this many values (LeRobot v0.4.x: 32; 0 = unpadded) and
+    # the resize-with-pad bars in model space (v0.4.x: -3, else -1)
+    state_prompt_pad: int = 0
+    image_pad_value: float = -1.0
     rope_theta: float = 10000.0
     rms_eps: float = 1e-6
     eos_token_id: int = 1
@@ -162,6 +167,10 @@ class ModelConfig:
         for name in ("vocab_size", "depth", "num_heads", "num_kv_heads", "head_dim", "num_cameras",
                      "max_prompt_tokens", "action_horizon", "action_dim", "state_bins"):
             _positive(name, getattr(self, name))
+        if self.state_prompt_pad < 0:
+            raise ValueError(f"state_prompt_pad must be >= 0 (0 = no padding), got {self.state_prompt_pad}")
+        if not math.isfinite(self.image_pad_value):
+            raise ValueError(f"image_pad_value must be finite, got {self.image_pad_value}")
         if self.num_heads % self.num_kv_heads:
             raise ValueError(
                 f"num_heads {self.num_heads} must be a multiple of num_kv_heads {self.num_kv_heads}"

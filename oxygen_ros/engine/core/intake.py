@@ -155,7 +155,7 @@ class Intake:
 
     def prompt_ids(self, instruction: str, state: np.ndarray) -> list[int]:
         mc = self.model_config
-        text = format_prompt(instruction, state, bins=mc.state_bins)
+        text = format_prompt(instruction, state, bins=mc.state_bins, pad_to=mc.state_prompt_pad)
         return registry.family_of(mc).prompt_ids(mc, self.tokenizer, text)
 
     def guide(self, prior: ActionPrior | None, cfg: EngineConfig) -> Guide | None:
@@ -181,6 +181,8 @@ class Intake:
         mc = self.model_config
         values = np.concatenate(([-1.5], -1.0 + (2.0 * np.arange(mc.state_bins) + 1.0)
                                  / mc.state_bins))
-        lengths = [len(self.tokenizer.encode(" ".join([str(b)] * mc.action_dim)))
+        # a padded prompt (LeRobot v0.4.x) writes at least state_prompt_pad values
+        n = max(mc.action_dim, mc.state_prompt_pad)
+        lengths = [len(self.tokenizer.encode(" ".join([str(b)] * n)))
                    for b in range(-1, mc.state_bins)]
-        return np.full(mc.action_dim, values[int(np.argmax(lengths))], dtype=np.float32)
+        return np.full(n, values[int(np.argmax(lengths))], dtype=np.float32)

@@ -206,15 +206,18 @@ class Pi05Family(Family):
     # (LeRobot or openpi) or why it is neither
     opens_unclaimed = True
 
-    def open_folder(self, folder, device, dtype, tokenizer=None, asset_id=None, progress=None):
+    # lerobot_version: which LeRobot version's conventions apply ("auto": what the folder shows;
+    # engine/model/conventions.py); only this family takes it (loader.open_checkpoint)
+    def open_folder(self, folder, device, dtype, tokenizer=None, asset_id=None, progress=None,
+                    lerobot_version="auto"):
         from ..model.checkpoint import open_pi05_folder
 
-        return open_pi05_folder(folder, device, dtype, tokenizer, asset_id, progress)
+        return open_pi05_folder(folder, device, dtype, tokenizer, asset_id, progress, lerobot_version)
 
-    def inspect_folder(self, folder, tokenizer=None, asset_id=None) -> dict[str, Any]:
+    def inspect_folder(self, folder, tokenizer=None, asset_id=None, lerobot_version="auto") -> dict[str, Any]:
         from ..model.checkpoint import inspect_pi05_folder
 
-        return inspect_pi05_folder(folder, tokenizer, asset_id)
+        return inspect_pi05_folder(folder, tokenizer, asset_id, lerobot_version)
 
     def write_folder(self, model, folder) -> None:
         from ..model.writer import save_lerobot_checkpoint

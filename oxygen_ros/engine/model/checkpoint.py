@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 from safetensors import safe_open
@@ -278,16 +278,23 @@ def _jobs(entries: dict[str, WeightEntry]) -> list[list[tuple[str, WeightEntry, 
 
 
 def read_weights(path: str | Path, entries: dict[str, WeightEntry], dtype: torch.dtype,
-                 device: torch.device, progress: bool | None = None) -> dict[str, torch.Tensor]:
+                 device: torch.device, progress: bool | None = None,
+                 keep_fp32: Callable[[str], bool] | None = None) -> dict[str, torch.Tensor]:
     """Our name -> tensor in ``dtype`` on ``device``, copied out of the memory-mapped file (tqdm
     bar on a terminal, or always with progress=True).
 
     The reader's tensors are views of a whole-file mapping whose touched pages count in the
     resident set until the file is closed, so the file is reopened every ~256 MB and each copy
-    goes straight into the final tensor (copy_ casts: no temporary in the file's dtype)."""
+    goes straight into the final tensor (copy_ casts: no temporary in the file's dtype).
+    `keep_fp32(name)`: the parameters that stay float32 when `dtype` is a reduced precision
+    (Conventions.keeps_fp32: the norms and the vision tower, as LeRobot keeps them in bf16)."""
     from tqdm import tqdm
 
-    out = {ours: torch.empty(e.shape, dtype=dtype, device=device) for ours, e in entries.items()}
+    def final(ours: str) -> torch.dtype:
+        reduced = dtype in (torch.bfloat16, torch.float16)
+        return torch.float32 if reduced and keep_fp32 is not None and keep_fp32(ours) else dtype
+
+    out = {ours: torch.empty(e.shape, dtype=final(ours), device=device) for ours, e in entries.items()}
     total = sum(e.file_bytes for e in entries.values())
     with tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024, desc=f"loading {Path(path).name}",
               disable=None if progress is None else not progress, leave=False) as bar:
@@ -304,9 +311,11 @@ def read_weights(path: str | Path, entries: dict[str, WeightEntry], dtype: torch
 
 def load_weights(path: str | Path, config: ModelConfig, device: str | torch.device = "cpu",
                  dtype: torch.dtype | str = torch.float32, progress: bool | None = None,
-                 check: WeightCheck | None = None) -> MoTModel:
+                 check: WeightCheck | None = None,
+                 keep_fp32: Callable[[str], bool] | None = None) -> MoTModel:
     """An inference-ready, unfused MoTModel from a safetensors file. Strict: missing, unexpected
-    or wrongly shaped weights raise one ValueError listing them (known-unused keys are ignored)."""
+    or wrongly shaped weights raise one ValueError listing them (known-unused keys are ignored).
+    `keep_fp32`: parameters kept float32 in a bf16 / fp16 model (read_weights)."""
     if isinstance(dtype, str):
         dtype = getattr(torch, dtype)
     device = torch.device(device)
@@ -315,7 +324,7 @@ def load_weights(path: str | Path, config: ModelConfig, device: str | torch.devi
         raise ValueError(f"{path} does not match {config.name!r}: " + "; ".join(check.problems))
     with torch.device("meta"):
         model = MoTModel(config)
-    state = read_weights(path, check.entries, dtype, device, progress)
+    state = read_weights(path, check.entries, dtype, device, progress, keep_fp32)
     model.load_state_dict(state, assign=True, strict=True)
     del state
     emb = model.vision.tower.embeddings  # its non-persistent buffer is still on "meta"
@@ -327,10 +336,11 @@ def load_weights(path: str | Path, config: ModelConfig, device: str | torch.devi
     return model.eval().requires_grad_(False)
 
 
-def describe_checkpoint(folder: str | Path, tokenizer=None, asset_id: str | None = None) -> Checkpoint:
+def describe_checkpoint(folder: str | Path, tokenizer=None, asset_id: str | None = None,
+                        lerobot_version: str = "auto") -> Checkpoint:
     """Everything but the weights (for oxygen-inspect); a tokenizer problem is reported in
     tokenizer_source instead of raised."""
-    config, info, stats = read_checkpoint_files(folder, asset_id)
+    config, info, stats = read_checkpoint_files(folder, asset_id, lerobot_version)
     try:
         tok, source = resolve_tokenizer(folder, config, info, tokenizer)
     except ValueError as err:
@@ -340,24 +350,27 @@ def describe_checkpoint(folder: str | Path, tokenizer=None, asset_id: str | None
 
 def open_pi05_folder(folder: str | Path, device: str | torch.device = "cpu",
                      dtype: torch.dtype | str = torch.float32, tokenizer=None,
-                     asset_id: str | None = None, progress: bool | None = None) -> Checkpoint:
+                     asset_id: str | None = None, progress: bool | None = None,
+                     lerobot_version: str = "auto") -> Checkpoint:
     """A LeRobot or openpi pi0.5 checkpoint with its tokenizer and statistics (the pi05
-    family's open_folder)."""
+    family's open_folder); its conventions (engine/model/conventions.py) by the LeRobot version
+    the folder shows, or `lerobot_version`."""
     folder = Path(folder)
-    config, info, stats = read_checkpoint_files(folder, asset_id)
+    config, info, stats = read_checkpoint_files(folder, asset_id, lerobot_version)
     tok, source = resolve_tokenizer(folder, config, info, tokenizer)
-    model = load_weights(folder / WEIGHTS, config, device, dtype, progress)
+    model = load_weights(folder / WEIGHTS, config, device, dtype, progress,
+                         keep_fp32=info.conventions.keeps_fp32 if info.conventions else None)
     return Checkpoint(model, config, tok, source, stats, info)
 
 
 def inspect_pi05_folder(folder: str | Path, tokenizer: str | None = None,
-                        asset_id: str | None = None) -> dict[str, Any]:
+                        asset_id: str | None = None, lerobot_version: str = "auto") -> dict[str, Any]:
     """oxygen-inspect's report of a LeRobot / openpi folder (report["problems"]: what stops
     serving), from its small files and the weights' headers."""
     folder = Path(folder)
     report: dict[str, Any] = {"problems": []}
     try:
-        ck = describe_checkpoint(folder, tokenizer, asset_id)
+        ck = describe_checkpoint(folder, tokenizer, asset_id, lerobot_version)
     except (ValueError, OSError) as err:
         report["problems"].append(str(err))
         return report
@@ -370,6 +383,8 @@ def inspect_pi05_folder(folder: str | Path, tokenizer: str | None = None,
         report["norm_action"] = ck.norm_stats.action.summary()
     else:
         report["norm_state"] = report["norm_action"] = "none (joint limits or identity in the node)"
+    if info.conventions is not None:
+        report["conventions"] = {k: v for k, v in info.conventions.lines()}
     if ck.tokenizer is not None:
         report["tokenizer"] = f"{ck.tokenizer_source} ({ck.tokenizer.vocab_size} tokens)"
     else:

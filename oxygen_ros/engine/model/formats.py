@@ -12,6 +12,7 @@ Our own ModelConfig may ride along under "oxygen_model_config" (small test check
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +21,7 @@ from safetensors.numpy import load_file as np_load_file
 
 from ..config.model_config import ModelConfig, model_config_from_dict
 from ..config.presets import PRESETS
+from .conventions import AUTO, Conventions, lerobot_conventions, openpi_conventions
 from .norm import NormStats
 from .tokenizer import PALIGEMMA_REPO
 
@@ -45,6 +47,7 @@ class CheckpointInfo:
     asset_id: str | None = None  # openpi statistics used
     dtype: str | None = None  # what the config says the weights are
     fps: float | None = None  # the rate its actions' steps were trained at, when the folder says
+    conventions: Conventions | None = None  # pi0.5 pre/post-processing by version (conventions.py)
 
 
 def detect_format(folder: Path) -> str:
@@ -98,7 +101,15 @@ def train_fps(folder: Path) -> float | None:
     return float(fps)
 
 
-def read_lerobot(folder: Path) -> tuple[ModelConfig, CheckpointInfo, NormStats | None]:
+def _apply(mc: ModelConfig, stats: NormStats | None, conv: Conventions) -> tuple[ModelConfig, NormStats]:
+    """The model config with the conventions' prompt / image settings; the statistics with their
+    relative actions (identity statistics for a folder without any: LeRobot normalises nothing)."""
+    mc = mc.replace(state_prompt_pad=conv.state_prompt_pad, image_pad_value=conv.image_pad_value)
+    stats = stats if stats is not None else NormStats.identity()
+    return mc, dataclasses.replace(stats, relative=conv.relative)
+
+
+def read_lerobot(folder: Path, lerobot_version: str = AUTO) -> tuple[ModelConfig, CheckpointInfo, NormStats | None]:
     cfg = json.loads((folder / "config.json").read_text())
     inputs, outputs = cfg.get("input_features") or {}, cfg.get("output_features") or {}
     cams = [k for k, f in inputs.items() if isinstance(f, dict) and f.get("type") == "VISUAL"]
@@ -139,12 +150,18 @@ def read_lerobot(folder: Path) -> tuple[ModelConfig, CheckpointInfo, NormStats |
     tok_step = _step(pre, "tokenizer_processor") or {}
     named = (tok_step.get("config") or {}).get("tokenizer_name")
     repos = (named,) if named else ((PALIGEMMA_REPO,) if mc.vocab_size == PRESETS["pi05"].vocab_size else ())
+    state_dim = (stats.state_dim if stats is not None else None) or _feature_dim(inputs, "observation.state")
+    action_dim = (stats.action_dim if stats is not None else None) or _feature_dim(outputs, "action")
+    conv = lerobot_conventions(folder, cfg, pre, stats is not None, action_dim, lerobot_version)
+    if conv.relative is not None and state_dim is not None and state_dim < len(conv.relative.mask):
+        raise ValueError(f"{folder}: use_relative_actions adds the state's first {len(conv.relative.mask)} "
+                         f"values to the actions, but the state has {state_dim}")
+    mc, stats = _apply(mc, stats, conv)
     info = CheckpointInfo(
         folder=folder, format="lerobot", camera_keys=cams or tuple(f"camera{i}" for i in range(mc.num_cameras)),
-        state_dim=(stats.state_dim if stats is not None else None) or _feature_dim(inputs, "observation.state"),
-        action_dim=(stats.action_dim if stats is not None else None) or _feature_dim(outputs, "action"),
+        state_dim=state_dim, action_dim=action_dim,
         n_action_steps=int(cfg.get("n_action_steps", mc.action_horizon)), image_resolution=res,
-        tokenizer_repos=repos, dtype=cfg.get("dtype"), fps=train_fps(folder))
+        tokenizer_repos=repos, dtype=cfg.get("dtype"), fps=train_fps(folder), conventions=conv)
     return mc, info, stats
 
 
@@ -155,7 +172,8 @@ def openpi_asset_ids(folder: Path) -> list[str]:
     return sorted(str(p.parent.relative_to(assets)) for p in assets.rglob("norm_stats.json"))
 
 
-def read_openpi(folder: Path, asset_id: str | None) -> tuple[ModelConfig, CheckpointInfo, NormStats | None]:
+def read_openpi(folder: Path, asset_id: str | None, lerobot_version: str = AUTO
+                ) -> tuple[ModelConfig, CheckpointInfo, NormStats | None]:
     cfg = json.loads((folder / "config.json").read_text())
     mc = model_config_from_dict(cfg[CONFIG_KEY]) if CONFIG_KEY in cfg else \
         _pi05_config(cfg, folder / "config.json").replace(
@@ -172,22 +190,26 @@ def read_openpi(folder: Path, asset_id: str | None) -> tuple[ModelConfig, Checkp
     stats = NormStats.from_openpi(folder / "assets" / asset_id / "norm_stats.json") if asset_id else None
     cams = OPENPI_CAMERAS[: mc.num_cameras] if mc.num_cameras <= len(OPENPI_CAMERAS) else \
         tuple(f"camera{i}" for i in range(mc.num_cameras))
+    conv = openpi_conventions(stats is not None, lerobot_version)
     info = CheckpointInfo(
         folder=folder, format="openpi", camera_keys=cams,
         state_dim=stats.state_dim if stats is not None else None,
         action_dim=stats.action_dim if stats is not None else None,
         n_action_steps=mc.action_horizon, image_resolution=(mc.vision.image_size,) * 2,
         tokenizer_repos=(PALIGEMMA_REPO,) if mc.vocab_size == PRESETS["pi05"].vocab_size else (),
-        asset_id=asset_id, dtype=cfg.get("precision"))
+        asset_id=asset_id, dtype=cfg.get("precision"), conventions=conv)
+    mc, stats = _apply(mc, stats, conv)
     return mc, info, stats
 
 
-def read_checkpoint_files(folder: str | Path, asset_id: str | None = None
+def read_checkpoint_files(folder: str | Path, asset_id: str | None = None, lerobot_version: str = AUTO
                           ) -> tuple[ModelConfig, CheckpointInfo, NormStats | None]:
+    """(model config, facts, statistics) of a LeRobot / openpi folder. The statistics are never
+    None: a folder without any gets identity statistics (LeRobot normalises nothing then)."""
     folder = Path(folder)
     fmt = detect_format(folder)
     if fmt == "lerobot":
         if asset_id:
             raise ValueError(f"{folder} is a LeRobot checkpoint: asset_id applies to openpi checkpoints only")
-        return read_lerobot(folder)
-    return read_openpi(folder, asset_id)
+        return read_lerobot(folder, lerobot_version)
+    return read_openpi(folder, asset_id, lerobot_version)

@@ -68,21 +68,37 @@ def folder_family(folder: str | Path) -> "Family":
     return fallback[0]
 
 
+def version_options(family: "Family", folder: Path, lerobot_version: str = "auto") -> dict:
+    """The family's keyword for a LeRobot version set by hand: only the pi05 family (LeRobot /
+    openpi folders) has version conventions; ValueError for another family's folder."""
+    if not lerobot_version or lerobot_version == "auto":
+        return {}
+    if family.name != "pi05":
+        raise ValueError(f"lerobot_version applies to LeRobot pi0.5 checkpoints; {folder} is a "
+                         f"{family.name} folder (leave it auto)")
+    return {"lerobot_version": lerobot_version}
+
+
 def open_checkpoint(folder: str | Path, device: str | torch.device = "cpu",
                     dtype: torch.dtype | str = torch.float32, tokenizer=None,
-                    asset_id: str | None = None, progress: bool | None = None) -> Checkpoint:
+                    asset_id: str | None = None, progress: bool | None = None,
+                    lerobot_version: str = "auto") -> Checkpoint:
     """Load a checkpoint folder with its tokenizer (and statistics where it has them), by the
     family whose format it is (a LeRobot or openpi pi0.5 checkpoint; a Qwen3-VL folder: the
     backbone + our experts' files). The tokenizer and every key and shape are checked before
-    any weight is read."""
+    any weight is read. `lerobot_version`: the LeRobot version whose conventions apply
+    ("auto": what the folder shows; engine/model/conventions.py)."""
     check_device(device)
     folder = Path(folder)
-    return folder_family(folder).open_folder(folder, device, dtype, tokenizer, asset_id, progress)
+    family = folder_family(folder)
+    return family.open_folder(folder, device, dtype, tokenizer, asset_id, progress,
+                              **version_options(family, folder, lerobot_version))
 
 
 def load_checkpoint(folder: str | Path, device: str | torch.device = "cpu",
                     dtype: torch.dtype | str = torch.float32, tokenizer=None,
-                    asset_id: str | None = None, progress: bool | None = None):
+                    asset_id: str | None = None, progress: bool | None = None,
+                    lerobot_version: str = "auto"):
     """-> (model, config, tokenizer, NormStats | None); see open_checkpoint."""
-    ck = open_checkpoint(folder, device, dtype, tokenizer, asset_id, progress)
+    ck = open_checkpoint(folder, device, dtype, tokenizer, asset_id, progress, lerobot_version)
     return ck.model, ck.config, ck.tokenizer, ck.norm_stats

@@ -172,6 +172,12 @@ class MoTModel(nn.Module):
     def device(self) -> torch.device:
         return self.token_embedding.weight.device
 
+    @property
+    def pixel_dtype(self) -> torch.dtype:
+        """The dtype the vision tower takes pixels in (float32 in a bf16 checkpoint: LeRobot
+        keeps the patch embedding float32)."""
+        return self.vision.tower.embeddings.patch_embedding.weight.dtype
+
     def expert_width(self, expert: int) -> int:
         return self.experts[expert].width
 

@@ -14,8 +14,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from .conventions import RelativeActions
 
 RANGE_STATS = {"QUANTILES": ("q01", "q99"), "QUANTILE10": ("q10", "q90"), "MIN_MAX": ("min", "max")}
 OPENPI_EPS = 1e-6
@@ -111,6 +115,14 @@ class NormStats:
     state: FeatureNorm
     action: FeatureNorm
     extra: dict[str, np.ndarray] = field(default_factory=dict)
+    # LeRobot v0.5.1+ use_relative_actions (engine/model/conventions.py): the model's actions are
+    # relative to the raw state; None: absolute
+    relative: "RelativeActions | None" = None
+
+    @classmethod
+    def identity(cls) -> "NormStats":
+        """A checkpoint without statistics (a base model): LeRobot normalises nothing."""
+        return cls(FeatureNorm("identity", source="IDENTITY"), FeatureNorm("identity", source="IDENTITY"))
 
     @classmethod
     def quantiles(cls, state_q01, state_q99, action_q01, action_q99, extra=None,
@@ -138,6 +150,26 @@ class NormStats:
         """[..., padded dims] model actions -> robot units, cut to the statistics' dims."""
         a = self.action.inverse(actions)
         return a[..., : self.action_dim] if self.action_dim is not None else a
+
+    def actions_to_robot(self, actions, state=None) -> np.ndarray:
+        """LeRobot's postprocessor: unnormalise, then (relative actions) add the raw robot
+        `state` of the observation back (ValueError without one)."""
+        a = self.unnormalize_actions(actions)
+        if self.relative is None:
+            return a
+        if state is None:
+            raise ValueError("this checkpoint's actions are relative to the state: the state is needed")
+        return self.relative.to_absolute(a, state)
+
+    def actions_to_model(self, actions, state=None) -> np.ndarray:
+        """The inverse of actions_to_robot on the statistics' dims (real-time chunking hands
+        executed robot-unit steps back, relative to the new observation's `state`)."""
+        a = np.asarray(actions, dtype=np.float32)
+        if self.relative is not None:
+            if state is None:
+                raise ValueError("this checkpoint's actions are relative to the state: the state is needed")
+            a = self.relative.to_relative(a, state)
+        return self.normalize_actions(a)
 
     # ---- LeRobot processor files (flat "<feature>.<stat>" tensors) -----------------------------
     @classmethod

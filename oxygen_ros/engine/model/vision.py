@@ -33,6 +33,12 @@ class VisionEncoder(nn.Module):
         self.image_size = config.vision.image_size
         self.tower = SiglipVisionModel(siglip_config(config))
         self.projector = nn.Linear(config.vision.width, config.vlm.width, bias=True)
+        # in a bf16 model whose patch / position embeddings stay float32 (openpi, LeRobot v0.4.x)
+        # the embeddings' float32 output enters the bf16 encoder in its dtype
+        self.tower.embeddings.register_forward_hook(self._to_encoder_dtype)
+
+    def _to_encoder_dtype(self, module: nn.Module, args, out: torch.Tensor) -> torch.Tensor:
+        return out.to(self.tower.post_layernorm.weight.dtype)
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         if images.dim() != 4 or images.shape[1] != 3:
@@ -41,6 +47,8 @@ class VisionEncoder(nn.Module):
             raise ValueError(
                 f"images must be {self.image_size}x{self.image_size}, got {tuple(images.shape[-2:])}"
             )
-        w = self.projector.weight
-        feats = self.tower(pixel_values=images.to(device=w.device, dtype=w.dtype)).last_hidden_state
-        return self.projector(feats)
+        # pixels in the patch embedding's dtype (float32 there in a bf16 model, as LeRobot keeps
+        # it), the tower's output in the projector's
+        pe = self.tower.embeddings.patch_embedding.weight
+        feats = self.tower(pixel_values=images.to(device=pe.device, dtype=pe.dtype)).last_hidden_state
+        return self.projector(feats.to(self.projector.weight.dtype))

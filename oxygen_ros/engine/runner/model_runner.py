@@ -171,8 +171,10 @@ class ModelRunner:
         out = torch.empty((len(images), 3, s, s), dtype=torch.float32, device=self.device)
         for i, img in enumerate(images):
             x = torch.from_numpy(np.ascontiguousarray(img)).to(self.device)
-            out[i] = prepare(x, s, resize)
-        return out if self.dtype == torch.float32 else out.to(self.dtype)
+            out[i] = prepare(x, s, resize, self.config.image_pad_value)
+        # a float32 vision tower in a bf16 model (LeRobot's convention) takes float32 pixels
+        dtype = getattr(self.model, "pixel_dtype", self.dtype)
+        return out if dtype == torch.float32 else out.to(dtype)
 
     @torch.inference_mode()
     def prefill_observation(self, images: torch.Tensor | Sequence[np.ndarray],
