@@ -28,6 +28,7 @@ from ..families.base import HeadParams, ParamCounts
 from ..families.registry import family_of
 from .formats import CheckpointInfo
 from .loader import Checkpoint, resolve_tokenizer
+from .tokenizer import describe_vocab
 
 log = logging.getLogger(__name__)
 
@@ -443,7 +444,7 @@ def inspect_folder(folder: str | Path, fmt: str, config_of: Callable[[Path], Mod
     out["heads"] = describe_heads(mc)
     try:
         tok, source = resolve_tokenizer(folder, mc, info_of(folder, mc), tokenizer)
-        out["tokenizer"] = f"{source} ({tok.vocab_size} tokens)"
+        out["tokenizer"] = f"{source} ({describe_vocab(tok, mc.vocab_size)})"
     except (ValueError, OSError) as err:
         out["tokenizer"] = "NOT FOUND"
         out["problems"].append(str(err))
