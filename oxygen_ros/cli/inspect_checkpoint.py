@@ -51,6 +51,8 @@ def _print(r: dict) -> None:
                                         f"n_action_steps {r['n_action_steps']}"),
                      ("norm state", r["norm_state"]), ("norm action", r["norm_action"])]
         rows += [("tokenizer", r["tokenizer"])]
+        if "chat_template" in r:
+            rows.append(("chat template", r["chat_template"]))
         if r.get("asset_id"):
             rows.append(("asset_id", r["asset_id"]))
         if "action_expert" in r:

@@ -32,7 +32,10 @@ def discretize_state(state, bins: int = 256) -> np.ndarray:
     return np.digitize(s, bins=np.linspace(-1.0, 1.0, bins + 1)[:-1]) - 1
 
 
+PROMPT_END = ";\nAction: "  # what every prompt ends with (the Qwen families split before its space)
+
+
 def format_prompt(instruction: str, state, bins: int = 256) -> str:
     """"Task: {cleaned instruction}, State: {bins};\\nAction: " for a normalised state."""
     state_str = " ".join(str(int(b)) for b in discretize_state(state, bins))
-    return f"Task: {clean_instruction(instruction)}, State: {state_str};\nAction: "
+    return f"Task: {clean_instruction(instruction)}, State: {state_str}{PROMPT_END}"

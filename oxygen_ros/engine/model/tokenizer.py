@@ -29,10 +29,14 @@ class Tokenizer(Protocol):
 class HFTokenizer:
     """A ``tokenizers.Tokenizer`` (tokenizer.json) behind the Tokenizer interface."""
 
-    def __init__(self, tok, bos_id: int | None, eos_id: int, pad_id: int) -> None:
+    def __init__(self, tok, bos_id: int | None, eos_id: int, pad_id: int,
+                 chat_template: str | None = None) -> None:
         self.tok = tok
         self.bos_id, self.eos_id, self.pad_id = bos_id, eos_id, pad_id
         self.vocab_size = tok.get_vocab_size(with_added_tokens=True)
+        # the Jinja chat template saved beside tokenizer.json (the Qwen families lay their
+        # prompts out by it: engine/model/chat_template.py), None without one
+        self.chat_template = chat_template
 
     def encode(self, text: str, add_bos: bool = False) -> list[int]:
         ids = self.tok.encode(text, add_special_tokens=False).ids
@@ -85,6 +89,25 @@ def _find_id(tok, names: Sequence[str]) -> int | None:
     return None
 
 
+def read_chat_template(folder: Path) -> str | None:
+    """The chat template saved beside a tokenizer.json, or None. transformers writes it to
+    chat_template.jinja (5.x), chat_template.json or tokenizer_config.json ("chat_template": a
+    string, or a list of named templates of which "default" is used)."""
+    jinja = folder / "chat_template.jinja"
+    if jinja.is_file():
+        return jinja.read_text()
+    for name in ("chat_template.json", "tokenizer_config.json"):
+        path = folder / name
+        if not path.is_file():
+            continue
+        value = json.loads(path.read_text()).get("chat_template")
+        if isinstance(value, list):
+            value = next((t.get("template") for t in value if t.get("name") == "default"), None)
+        if isinstance(value, str):
+            return value
+    return None
+
+
 def load_tokenizer(path: str | Path) -> Tokenizer:
     """Load tokenizer.json (preferred) or a SentencePiece tokenizer.model from a folder or file."""
     p = Path(path)
@@ -113,7 +136,8 @@ def load_tokenizer(path: str | Path) -> Tokenizer:
         if eos is None:
             raise ValueError(f"{json_file}: no eos token found (looked for the tokenizer_config's "
                              f"eos_token, <eos>, </s>, <|endoftext|>)")
-        return HFTokenizer(tok, bos, eos, 0 if pad is None else pad)
+        return HFTokenizer(tok, bos, eos, 0 if pad is None else pad,
+                           read_chat_template(json_file.parent))
     if sp_file.is_file():
         return SentencePieceTokenizer(sp_file)
     raise FileNotFoundError(f"no tokenizer.json or tokenizer.model at {p}")
