@@ -53,6 +53,11 @@ class Intake:
         self._ids = itertools.count(1)  # request ids: the same in every mode
         self._memory: tuple[str, tuple[int, ...]] = ("", ())
         self.worst_state = self._longest_state()
+        reason = registry.family_of(model_config).split_reason(
+            model_config, tokenizer, format_prompt("pick up the cup", self.worst_state,
+                                                   bins=model_config.state_bins))
+        if reason:
+            raise ValueError(reason)
 
     def reset(self) -> None:
         """Forget every ask; request ids start again at 1 (after the engine's warm-up)."""

@@ -107,6 +107,23 @@ class QwenVLFamily(Family):
         text = self.carried_text(config) + QUESTION_SEPARATOR + prompt
         return tokenizer.encode(text, add_bos=False) + list(config.qwen.tail_ids)
 
+    def split_reason(self, config: "ModelConfig", tokenizer: "Tokenizer", prompt_text: str
+                     ) -> str | None:
+        """The split must tokenise the same apart and joined: checked on ``prompt_text`` and a
+        few questions (a tokenizer whose merges cross it would give a conversation the chat
+        template never renders). After OFT's queries the special tokens split the text."""
+        if config.qwen.action_query_ids:
+            return None
+        for question in ("what happened?", "Is the cup on the left?", "\n3 cubes"):
+            apart = self.prompt_ids(config, tokenizer, prompt_text) \
+                + tokenizer.encode(self.carried_text(config) + QUESTION_SEPARATOR + question)
+            joined = tokenizer.encode(prompt_text + QUESTION_SEPARATOR + question)
+            if apart != joined:
+                return (f"this tokenizer's merges cross the split between the frame's prompt and "
+                        f"a question ({prompt_text[-12:]!r} | {QUESTION_SEPARATOR + question!r}): "
+                        f"its prompts would not be the chat template's tokens (docs/qwen3-vl.md)")
+        return None
+
     # -- the model -------------------------------------------------------------------------------
     def init_model(self, config, seed, device, dtype):
         from ..model.qwen3vl_checkpoint import init_qwen3vl

@@ -170,3 +170,24 @@ def test_engine_answer_equals_transformers_on_the_templates_ids(merges_pair, qwe
     torch.testing.assert_close(first.float(), gen.logits[0][0], atol=1e-4, rtol=0)
     assert tokens and tokens == want[:len(tokens)]
     assert len(tokens) == 6 or tokens[-1] == mc.eos_token_id
+
+
+def test_a_tokenizer_whose_merges_cross_the_split_is_refused():
+    """A byte-level BPE without a pre-tokenizer learns merges across ": " and " \\n": its prompts
+    could not be the template's tokens, so the engine refuses it where it is built (Intake)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    from oxygen_ros.engine.model.tokenizer import SPECIALS, HFTokenizer
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    tok.decoder = decoders.ByteLevel()
+    corpus = [f"Task: pick up the cup, State: {i} {i + 1};\nAction: \nwhat happened?"
+              for i in range(200)]
+    tok.train_from_iterator(corpus, trainer=trainers.BpeTrainer(
+        vocab_size=600, special_tokens=list(SPECIALS), show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    mc = PRESETS["xr0-tiny"]
+    with pytest.raises(ValueError, match="merges cross the split between the frame's prompt"):
+        Intake(mc, HFTokenizer(tok, None, 1, 0), num_blocks=1 << 20, reserved_blocks=0,
+               device=torch.device("cpu"))
