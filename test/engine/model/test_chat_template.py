@@ -67,15 +67,21 @@ def test_prefix_and_question_are_the_chat_templates_ids(qwen_chat, qwen_chat_tem
         assert fast.decode(list(mc.qwen.tail_ids)).endswith("<think>\n\n</think>\n\n")
 
 
-def test_the_failing_tokenizer_joins_the_space_and_the_newline(qwen_chat):
-    """The case of the issue: tokenised apart, "Action: " and "\\nwhat" give 'Ġ', 'Ċ' where the
-    joined text gives 'ĠĊ'; the split the Qwen families use tokenises the same both ways."""
-    tok, _ = qwen_chat[0](PRESETS["xr0-tiny"].vocab_size, qwen_merges=True)
-    pieces = tok.tok.encode
-    apart = pieces("Action: ").tokens + pieces("\nwhat").tokens
-    assert apart[-3:] == ["Ġ", "Ċ", "what"]
-    assert pieces("Action: \nwhat").tokens[-2:] == ["ĠĊ", "what"]
-    assert pieces("Action:").tokens + pieces(" \nwhat").tokens == pieces("Action: \nwhat").tokens
+def test_the_split_tokenises_the_same_apart_and_joined(qwen_chat):
+    """The case of the issue: tokenised apart, "...Action: " and "\\nwhat" give 'Ġ', 'Ċ' where
+    the joined text gives 'ĠĊ'; the family's prompt and question ids are the joined text's."""
+    from oxygen_ros.engine.families import family_of
+
+    mc = PRESETS["xr0-tiny"]
+    family = family_of(mc)
+    tok, _ = qwen_chat[0](mc.vocab_size, qwen_merges=True)
+    text = format_prompt("pick up the cup", [0.1, -0.5, 0.9])
+    question = "what happened?"
+    joined = tok.encode(text + "\n" + question)
+    naive = tok.encode(text) + tok.encode("\n" + question)
+    assert naive != joined and tok.tok.id_to_token(joined[len(tok.encode(text)) - 1]) == "ĠĊ"
+    ours = family.prompt_ids(mc, tok, text) + family.question_ids(mc, tok, question)
+    assert ours == joined + list(mc.qwen.tail_ids)
 
 
 def test_a_template_that_does_not_fit_the_layout_is_refused(qwen_chat, qwen_chat_template):
