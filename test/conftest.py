@@ -71,3 +71,29 @@ def ctx():
 def module_ctx():
     """A ROS context shared by one test module's tests."""
     yield from _ros_context()
+
+
+def paligemma_like_tokenizer(rows: int, folder: Path) -> Path:
+    """tokenizer.json (+ tokenizer_config.json) shaped as transformers' PaliGemma conversion
+    writes it: a vocabulary filling the embedding's ``rows`` and ``<image>`` added as a special
+    token at id ``rows``, one past them (PaliGemma: 257152 of 257152 rows)."""
+    import json
+
+    from tokenizers import AddedToken
+
+    from oxygen_ros.engine.model.tokenizer import build_tiny_tokenizer
+
+    tok = build_tiny_tokenizer(rows).tok
+    tok.add_special_tokens([AddedToken("<image>", special=True, normalized=False)])
+    assert tok.token_to_id("<image>") == rows
+    folder.mkdir(parents=True, exist_ok=True)
+    tok.save(str(folder / "tokenizer.json"))
+    (folder / "tokenizer_config.json").write_text(json.dumps(
+        {"bos_token": "<bos>", "eos_token": "<eos>", "pad_token": "<pad>"}))
+    return folder
+
+
+@pytest.fixture
+def image_token_tokenizer(tmp_path):
+    """A folder holding a PaliGemma-like tokenizer.json for the tiny preset's 512 rows."""
+    return paligemma_like_tokenizer(512, tmp_path / "paligemma_like")

@@ -59,6 +59,8 @@ def _print(r: dict) -> None:
                                         f"n_action_steps {r['n_action_steps']}"),
                      ("norm state", r["norm_state"]), ("norm action", r["norm_action"])]
         rows += [("tokenizer", r["tokenizer"])]
+        if "chat_template" in r:
+            rows.append(("chat template", r["chat_template"]))
         # the pi0.5 pre/post-processing it will apply, each with where it was read or set
         rows += [(f"conv. {k}", v) for k, v in (r.get("conventions") or {}).items()]
         if r.get("asset_id"):

@@ -51,3 +51,16 @@ def test_problems_exit_non_zero(model, tmp_path, capsys, monkeypatch):
     assert "missing 1" in out and "model.time_mlp_in.bias" in out and "wrong shape 1" in out
     assert main([str(tmp_path / "nothing")]) == 1
     assert "config.json not found" in capsys.readouterr().out
+
+
+def test_tokenizer_with_an_added_token_past_the_rows_is_accepted(model, tmp_path, capsys,
+                                                                 image_token_tokenizer):
+    """oxygen-inspect accepts a PaliGemma-like tokenizer.json (<image> one past the embedding's
+    512 rows) and says what it found."""
+    stats = NormStats.quantiles(np.zeros(6), np.ones(6), -np.ones(6), np.ones(6))
+    folder = save_lerobot_checkpoint(model, model.config, tmp_path / "c", norm_stats=stats)
+    assert main([str(folder), "--tokenizer", str(image_token_tokenizer)]) == 0
+    out = capsys.readouterr().out
+    for part in ("513 tokens", "1 added token(s) past the embedding's 512 rows: <image> (id 512)",
+                 "never emitted, refused in a prompt", "OK: the node can serve"):
+        assert part in out, part

@@ -23,7 +23,7 @@ from ..config.engine_config import EngineConfig
 from ..config.model_config import ModelConfig
 from ..families import registry
 from ..model.loader import init_model
-from ..model.tokenizer import Tokenizer, build_tiny_tokenizer
+from ..model.tokenizer import Tokenizer, build_tiny_tokenizer, uncovered_reason
 from ..runner.device import check_device
 from ..runner.model_runner import ModelRunner
 from .frame_ops import FramePrimitives
@@ -105,9 +105,9 @@ class Engine:
             raise ValueError(f"model {model_config.name!r} starts its prompts with a BOS token and "
                              f"this tokenizer has none (a Qwen tokenizer?): pass the tokenizer the "
                              f"checkpoint was trained with")
-        if self.tokenizer.vocab_size > model_config.vocab_size:
-            raise ValueError(f"tokenizer has {self.tokenizer.vocab_size} tokens, model vocab is "
-                             f"{model_config.vocab_size}")
+        uncovered = uncovered_reason(self.tokenizer, model_config.vocab_size)
+        if uncovered:  # added tokens past the rows are fine: Intake refuses prompts holding one
+            raise ValueError(f"tokenizer {uncovered} (model {model_config.name!r})")
         num_blocks = config.num_blocks or self.auto_num_blocks(model_config, config)
         slots, reserved_slots = self.state_slots(model_config, config)
         self.runner = ModelRunner(self.model, model_config, num_blocks, config.block_size,

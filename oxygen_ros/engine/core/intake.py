@@ -18,7 +18,7 @@ from ..families import registry
 from ..families.xr0 import QUESTION_SEPARATOR  # noqa: F401 (its old import path, engine.intake)
 from ..config.model_config import ModelConfig
 from ..model import format_prompt
-from ..model.tokenizer import Tokenizer
+from ..model.tokenizer import Tokenizer, token_text
 from .observation import Observation
 from .request import RequestKind
 from .rtc import ActionPrior, Guide, build_guide, unsupported_reason
@@ -53,6 +53,11 @@ class Intake:
         self._ids = itertools.count(1)  # request ids: the same in every mode
         self._memory: tuple[str, tuple[int, ...]] = ("", ())
         self.worst_state = self._longest_state()
+        reason = registry.family_of(model_config).split_reason(
+            model_config, tokenizer, format_prompt("pick up the cup", self.worst_state,
+                                                   bins=model_config.state_bins))
+        if reason:
+            raise ValueError(reason)
 
     def reset(self) -> None:
         """Forget every ask; request ids start again at 1 (after the engine's warm-up)."""
@@ -104,7 +109,7 @@ class Intake:
                              f"{limit} tokens (max_prompt_tokens)")
         mc = self.model_config
         family = registry.family_of(mc)
-        ids = family.question_ids(mc, self.tokenizer, prompt)
+        ids = self._covered(family.question_ids(mc, self.tokenizer, prompt), "prompt")
         if not ids or len(ids) > limit:
             raise ValueError(f"prompt is {len(ids)} tokens; it must be 1..{limit} (max_prompt_tokens"
                              f"{family.question_note})")
@@ -156,7 +161,20 @@ class Intake:
     def prompt_ids(self, instruction: str, state: np.ndarray) -> list[int]:
         mc = self.model_config
         text = format_prompt(instruction, state, bins=mc.state_bins, pad_to=mc.state_prompt_pad)
-        return registry.family_of(mc).prompt_ids(mc, self.tokenizer, text)
+        return self._covered(registry.family_of(mc).prompt_ids(mc, self.tokenizer, text),
+                             "instruction")
+
+    def _covered(self, ids: list[int], what: str) -> list[int]:
+        """``ids`` when the embedding has a row for each; else ValueError naming the tokens it
+        lacks: added tokens past the rows (PaliGemma's ``<image>`` at 257152 of 257152 rows),
+        which a text only yields by holding their literal content."""
+        rows = self.model_config.vocab_size
+        past = sorted({i for i in ids if not 0 <= i < rows})
+        if past:
+            names = ", ".join(f"{token_text(self.tokenizer, i)!r} (id {i})" for i in past)
+            raise ValueError(f"{what} holds {names}: a token of the tokenizer the checkpoint's "
+                             f"embedding ({rows} rows) has no row for; remove it from the text")
+        return ids
 
     def guide(self, prior: ActionPrior | None, cfg: EngineConfig) -> Guide | None:
         """The frame's RTC guide from the observation's ActionPrior (ValueError when it does not

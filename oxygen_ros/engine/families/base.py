@@ -193,6 +193,12 @@ class Family(ABC):
         """A language request's tokens after the frame's prefix: the question's text."""
         return tokenizer.encode(prompt, add_bos=False)
 
+    def split_reason(self, config: "ModelConfig", tokenizer: "Tokenizer", prompt_text: str
+                     ) -> str | None:
+        """Why prompt_ids(prompt_text) + question_ids(...) would not be the tokens of the joined
+        text with ``tokenizer`` (None: they are, or the family does not promise it)."""
+        return None
+
     # -- heads -----------------------------------------------------------------------------------
     def head_names(self, config: "ModelConfig") -> tuple[str, ...]:
         """The chunks a frame gives (FrameOutput.chunks' keys, in order)."""

@@ -15,11 +15,14 @@ from ..core.paging import PagedContext
 from .base import ActionInputs, Capabilities, Family, ParamCounts, StageCost
 from .pi05 import kv_action_costs
 
-# A question follows the instruction in the same user turn, on its own line. Encoded apart from
-# the shared prefix: with a GPT-2-style byte-level BPE (the tests') a newline starts a new
-# pre-token, so the ids equal those of the joined text; Qwen's own pre-tokenizer joins a space
-# before a newline (" \n"), so after a prompt ending in a space (pi0.5's "Action: ") its ids
-# differ from the joined text's at that one boundary (docs/qwen3-vl.md)
+# A question follows the instruction in the same user turn, on its own line: the conversation
+# the chat template renders holds "<instruction text>\n<question>". The frame's prefix and the
+# question are tokenised apart, so they are split where no pre-token can cross: a byte-level BPE
+# with Qwen's pre-tokenizer joins whitespace with what follows it (" \n" is one pre-token, "ĠĊ"
+# in Qwen's vocabulary; " what" another), never with what precedes it. The prefix therefore ends
+# at the instruction text's last non-space character and its trailing whitespace (pi0.5's
+# "Action: " ends in a space) opens the question's text; after OFT's action queries (special
+# tokens, which split the text around them) nothing is carried (docs/qwen3-vl.md)
 QUESTION_SEPARATOR = "\n"
 
 if TYPE_CHECKING:
@@ -82,16 +85,44 @@ class QwenVLFamily(Family):
 
     def prompt_ids(self, config: "ModelConfig", tokenizer: "Tokenizer", text: str) -> list[int]:
         # the user turn's text: the turn stays open for a question; OFT's action queries end
-        # the text (docs/starvla.md)
-        return tokenizer.encode(text, add_bos=False) + list(config.qwen.action_query_ids)
+        # the text (docs/starvla.md); without them the text's trailing whitespace is the
+        # question's (carried_text)
+        if config.qwen.action_query_ids:
+            return tokenizer.encode(text, add_bos=False) + list(config.qwen.action_query_ids)
+        return tokenizer.encode(text.rstrip(), add_bos=False)
+
+    def carried_text(self, config: "ModelConfig") -> str:
+        """What of the instruction text the prefix leaves to a question: the whitespace
+        format_prompt's text ends with, unless OFT's action queries follow it."""
+        from ..model.prompt import PROMPT_END  # here: engine.model imports the families
+
+        return "" if config.qwen.action_query_ids else PROMPT_END[len(PROMPT_END.rstrip()):]
 
     def question_ids(self, config: "ModelConfig", tokenizer: "Tokenizer", prompt: str
                      ) -> list[int]:
         """The prefix ends inside the user turn, after the images and the instruction: the
-        question on its own line, still in the user turn, then the chat template's tail closing
-        it and opening the assistant's turn (docs/qwen3-vl.md, "Prefix layout")."""
-        return tokenizer.encode(QUESTION_SEPARATOR + prompt, add_bos=False) \
-            + list(config.qwen.tail_ids)
+        instruction's trailing whitespace, the question on its own line, still in the user turn,
+        then the chat template's tail closing it and opening the assistant's turn
+        (docs/qwen3-vl.md, "Prefix layout")."""
+        text = self.carried_text(config) + QUESTION_SEPARATOR + prompt
+        return tokenizer.encode(text, add_bos=False) + list(config.qwen.tail_ids)
+
+    def split_reason(self, config: "ModelConfig", tokenizer: "Tokenizer", prompt_text: str
+                     ) -> str | None:
+        """The split must tokenise the same apart and joined: checked on ``prompt_text`` and a
+        few questions (a tokenizer whose merges cross it would give a conversation the chat
+        template never renders). After OFT's queries the special tokens split the text."""
+        if config.qwen.action_query_ids:
+            return None
+        for question in ("what happened?", "Is the cup on the left?", "\n3 cubes"):
+            apart = self.prompt_ids(config, tokenizer, prompt_text) \
+                + tokenizer.encode(self.carried_text(config) + QUESTION_SEPARATOR + question)
+            joined = tokenizer.encode(prompt_text + QUESTION_SEPARATOR + question)
+            if apart != joined:
+                return (f"this tokenizer's merges cross the split between the frame's prompt and "
+                        f"a question ({prompt_text[-12:]!r} | {QUESTION_SEPARATOR + question!r}): "
+                        f"its prompts would not be the chat template's tokens (docs/qwen3-vl.md)")
+        return None
 
     # -- the model -------------------------------------------------------------------------------
     def init_model(self, config, seed, device, dtype):

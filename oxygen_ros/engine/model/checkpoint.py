@@ -24,6 +24,7 @@ from ..config.model_config import ModelConfig
 from .formats import read_checkpoint_files
 from .loader import Checkpoint, init_model, load_checkpoint, open_checkpoint, resolve_tokenizer
 from .mot import MoTModel
+from .tokenizer import describe_vocab
 
 # init_model, open_checkpoint, load_checkpoint, Checkpoint and resolve_tokenizer are
 # family-neutral (engine/model/loader.py); imported from here as well as before
@@ -386,7 +387,7 @@ def inspect_pi05_folder(folder: str | Path, tokenizer: str | None = None,
     if info.conventions is not None:
         report["conventions"] = {k: v for k, v in info.conventions.lines()}
     if ck.tokenizer is not None:
-        report["tokenizer"] = f"{ck.tokenizer_source} ({ck.tokenizer.vocab_size} tokens)"
+        report["tokenizer"] = f"{ck.tokenizer_source} ({describe_vocab(ck.tokenizer, cfg.vocab_size)})"
     else:
         report["tokenizer"] = "NOT FOUND"
         report["problems"].append(ck.tokenizer_source)

@@ -42,8 +42,11 @@ def pad_state(state, pad_to: int = 0) -> np.ndarray:
     return np.concatenate([s, np.zeros(pad_to - s.size, dtype=s.dtype)])
 
 
+PROMPT_END = ";\nAction: "  # what every prompt ends with (the Qwen families split before its space)
+
+
 def format_prompt(instruction: str, state, bins: int = 256, pad_to: int = 0) -> str:
     """"Task: {cleaned instruction}, State: {bins};\\nAction: " for a normalised state
     (`pad_to`: LeRobot v0.4.x's zero padding of the state, pad_state)."""
     state_str = " ".join(str(int(b)) for b in discretize_state(pad_state(state, pad_to), bins))
-    return f"Task: {clean_instruction(instruction)}, State: {state_str};\nAction: "
+    return f"Task: {clean_instruction(instruction)}, State: {state_str}{PROMPT_END}"

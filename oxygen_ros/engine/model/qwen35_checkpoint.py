@@ -22,6 +22,7 @@ from ..config.hybrid_config import HybridConfig
 from ..config.model_config import ExpertConfig, ModelConfig, QwenVLConfig, VisionConfig, model_config_from_dict
 from ..config.presets import PRESETS
 from .formats import CheckpointInfo
+from .chat_template import with_chat_template
 from .loader import Checkpoint, resolve_tokenizer
 from .qwen35 import load_weights
 from .qwen3vl_checkpoint import (EXPERT_CONFIG, EXPERT_FILE, _head_params, count_backbone, describe_heads,
@@ -269,7 +270,9 @@ def open_qwen35_folder(folder: str | Path, device: str | torch.device = "cpu",
     mc = folder_config(folder)
     info = qwen35_info(folder, mc)
     tok, source = resolve_tokenizer(folder, mc, info, tokenizer)
+    mc = with_chat_template(mc, tok)  # the prompt's head and tail as the template renders them
     _, model = load_qwen35(folder, dtype)
+    model.config = mc  # those ids only place tokens: the weights are the same
     return Checkpoint(model.to(device), mc, tok, source, None, info)
 
 

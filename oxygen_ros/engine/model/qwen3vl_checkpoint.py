@@ -28,6 +28,8 @@ from ..families.base import HeadParams, ParamCounts
 from ..families.registry import family_of
 from .formats import CheckpointInfo
 from .loader import Checkpoint, resolve_tokenizer
+from .chat_template import describe_chat_template, with_chat_template
+from .tokenizer import describe_vocab
 
 log = logging.getLogger(__name__)
 
@@ -349,7 +351,9 @@ def open_qwen3vl_folder(folder: str | Path, device: str | torch.device = "cpu",
     mc = folder_config(folder)
     info = qwen3vl_info(folder, mc)
     tok, source = resolve_tokenizer(folder, mc, info, tokenizer)
+    mc = with_chat_template(mc, tok)  # the prompt's head and tail as the template renders them
     _, model = load_qwen3vl_folder(folder, dtype=dtype)
+    model.config = mc  # those ids only place tokens: the weights are the same
     return Checkpoint(model.to(device).requires_grad_(False), mc, tok, source, None, info)
 
 
@@ -443,10 +447,16 @@ def inspect_folder(folder: str | Path, fmt: str, config_of: Callable[[Path], Mod
     out["heads"] = describe_heads(mc)
     try:
         tok, source = resolve_tokenizer(folder, mc, info_of(folder, mc), tokenizer)
-        out["tokenizer"] = f"{source} ({tok.vocab_size} tokens)"
+        out["tokenizer"] = f"{source} ({describe_vocab(tok, mc.vocab_size)})"
     except (ValueError, OSError) as err:
         out["tokenizer"] = "NOT FOUND"
         out["problems"].append(str(err))
+    else:
+        try:
+            out["chat_template"] = describe_chat_template(mc, tok)
+        except ValueError as err:
+            out["chat_template"] = "does not fit"
+            out["problems"].append(f"chat template: {err}")
     shapes = shapes_of(mc)
     files = sorted(folder.glob("model*.safetensors"))
     if not files:

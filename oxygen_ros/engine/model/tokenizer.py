@@ -29,10 +29,14 @@ class Tokenizer(Protocol):
 class HFTokenizer:
     """A ``tokenizers.Tokenizer`` (tokenizer.json) behind the Tokenizer interface."""
 
-    def __init__(self, tok, bos_id: int | None, eos_id: int, pad_id: int) -> None:
+    def __init__(self, tok, bos_id: int | None, eos_id: int, pad_id: int,
+                 chat_template: str | None = None) -> None:
         self.tok = tok
         self.bos_id, self.eos_id, self.pad_id = bos_id, eos_id, pad_id
         self.vocab_size = tok.get_vocab_size(with_added_tokens=True)
+        # the Jinja chat template saved beside tokenizer.json (the Qwen families lay their
+        # prompts out by it: engine/model/chat_template.py), None without one
+        self.chat_template = chat_template
 
     def encode(self, text: str, add_bos: bool = False) -> list[int]:
         ids = self.tok.encode(text, add_special_tokens=False).ids
@@ -85,6 +89,25 @@ def _find_id(tok, names: Sequence[str]) -> int | None:
     return None
 
 
+def read_chat_template(folder: Path) -> str | None:
+    """The chat template saved beside a tokenizer.json, or None. transformers writes it to
+    chat_template.jinja (5.x), chat_template.json or tokenizer_config.json ("chat_template": a
+    string, or a list of named templates of which "default" is used)."""
+    jinja = folder / "chat_template.jinja"
+    if jinja.is_file():
+        return jinja.read_text()
+    for name in ("chat_template.json", "tokenizer_config.json"):
+        path = folder / name
+        if not path.is_file():
+            continue
+        value = json.loads(path.read_text()).get("chat_template")
+        if isinstance(value, list):
+            value = next((t.get("template") for t in value if t.get("name") == "default"), None)
+        if isinstance(value, str):
+            return value
+    return None
+
+
 def load_tokenizer(path: str | Path) -> Tokenizer:
     """Load tokenizer.json (preferred) or a SentencePiece tokenizer.model from a folder or file."""
     p = Path(path)
@@ -113,7 +136,8 @@ def load_tokenizer(path: str | Path) -> Tokenizer:
         if eos is None:
             raise ValueError(f"{json_file}: no eos token found (looked for the tokenizer_config's "
                              f"eos_token, <eos>, </s>, <|endoftext|>)")
-        return HFTokenizer(tok, bos, eos, 0 if pad is None else pad)
+        return HFTokenizer(tok, bos, eos, 0 if pad is None else pad,
+                           read_chat_template(json_file.parent))
     if sp_file.is_file():
         return SentencePieceTokenizer(sp_file)
     raise FileNotFoundError(f"no tokenizer.json or tokenizer.model at {p}")
@@ -211,18 +235,71 @@ def find_tokenizer(checkpoint: str | Path, repo_ids: Sequence[str] = (),
                      + f". A checkpoint is never served with a made-up vocabulary: {HOW_TO}")
 
 
-def check_vocab(tokenizer: Tokenizer, embedding_rows: int, source: str) -> None:
-    """A tokenizer fits a checkpoint when its ids index the embedding and it uses (nearly) all of
-    it: an embedding may be padded up a little, a much smaller vocabulary is another tokenizer."""
-    n = int(tokenizer.vocab_size)
-    if n > embedding_rows or n < embedding_rows - 256:
-        raise ValueError(f"tokenizer {source} has {n} tokens but the checkpoint's embedding has "
-                         f"{embedding_rows} rows: it is not the tokenizer this model was trained "
-                         f"with; {HOW_TO}")
+def _ids_past(tokenizer: Tokenizer, rows: int) -> dict[int, tuple[str, bool]]:
+    """The tokenizer's ids at or past ``rows``: id -> (its text, whether it is an added token).
+    An added token (tokenizer.json's added_tokens: PaliGemma's ``<image>``) is only produced by
+    text holding its literal content; any other id can come out of ordinary text."""
+    tok = getattr(tokenizer, "tok", None)  # HFTokenizer's tokenizers.Tokenizer
+    if tok is None:  # SentencePiece (every piece can come out of text) or another object
+        return {i: ("", False) for i in range(rows, int(tokenizer.vocab_size))}
+    added = {i: t.content for i, t in tok.get_added_tokens_decoder().items()}
+    return {i: (added.get(i, name), i in added)
+            for name, i in tok.get_vocab(with_added_tokens=True).items() if i >= rows}
+
+
+def token_text(tokenizer: Tokenizer, token_id: int) -> str:
+    """A token's own text (an added special token's content, which decode would skip)."""
+    tok = getattr(tokenizer, "tok", None)
+    text = tok.id_to_token(int(token_id)) if tok is not None else None
+    return text if text is not None else tokenizer.decode([int(token_id)])
+
+
+def uncovered_reason(tokenizer: Tokenizer, embedding_rows: int) -> str | None:
+    """Why the embedding does not cover every id the tokenizer can emit, or None. Added tokens
+    past the rows are covered in this sense: ordinary text never produces them (the engine
+    refuses a prompt holding one: Intake) and decoding never samples them (the LM head has one
+    logit per row)."""
+    past = _ids_past(tokenizer, embedding_rows)
+    emitted = sorted(i for i, (_, added) in past.items() if not added)
+    if emitted:
+        shown = ", ".join(f"{past[i][0] or token_text(tokenizer, i)!r} (id {i})"
+                          for i in emitted[:3])
+        return (f"has {int(tokenizer.vocab_size)} tokens but the checkpoint's embedding has "
+                f"{embedding_rows} rows: {len(emitted)} of them ({shown}"
+                f"{', ...' if len(emitted) > 3 else ''}) can come out of ordinary text and index "
+                f"past it; it is not the tokenizer this model was trained with")
     bad = [name for name in ("bos_id", "eos_id", "pad_id") if getattr(tokenizer, name) is not None
            and not 0 <= int(getattr(tokenizer, name)) < embedding_rows]
     if bad:
-        raise ValueError(f"tokenizer {source}: {bad} outside the embedding ({embedding_rows} rows)")
+        return f"{bad} outside the embedding ({embedding_rows} rows)"
+    return None
+
+
+def describe_vocab(tokenizer: Tokenizer, embedding_rows: int) -> str:
+    """What oxygen-inspect says of a tokenizer that fits: its size, and the added tokens past the
+    embedding's rows (never emitted, refused in a prompt) when it has some."""
+    past = _ids_past(tokenizer, embedding_rows)
+    text = f"{int(tokenizer.vocab_size)} tokens"
+    if past:
+        names = ", ".join(f"{name} (id {i})" for i, (name, _) in sorted(past.items())[:5])
+        text += (f"; {len(past)} added token(s) past the embedding's {embedding_rows} rows: "
+                 f"{names}{', ...' if len(past) > 5 else ''}: never emitted, refused in a prompt")
+    return text
+
+
+def check_vocab(tokenizer: Tokenizer, embedding_rows: int, source: str) -> None:
+    """A tokenizer fits a checkpoint when the embedding covers every id it can emit (added
+    tokens past the rows are fine: uncovered_reason) and it uses (nearly) all of the embedding:
+    an embedding may be padded up a little (Qwen's: 151936 rows for ~151670 tokens), a much
+    smaller vocabulary is another tokenizer."""
+    reason = uncovered_reason(tokenizer, embedding_rows)
+    if reason:
+        raise ValueError(f"tokenizer {source} {reason}; {HOW_TO}")
+    n = int(tokenizer.vocab_size)
+    if n < embedding_rows - max(256, embedding_rows // 256):
+        raise ValueError(f"tokenizer {source} has {n} tokens but the checkpoint's embedding has "
+                         f"{embedding_rows} rows: it is not the tokenizer this model was trained "
+                         f"with; {HOW_TO}")
 
 
 _WORDS = (

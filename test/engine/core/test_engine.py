@@ -418,3 +418,31 @@ def test_a_given_model_needs_its_tokenizer(parts):
     model, _ = parts
     with pytest.raises(ValueError, match="without its tokenizer"):
         Engine(MC, EngineConfig(), model=model)
+
+
+def test_tokenizer_with_an_added_token_past_the_rows_serves(parts, image_token_tokenizer):
+    """A PaliGemma-like tokenizer (<image> one past the embedding's rows) serves the model: the
+    engine never emits an id past the rows; a question, memory prompt or instruction holding
+    <image> is refused with the reason where it enters."""
+    from oxygen_ros.engine.model.tokenizer import load_tokenizer
+
+    tok = load_tokenizer(image_token_tokenizer)
+    engine = Engine(MC, EngineConfig(max_decode_steps=6, decode_steps_per_frame=3), model=parts[0],
+                    tokenizer=tok)
+    engine.ask("what happened?")
+    tokens = [t for out in [engine.step(obs(0)), *engine.drain(lambda i: obs(i))]
+              for u in out.updates for t in u.new_tokens]
+    assert tokens and all(0 <= t < MC.vocab_size for t in tokens)
+    reason = r"holds '<image>' \(id 512\): a token of the tokenizer the checkpoint's embedding"
+    with pytest.raises(ValueError, match="prompt " + reason):
+        engine.ask("what is in <image>?")
+    with pytest.raises(ValueError, match="prompt " + reason):
+        engine.check_question("<image>")
+    with pytest.raises(ValueError, match="memory_prompt: prompt " + reason):
+        engine.update_config(memory_prompt="describe <image>")
+    with pytest.raises(ValueError, match="instruction " + reason):
+        engine.update_config(instruction="pick up <image>")
+    import dataclasses
+
+    with pytest.raises(ValueError, match="instruction " + reason):
+        engine.step(dataclasses.replace(obs(1), instruction="open <image>"))

@@ -120,29 +120,64 @@ QWEN_TINY_SPECIALS = ("<|im_start|>", "<|im_end|>", "user", "assistant", "\n", "
                       "<|vision_end|>", "<|image_pad|>", "<|oft|>")
 
 
-def qwen_chat_tokenizer(vocab_size: int):
+# Qwen2/Qwen3's pre-tokenizer pattern (tokenizer.json: a Split of this regex, then byte-level):
+# whitespace joins what follows it, so " \n" is one pre-token ("ĠĊ" in Qwen's vocabulary)
+QWEN_PRETOKENIZE = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
+                    r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+
+
+def qwen_pretokenized_bpe(vocab_size: int = 2048):
+    """A byte-level BPE with Qwen's pre-tokenizer, trained on the tiny corpus and prompts whose
+    instruction ends in a space before a question's newline: its merges join "Ġ" and "Ċ".
+    <pad>, <eos>, <bos> at 0..2, topped up with <unused_i> as the tiny BPE is."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    from oxygen_ros.engine.model.tokenizer import SPECIALS, _tiny_corpus
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(QWEN_PRETOKENIZE), behavior="isolated"),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    tok.decoder = decoders.ByteLevel()
+    corpus = _tiny_corpus() + ["State: 1 2;\nAction: \nwhat happened?",
+                               "Action: \nIs the cup on the left?"] * 4
+    tok.train_from_iterator(corpus, trainer=trainers.BpeTrainer(
+        vocab_size=vocab_size, min_frequency=1, show_progress=False, special_tokens=list(SPECIALS),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tok.add_special_tokens([f"<unused_{i}>" for i in range(vocab_size - tok.get_vocab_size())])
+    assert tok.get_vocab_size() == vocab_size and tok.token_to_id("ĠĊ") is not None
+    return tok
+
+
+def qwen_chat_tokenizer(vocab_size: int, qwen_merges: bool = False):
     """(our HFTokenizer, transformers' PreTrainedTokenizerFast) of the random presets' tiny BPE
-    (2048 tokens) with the chat template's tokens at the ids xr0-tiny's config gives them."""
+    (2048 tokens; ``qwen_merges``: qwen_pretokenized_bpe's instead) with the chat template's
+    tokens at the ids xr0-tiny's config gives them."""
     from tokenizers import AddedToken
     from transformers import PreTrainedTokenizerFast
 
     from oxygen_ros.engine.model.tokenizer import HFTokenizer, build_tiny_tokenizer
 
-    tok = build_tiny_tokenizer(2048).tok
-    for name in QWEN_TINY_SPECIALS[:vocab_size - 2048]:
+    tok = qwen_pretokenized_bpe() if qwen_merges else build_tiny_tokenizer(2048).tok
+    # Qwen's "\n" is a vocabulary token ('Ċ'), merged with the whitespace before it: with
+    # qwen_merges id 2052 is a placeholder, and the template's ids come from its text
+    specials = QWEN_TINY_SPECIALS if not qwen_merges else \
+        tuple("<|nl|>" if s == "\n" else s for s in QWEN_TINY_SPECIALS)
+    for name in specials[:vocab_size - 2048]:
         tok.add_tokens([AddedToken(name, special=name.startswith("<|"), normalized=False)])
     assert tok.get_vocab_size() == vocab_size and tok.token_to_id("<|image_pad|>") == 2055
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<pad>")
     return HFTokenizer(tok, None, tok.token_to_id("<|im_end|>"), 0), fast
 
 
-def chat_template_ids(fast, num_images: int, image_tokens: int, texts: list[str]) -> list[int]:
+def chat_template_ids(fast, num_images: int, image_tokens: int, texts: list[str],
+                      template: str = QWEN_CHAT_TEMPLATE) -> list[int]:
     """The ids of one user turn holding ``num_images`` images then ``texts``, followed by the
     generation prompt: the chat template's text, each <|image_pad|> expanded to the image's
     merged tokens (what Qwen3VLProcessor does), tokenised as one string."""
     content = [{"type": "image"}] * num_images + [{"type": "text", "text": t} for t in texts]
     text = fast.apply_chat_template([{"role": "user", "content": content}],
-                                    chat_template=QWEN_CHAT_TEMPLATE, add_generation_prompt=True,
+                                    chat_template=template, add_generation_prompt=True,
                                     tokenize=False)
     text = text.replace("<|image_pad|>", "<|image_pad|>" * image_tokens)
     return fast(text, add_special_tokens=False)["input_ids"]
@@ -151,3 +186,8 @@ def chat_template_ids(fast, num_images: int, image_tokens: int, texts: list[str]
 @pytest.fixture(scope="session")
 def qwen_chat():
     return qwen_chat_tokenizer, chat_template_ids
+
+
+@pytest.fixture(scope="session")
+def qwen_chat_template():
+    return QWEN_CHAT_TEMPLATE

@@ -307,3 +307,16 @@ def test_lerobot_train_config_names_the_action_rate(saved, tmp_path):
     (folder / "train_config.json").write_text(json.dumps({"env": {"fps": -3}}))
     with pytest.raises(ValueError, match="env.fps"):
         read_checkpoint_files(folder)
+
+
+def test_tokenizer_with_an_added_token_past_the_rows_loads(tiny_model, tmp_path,
+                                                           image_token_tokenizer):
+    """A LeRobot checkpoint served with a PaliGemma-like tokenizer.json (<image> one past the
+    embedding's rows) loads, given or found next to the checkpoint."""
+    folder = save_lerobot_checkpoint(tiny_model, tiny_model.config, tmp_path / "c",
+                                     norm_stats=_stats(8))
+    ck = open_checkpoint(folder, tokenizer=image_token_tokenizer)
+    assert ck.tokenizer.vocab_size == 513 and ck.tokenizer.encode("<image>") == [512]
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        (folder / name).write_bytes((image_token_tokenizer / name).read_bytes())
+    assert load_checkpoint(folder)[2].vocab_size == 513

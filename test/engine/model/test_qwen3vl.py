@@ -130,6 +130,7 @@ def test_question_sits_in_the_user_turn_as_the_chat_template_lays_it_out(qwen_ch
     instruction and the question on its own line, followed by the generation prompt; the
     prefix alone is a start of that turn (it ends inside it, before <|im_end|>)."""
     from oxygen_ros.engine.core.intake import Intake
+    from oxygen_ros.engine.families import family_of as model_family
     from oxygen_ros.engine.model.prompt import format_prompt
 
     mc = PRESETS[preset]
@@ -147,7 +148,11 @@ def test_question_sits_in_the_user_turn_as_the_chat_template_lays_it_out(qwen_ch
     for question in ("what happened?", "Is the cup on the left?"):
         want = template_ids(fast, n, mc.image_grid_tokens, [instruction, "\n" + question])
         assert prefix + intake.encode_suffix(question) == want
-        assert want[:len(prefix)] == prefix and want[len(prefix)] == 2052  # "\n", same turn
+        # the prefix ends before the instruction's trailing space (xr0-tiny; after OFT's
+        # queries nothing is carried), which opens the question's text: then "\n", same turn
+        carried = tok.encode(model_family(mc).carried_text(mc))
+        assert want[:len(prefix)] == prefix
+        assert want[len(prefix):len(prefix) + len(carried) + 1] == carried + [2052]
 
 
 @pytest.fixture(scope="module")

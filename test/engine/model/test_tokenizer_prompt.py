@@ -183,3 +183,20 @@ def test_a_tokenizer_without_bos_serves_qwen_models_and_is_refused_by_pi05(tmp_p
                     tokenizer=tok)
     out = engine.step(SyntheticStream(mc).frame(0))
     assert np.isfinite(out.actions).all() and any(u.is_final for u in out.updates)
+
+
+def test_added_special_token_past_the_rows_is_accepted_and_said(image_token_tokenizer):
+    """PaliGemma's tokenizer.json as transformers writes it holds <image> at id 257152 of 257152
+    rows: an added special token ordinary text never yields, so the tokenizer fits; a token of
+    its vocabulary past the rows (any text could yield it) does not."""
+    from oxygen_ros.engine.model.tokenizer import describe_vocab, uncovered_reason
+
+    tok, _ = load_tokenizer_spec(image_token_tokenizer)
+    assert tok.vocab_size == 513 and tok.encode("<image>") == [512]
+    check_vocab(tok, 512, "x")
+    assert uncovered_reason(tok, 512) is None
+    said = describe_vocab(tok, 512)
+    assert "513 tokens" in said and "<image> (id 512)" in said and "never emitted" in said
+    with pytest.raises(ValueError, match=r"has 513 tokens but the checkpoint's embedding has 500 "
+                                         r"rows: 12 of them .*ordinary text"):
+        check_vocab(tok, 500, "x")
