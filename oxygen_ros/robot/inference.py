@@ -47,17 +47,18 @@ class PairInference:
         return Observation(images=placed, state=mapping.to_model(pair.state), camera_valid=valid,
                            instruction=instruction, stamp=pair.stamp, prior=prior)
 
-    def chunk(self, actions: np.ndarray, mapping: StateMapping) -> np.ndarray:
-        """The engine's actions [horizon, action_dim] -> the robot chunk [steps, joints]."""
-        return mapping.to_robot(actions[: self.n_action_steps or None])
+    def chunk(self, actions: np.ndarray, mapping: StateMapping, state: Any = None) -> np.ndarray:
+        """The engine's actions [horizon, action_dim] -> the robot chunk [steps, commands]
+        (`state`: the observation's, robot units: delta commands are made absolute against it)."""
+        return mapping.to_robot(actions[: self.n_action_steps or None], state)
 
-    def head_chunks(self, chunks: dict[str, np.ndarray], mapping: StateMapping
+    def head_chunks(self, chunks: dict[str, np.ndarray], mapping: StateMapping, state: Any = None
                     ) -> dict[str, np.ndarray]:
         """Every head's robot chunk by head name (from FrameOutput.chunks) for a model with
         several heads; {} for a model with one (its chunk is `chunk(out.actions)`)."""
         if len(chunks) < 2:
             return {}
-        return {name: self.chunk(c, mapping) for name, c in chunks.items()}
+        return {name: self.chunk(c, mapping, state) for name, c in chunks.items()}
 
     def step(self, engine: EnginePort, pair: Pair, images: Sequence[np.ndarray], mapping: StateMapping,
              player: ChunkPlayer, instruction: str,
@@ -65,10 +66,12 @@ class PairInference:
              ) -> tuple[Any, np.ndarray]:
         """Engine.step on `pair` -> (FrameOutput, robot chunk). `on_chunk(chunk, heads)`: the
         robot chunk and head_chunks, called inside the step as soon as the chunk exists."""
-        prior = rtc_prior(player, mapping, pair.stamp, engine.model_config.action_horizon)
+        prior = rtc_prior(player, mapping, pair.stamp, engine.model_config.action_horizon,
+                          pair.state)
         ready = None
         if on_chunk is not None:
             def ready(actions: np.ndarray, chunks: dict[str, np.ndarray]) -> None:
-                on_chunk(self.chunk(actions, mapping), self.head_chunks(chunks, mapping))
+                on_chunk(self.chunk(actions, mapping, pair.state),
+                         self.head_chunks(chunks, mapping, pair.state))
         out = engine.step(self.observation(pair, images, mapping, instruction, prior), ready)
-        return out, self.chunk(out.actions, mapping)
+        return out, self.chunk(out.actions, mapping, pair.state)

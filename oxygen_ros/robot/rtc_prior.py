@@ -14,9 +14,11 @@ from .chunk_player import ChunkPlayer
 from .values import StateMapping, actions_to_model
 
 
-def rtc_prior(player: ChunkPlayer, mapping: StateMapping, stamp: float, horizon: int) -> Any:
-    """An engine ActionPrior for an observation stamped `stamp`, or None (another blend, no
-    chunk yet, holding, nothing left)."""
+def rtc_prior(player: ChunkPlayer, mapping: StateMapping, stamp: float, horizon: int,
+              state: Any = None) -> Any:
+    """An engine ActionPrior for an observation stamped `stamp` (`state`: its state in robot
+    units, which delta commands are made relative to again), or None (another blend, no chunk
+    yet, holding, nothing left)."""
     if player.blend != "rtc":
         return None
     left = player.leftover(stamp)
@@ -24,4 +26,4 @@ def rtc_prior(player: ChunkPlayer, mapping: StateMapping, stamp: float, horizon:
         return None
     from oxygen_ros.engine.core.rtc import ActionPrior
 
-    return ActionPrior(actions_to_model(mapping, left[:horizon]), min(player.last_delay, horizon))
+    return ActionPrior(actions_to_model(mapping, left[:horizon], state), min(player.last_delay, horizon))
