@@ -60,6 +60,26 @@ def _names(what: str, names: Sequence[str]) -> tuple[str, ...]:
     return out
 
 
+def check_sizes(num_state: int, num_commands: int, state_dim: int | None, action_dim: int | None,
+                padded: int, labels: tuple[str, str] = ("state_names", "command_names")) -> None:
+    """The checkpoint's state / action sizes against the state values and commands named: they
+    must fit exactly (None: a preset, which names no sizes), and neither may exceed the model's
+    padded action_dim. ValueError with the reason, naming the parameters as `labels` (state,
+    commands) say."""
+    if state_dim is not None and num_state != state_dim:
+        raise ValueError(f"{num_state} {labels[0]} but the checkpoint's state has {state_dim} "
+                         "values (normalisation statistics / input features): list exactly those, "
+                         "in order")
+    if action_dim is not None and num_commands != action_dim:
+        raise ValueError(f"{num_commands} {labels[1]} but the checkpoint's actions have "
+                         f"{action_dim} values: list exactly those, in order (command_kinds: "
+                         "how each is sent)")
+    if num_commands > padded:
+        raise ValueError(f"{num_commands} {labels[1]} but the model has action_dim {padded}")
+    if num_state > padded:
+        raise ValueError(f"{num_state} {labels[0]} but the model takes at most {padded} state values")
+
+
 @dataclass(frozen=True)
 class RobotInterface:
     state_names: tuple[str, ...]
@@ -141,22 +161,10 @@ class RobotInterface:
                     "velocities: use command_type float64_array (the values in command order)")
         return None
 
-    def check_model(self, state_dim: int | None, action_dim: int | None, padded: int) -> None:
-        """The checkpoint's state / action sizes against the names: they must fit exactly
-        (None: a preset, which names no sizes). ValueError with the reason."""
-        ns, nc = self.num_state, self.num_commands
-        if state_dim is not None and ns != state_dim:
-            raise ValueError(f"{ns} state values ({list(self.state_names)}) but the checkpoint's "
-                             f"state has {state_dim} (normalisation statistics / input features): "
-                             "set state_names (default: joint_names) to exactly those, in order")
-        if action_dim is not None and nc != action_dim:
-            raise ValueError(f"{nc} commands ({list(self.command_names)}) but the checkpoint's "
-                             f"actions have {action_dim} values: set command_names (default: "
-                             "joint_names) and command_kinds to exactly those, in order")
-        if nc > padded:
-            raise ValueError(f"{nc} commands but the model has action_dim {padded}")
-        if state_dim is None and ns > padded:
-            raise ValueError(f"{ns} state values but the model has state_dim {padded}")
+    def check_model(self, state_dim: int | None, action_dim: int | None, padded: int,
+                    labels: tuple[str, str] = ("state_names", "command_names")) -> None:
+        """check_sizes of these names (ValueError with the reason)."""
+        check_sizes(self.num_state, self.num_commands, state_dim, action_dim, padded, labels)
 
     # -- values ---------------------------------------------------------------------------------
     def measured_commands(self, state: np.ndarray | None) -> np.ndarray | None:

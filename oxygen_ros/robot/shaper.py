@@ -189,6 +189,11 @@ class CommandShaper:
         self.last_refusal: GateRefusal | None = None
         self.last_glitch: Glitch | None = None
 
+    @property
+    def measures(self) -> bool:
+        """Some command has a measured value (then commands start only from a measured pose)."""
+        return bool(self._measured.any())
+
     # the live limits (read-only views of the current Limits)
     velocity = property(lambda self: self.limits.velocity)
     acceleration = property(lambda self: self.limits.acceleration)
