@@ -106,6 +106,10 @@ class RobotInterface:
         if orphans:
             raise ValueError(f"delta commands {orphans} are relative to the state value of the "
                              f"same name, but state_names {list(self.state_names)} has none")
+        # per control tick (measured_commands): the measured commands and their state values
+        cols = np.flatnonzero(self.measured)
+        set_("_measured_cols", cols)
+        set_("_measured_state", np.array(self.state_index, dtype=np.intp)[cols])
 
     @classmethod
     def from_params(cls, joint_names: Sequence[str], state_names: Sequence[str] = (),
@@ -172,11 +176,8 @@ class RobotInterface:
         others (None stays None)."""
         if state is None:
             return None
-        s = np.asarray(state, dtype=np.float64)
         out = np.full(self.num_commands, np.nan)
-        for j, (i, ok) in enumerate(zip(self.state_index, self.measured)):
-            if ok:
-                out[j] = s[i]
+        out[self._measured_cols] = np.asarray(state, dtype=np.float64)[self._measured_state]
         return out
 
     def _offsets(self, state: Any) -> np.ndarray | None:
