@@ -197,8 +197,8 @@ NODE_PARAMETERS: tuple[Spec, ...] = (
          constraint="1..action_dim, unique; with a checkpoint exactly its state / action size"),
     Spec("state_names", "string_array", [], "the model's state values, in order, read by name from "
          "joint_state_topic's JointState: `name` its position, `name:velocity` / `name:effort` "
-         "those fields (an end-effector pose or gripper fingers published as named values; "
-         "docs/node.md); empty = joint_names", CONFIGURE,
+         "those fields (an end-effector pose or gripper fingers published as named values); "
+         "empty = joint_names", CONFIGURE,
          constraint="unique; with a checkpoint exactly its state size"),
     Spec("command_names", "string_array", [], "the values the actions command, in action order (the "
          "first action dims); ~/joint_command and ~/action_chunk name them, the per-command limits "
@@ -224,8 +224,9 @@ NODE_PARAMETERS: tuple[Spec, ...] = (
     Spec("deadman.topic", "string", "", "std_msgs/Bool operator heartbeat (true = go; empty = "
          "off): without a fresh true, commands stop following the chunks and hold", CONFIGURE),
     Spec("command_type", "string", "joint_state", "~/joint_command type: joint_state "
-         "(sensor_msgs/JointState) or float64_array (std_msgs/Float64MultiArray in joint_names "
-         "order, for forward_command_controller)", CONFIGURE, choices=COMMAND_TYPES),
+         "(sensor_msgs/JointState: positions, or velocities when every command is a velocity) or "
+         "float64_array (std_msgs/Float64MultiArray in command order, for "
+         "forward_command_controller; needed for a mix of positions and velocities)", CONFIGURE, choices=COMMAND_TYPES),
     Spec("record.enabled", "bool", False, "record a rosbag2 while active (no `ros2 bag` needed)",
          CONFIGURE),
     Spec("record.path", "string", "oxygen_bag", "bag folder; when it exists, _<date-time> is "

@@ -26,6 +26,8 @@ position is the step itself: with tick_s == step_s every tick plays exactly a st
   jumped back, or a stamp from the future slipped in) is never played: the player holds the last
   value it output (stale, `future=True`), and a newer-arriving chunk replaces it even though its
   stamp is older. Within the tolerance a negative age plays step 0.
+- Velocity commands (CommandConfig.rates; robot/interface.py) are not positions: each step's
+  value is held for its step (`curve_at`), 0 after the chunk's last step.
 - The joint limits clip every output (command_config.clip_to_limits). A chunk with NaN/inf (or
   the wrong shape) is rejected (`set_chunk` returns False) and the last good chunk keeps
   playing; `value_at` never returns a non-finite value.
