@@ -513,3 +513,27 @@ def test_libero_shaped_robot_configures_and_publishes_limited_commands(ctx, tmp_
     finally:
         node.stop()
         node.destroy_node()
+
+
+def test_delta_commands_are_sent_as_absolute_targets(ctx):
+    """Issue 38, item 2: command_kinds delta on a joint robot: ~/action_chunk (and the played
+    chunk) is the observation's joint state + the model's deltas, and the first command is the
+    measured pose (a delta command is measured by the state value of its name)."""
+    node = _node(ctx, Parameter("command_kinds", value=["delta"]), limits=False)
+    try:
+        rt = node.rt
+        chunks = Sink()
+        rt.pubs.action_chunk = chunks
+        rec = Recorder(rt)
+        state = np.linspace(-0.3, 0.3, J).astype(np.float32)
+        t0 = node.get_clock().now().nanoseconds * 1e-9
+        out = _frame(rt, t0, np.random.default_rng(6), state)
+        sent = np.array([p.positions for p in chunks.msgs[0].points])
+        np.testing.assert_allclose(sent, out.actions[:, :J] + state, atol=1e-5)
+        rt.inputs.measured.update(t0, state)
+        rt.control.tick()
+        first = rec.log[-1][1]
+        assert first.start and np.allclose(first.values, state)
+    finally:
+        node.stop()
+        node.destroy_node()
