@@ -26,10 +26,11 @@ J = 6
 LIMIT = 0.5
 
 
-def _node(ctx, *extra, limits: bool = True):
+def _node(ctx, *extra, limits: bool = True, namespace: str = ""):
     lim = [Parameter("joint_limits_lower", value=[-LIMIT] * J),
            Parameter("joint_limits_upper", value=[LIMIT] * J)] if limits else []
-    node = OxygenNode(context=ctx, parameter_overrides=[
+    where = {"namespace": namespace} if namespace else {}
+    node = OxygenNode(context=ctx, **where, parameter_overrides=[
         Parameter("model.num_threads", value=1), Parameter("memory.enabled", value=False),
         *lim, *extra])
     assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
@@ -477,7 +478,8 @@ def test_libero_shaped_robot_configures_and_publishes_limited_commands(ctx, tmp_
                  Parameter("joint_velocity_limits", value=[vmax]),
                  Parameter("joint_acceleration_limits", value=[amax]),
                  Parameter("control_rate_hz", value=100.0), Parameter("chunk_rate_hz", value=10.0),
-                 Parameter("observation_timeout_s", value=5.0), limits=False)
+                 Parameter("observation_timeout_s", value=5.0), limits=False,
+                 namespace="libero")  # its ~/joint_command is an array: not the shared node's topic
     try:
         rt = node.rt
         assert rt.player.num_joints == 7 and rt.control.shaper.num_joints == 7
