@@ -77,18 +77,22 @@ def compressed_image(store: Typestore, rgb: np.ndarray, ns: int, fmt: str = "jpe
                 data=np.frombuffer(data, dtype=np.uint8).copy())
 
 
-def joint_state(store: Typestore, names: Sequence[str], positions: Sequence[float], ns: int) -> Any:
+def joint_state(store: Typestore, names: Sequence[str], positions: Sequence[float], ns: int,
+                field: str = "position") -> Any:
+    """`field`: position, or velocity for velocity commands (as the node's ~/joint_command)."""
     return make(store, JOINT_STATE, header=header(store, ns), name=list(names),
-                position=np.asarray(positions, dtype=np.float64))
+                **{field: np.asarray(positions, dtype=np.float64)})
 
 
 def trajectory(store: Typestore, chunk: np.ndarray, names: Sequence[str], ns: int, dt: float,
-               frame_id: str = "base_link") -> Any:
-    """Like node/conversions.chunk_to_trajectory: point i at i*dt after the observation stamp."""
+               frame_id: str = "base_link", field: str = "position") -> Any:
+    """Like node/conversions.chunk_to_trajectory: point i at i*dt after the observation stamp
+    (`field` velocity: the values in velocities)."""
+    key = "velocities" if field == "velocity" else "positions"
     points = []
     for i, row in enumerate(np.asarray(chunk, dtype=np.float64)):
         t = int(round(i * dt * 1e9))
-        points.append(make(store, "trajectory_msgs/msg/JointTrajectoryPoint", positions=row.copy(),
+        points.append(make(store, "trajectory_msgs/msg/JointTrajectoryPoint", **{key: row.copy()},
                            time_from_start=make(store, "builtin_interfaces/msg/Duration",
                                                 sec=t // 1_000_000_000, nanosec=t % 1_000_000_000)))
     return make(store, TRAJECTORY, header=header(store, ns, frame_id), joint_names=list(names),

@@ -50,6 +50,7 @@ from oxygen_ros.robot.images import CameraError, CameraFrame, decode_frames, par
 from oxygen_ros.robot.inference import PairInference
 from oxygen_ros.robot.pairing import Mailbox, Pair, Pairer
 from oxygen_ros.robot.shaper import DEFAULT_TRACKING_ERROR, CommandShaper, MeasuredPose, per_joint
+from oxygen_ros.robot.interface import RobotInterface
 from oxygen_ros.robot.values import StateMapping, joint_state_to_vector
 
 from .messages import stamp_ns
@@ -82,18 +83,23 @@ class ReplayConfig:
     max_start_deviation: list[float] = field(default_factory=list)
     max_tracking_error: list[float] = field(default_factory=lambda: list(DEFAULT_TRACKING_ERROR))
     camera_transports: tuple[str, ...] = ()  # raw | compressed per camera topic; () = all raw
+    # the robot's state values and commands, as the node's parameters (robot/interface.py);
+    # empty = joint_names, all position
+    state_names: list[str] = field(default_factory=list)
+    command_names: list[str] = field(default_factory=list)
+    command_kinds: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        per_joint(self.joint_velocity_limits, len(self.joint_names), "joint_velocity_limits", False)
-        per_joint(self.joint_acceleration_limits, len(self.joint_names), "joint_acceleration_limits",
-                  False)
-        per_joint(self.max_start_deviation, len(self.joint_names), "max_start_deviation", True)
-        per_joint(self.max_tracking_error, len(self.joint_names), "max_tracking_error", False)
+        if not self.joint_names:
+            raise ValueError("replay needs joint names")
+        n = self.robot.num_commands  # the limits are per command, as the node's
+        per_joint(self.joint_velocity_limits, n, "joint_velocity_limits", False)
+        per_joint(self.joint_acceleration_limits, n, "joint_acceleration_limits", False)
+        per_joint(self.max_start_deviation, n, "max_start_deviation", True)
+        per_joint(self.max_tracking_error, n, "max_tracking_error", False)
         if not self.camera_topics:
             raise ValueError("replay needs at least one camera topic")
         self.camera_transports = parse_transports(list(self.camera_transports), len(self.camera_topics))
-        if not self.joint_names:
-            raise ValueError("replay needs joint names")
         if self.max_stamp_offset_s < 0:
             raise ValueError(f"max_stamp_offset_s must be >= 0 (0 = not checked), got {self.max_stamp_offset_s}")
         if self.rate < 0:
@@ -106,7 +112,13 @@ class ReplayConfig:
             raise ValueError(f"chunk_blend must be one of {', '.join(BLENDS)}, got {self.chunk_blend!r}")
         # the command path's own checks (the execution, with the blend) where the settings
         # enter, not first when a Replayer builds its player
-        self.command_config(StateMapping(len(self.joint_names)))
+        self.command_config(StateMapping(n))
+
+    @property
+    def robot(self) -> RobotInterface:
+        """The state values and the commands' kinds (ValueError with the reason)."""
+        return RobotInterface.from_params(self.joint_names, self.state_names, self.command_names,
+                                          self.command_kinds)
 
     @property
     def step_s(self) -> float:
@@ -115,8 +127,10 @@ class ReplayConfig:
 
     def command_config(self, mapping: StateMapping) -> CommandConfig:
         """The command path's configuration, as the node builds it from its parameters."""
+        robot = self.robot
         return CommandConfig(
-            len(self.joint_names), self.step_s, 1.0 / self.control_rate_hz,
+            robot.num_commands, self.step_s, 1.0 / self.control_rate_hz,
+            rates=robot.rates, measured=robot.measured,
             lower=() if mapping.lower is None else mapping.lower,
             upper=() if mapping.upper is None else mapping.upper, crossfade_s=self.crossfade_s,
             observation_timeout_s=self.observation_timeout_s, blend=self.chunk_blend,
@@ -191,7 +205,9 @@ class Replayer:
         self._inference = PairInference(tuple(cfg.camera_slots), cfg.n_action_steps)
         command = cfg.command_config(mapping)
         self.player = ChunkPlayer.from_config(command)
-        self.shaper = CommandShaper(len(cfg.joint_names), command.tick_s, *command.shaper_limits())
+        self.robot = cfg.robot
+        self.shaper = CommandShaper(command.num_joints, command.tick_s, *command.shaper_limits(),
+                                    rates=command.rates, measured=command.measured)
         self._pose = MeasuredPose()  # the newest joint state stamped up to the current tick
         # joint states fed but stamped after the current tick (consumed as the ticks pass them)
         self._poses: collections.deque[tuple[int, np.ndarray]] = collections.deque()
@@ -216,7 +232,7 @@ class Replayer:
                 frame = CameraFrame.checked(msg, cfg.camera_transports[cam])
                 self.pairer.add_image(cam, ns * 1e-9, frame, ns)
             elif topic == cfg.joint_state_topic:
-                vec = joint_state_to_vector(msg, cfg.joint_names)
+                vec = joint_state_to_vector(msg, self.robot.state_names)
                 ns = _stamp(msg, ts, off)
                 self.pairer.add_state(ns * 1e-9, vec, ns)
                 self._poses.append((ns, vec))
@@ -321,7 +337,8 @@ class Replayer:
         for out in self.engine.drain(max_frames=limit):
             t += int(out.frame_ms * 1e6)
             self.result.source_ns[out.frame] = last.header_ns
-            chunk = self.mapping.to_robot(out.actions[: self.cfg.n_action_steps or None], last.pair.state)
+            chunk = self.mapping.to_robot(out.actions[: self.cfg.n_action_steps or None],
+                                          last.pair.state)
             self.result.drained.append(Frame(last.pair, last.header_ns, t, chunk, out))
 
     def _run_timed(self, events: Iterable[tuple[int, str, Any]],
@@ -385,6 +402,11 @@ class Replayer:
         self.result.frames.append(fr)
         heapq.heappush(self._ready, (fr.ready_ns, len(self.result.frames), fr))
 
+    def _measured(self, ns: int) -> np.ndarray | None:
+        """The fresh measured value of each command at `ns` (NaN: a command without one)."""
+        return self.robot.measured_commands(self._pose.fresh(ns * 1e-9,
+                                                             self.cfg.observation_timeout_s))
+
     def _poses_until(self, ns: int) -> None:
         while self._poses and self._poses[0][0] <= ns:
             stamp, vec = self._poses.popleft()
@@ -407,7 +429,7 @@ class Replayer:
                 if not self.player.takes(fr.header_ns * 1e-9):
                     continue  # sync: observed in motion, passed over as the node does
                 self._poses_until(at)
-                measured = self._pose.fresh(at * 1e-9, cfg.observation_timeout_s)
+                measured = self._measured(at)
                 first = self.player.first_value(fr.chunk, fr.header_ns * 1e-9, at * 1e-9)
                 if self.shaper.gate(first[None], at * 1e-9, at * 1e-9, measured) is None:
                     self.player.set_chunk(fr.chunk, fr.header_ns * 1e-9, at * 1e-9)
@@ -415,8 +437,7 @@ class Replayer:
             sample = self.player.tick(now * 1e-9)
             hold = "stale" if sample is not None and sample.stale else ""
             shaped = self.shaper.step(None if sample is None else sample.values,
-                                      self._pose.fresh(now * 1e-9, cfg.observation_timeout_s), hold,
-                                      now=(now - self._origin_ns) * 1e-9)
+                                      self._measured(now), hold, now=(now - self._origin_ns) * 1e-9)
             if shaped is not None and sample is not None:
                 self.result.commands.append((now, shaped.values, bool(shaped.holding)))
             self._tick_ns += self._period_ns

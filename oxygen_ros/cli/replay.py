@@ -43,6 +43,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--joint-state-topic", default=None, help="default: /joint_states")
     p.add_argument("--joint-names", nargs="+", default=None,
                    help="default: the names of the first joint state message")
+    p.add_argument("--state-names", nargs="+", default=[],
+                   help="the model's state values read by name from the joint states (`name`, "
+                   "`name:velocity`, `name:effort`), as the node's state_names; default: joint names")
+    p.add_argument("--command-names", nargs="+", default=[],
+                   help="the values the actions command, as the node's command_names; default: "
+                   "joint names")
+    p.add_argument("--command-kinds", nargs="+", default=[],
+                   help="position | delta | velocity per command or one for all, as the node's "
+                   "command_kinds; default: position")
     p.add_argument("--joint-limits-lower", nargs="+", type=float, default=None)
     p.add_argument("--joint-limits-upper", nargs="+", type=float, default=None)
     p.add_argument("--instruction", default="", help="task text (default: the engine's); a recorded "
@@ -135,7 +144,9 @@ def config_from(args: argparse.Namespace, bag: BagData, num_cameras: int, action
                         joint_velocity_limits=list(args.joint_velocity_limits),
                         joint_acceleration_limits=list(args.joint_acceleration_limits),
                         max_start_deviation=list(args.max_start_deviation),
-                        max_tracking_error=list(args.max_tracking_error))
+                        max_tracking_error=list(args.max_tracking_error),
+                        state_names=list(args.state_names), command_names=list(args.command_names),
+                        command_kinds=list(args.command_kinds))
 
 
 def write_outputs(path: Path, storage: str, res: ReplayResult, cfg: ReplayConfig, node: str,
@@ -147,6 +158,8 @@ def write_outputs(path: Path, storage: str, res: ReplayResult, cfg: ReplayConfig
     s = w.store
     dt = cfg.step_s
     clip = clip or (lambda values: values)
+    robot = cfg.robot
+    names, field = list(robot.command_names), robot.command_field  # as the node publishes them
     rows: list[tuple[int, str, str, Any]] = []
     rate, tps, prev = 0.0, 0.0, None
     texts = {"memory": 0, "answer": 0}
@@ -171,10 +184,10 @@ def write_outputs(path: Path, storage: str, res: ReplayResult, cfg: ReplayConfig
         prev = fr.done_ns
         # the chunk goes out when the engine hands it over, before the frame's language work
         rows.append((fr.ready_ns, f"{node}/action_chunk", TRAJECTORY,
-                     M.trajectory(s, clip(fr.chunk), cfg.joint_names, fr.header_ns, dt)))
+                     M.trajectory(s, clip(fr.chunk), names, fr.header_ns, dt, field=field)))
         for name, values in fr.heads.items():  # the node's ~/action_chunk/<head> topics
             rows.append((fr.ready_ns, f"{node}/action_chunk/{name}", TRAJECTORY,
-                         M.trajectory(s, clip(values), cfg.joint_names, fr.header_ns, dt)))
+                         M.trajectory(s, clip(values), names, fr.header_ns, dt, field=field)))
         t = out.timings_ms
         rows.append((fr.done_ns, f"{node}/frame_stats", FRAME_STATS, M.frame_stats(
             s, fr.header_ns, frame=int(out.frame), mode=str(out.mode), k=int(out.k), n=int(out.n),
@@ -185,7 +198,7 @@ def write_outputs(path: Path, storage: str, res: ReplayResult, cfg: ReplayConfig
             action_rate_hz=float(rate), tokens_per_s=float(tps), kv_blocks_used=int(out.kv.blocks_used),
             kv_blocks_total=int(out.kv.blocks_total), kv_bytes_used=int(out.kv.bytes_used))))
     for ns, values, _ in res.commands:
-        rows.append((ns, f"{node}/joint_command", JOINT_STATE, M.joint_state(s, cfg.joint_names, values, ns)))
+        rows.append((ns, f"{node}/joint_command", JOINT_STATE, M.joint_state(s, names, values, ns, field)))
     rows.sort(key=lambda r: r[0])
     try:
         for ns, topic, typ, msg in rows:
@@ -221,7 +234,8 @@ def main(argv: list[str] | None = None) -> int:
 
         lo = np.asarray(args.joint_limits_lower, np.float32) if args.joint_limits_lower else None
         hi = np.asarray(args.joint_limits_upper, np.float32) if args.joint_limits_upper else None
-        mapping = StateMapping(len(cfg.joint_names), lo, hi, norm)
+        robot = cfg.robot
+        mapping = StateMapping(robot.num_commands, lo, hi, norm, robot)
     except (ValueError, FileNotFoundError) as exc:
         print(f"oxygen-replay: {exc}", file=sys.stderr)
         return 2
@@ -256,9 +270,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.reference_topic:
         try:
             ref = read_bag(args.bag, topics=[args.reference_topic])
-            rt, rv = reference_series(ref.get(args.reference_topic), cfg.joint_names)
+            commands = list(cfg.robot.command_names)  # the chunk's columns
+            rt, rv = reference_series(ref.get(args.reference_topic), commands)
             sc = score([(f.header_ns, f.chunk) for f in res.frames], rt, rv,
-                       cfg.step_s, cfg.joint_names)
+                       cfg.step_s, commands)
         except ValueError as exc:
             print(f"oxygen-replay: cannot score against {args.reference_topic}: {exc}", file=sys.stderr)
             rc = 1

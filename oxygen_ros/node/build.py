@@ -12,6 +12,7 @@ from typing import Any
 from oxygen_ros.robot.build import ModelSource, build_engine
 from oxygen_ros.robot.engine_port import EnginePort
 from oxygen_ros.robot.images import parse_transports
+from oxygen_ros.robot.interface import RobotInterface, check_sizes
 from oxygen_ros.robot.values import camera_slots
 
 from . import params as P
@@ -34,16 +35,18 @@ class Built:
 
 
 def check_joints(names: list[str], state_dim: int | None, action_dim: int | None, padded: int) -> None:
-    """joint_names are the state's and the action's leading dims: counts must fit exactly."""
-    n = len(names)
-    if state_dim is not None and n != state_dim:
-        raise ValueError(f"{n} joint_names but the checkpoint's state has {state_dim} values "
-                         "(normalisation statistics / input features): list exactly those joints, in order")
-    if action_dim is not None and n != action_dim:
-        raise ValueError(f"{n} joint_names but the checkpoint's actions have {action_dim} values: "
-                         "list exactly those joints, in order")
-    if n > padded:
-        raise ValueError(f"{n} joint_names but the model has action_dim {padded}")
+    """A joint robot: joint_names are the state's and the action's leading dims."""
+    check_sizes(len(names), len(names), state_dim, action_dim, padded, ("joint_names",) * 2)
+
+
+def check_interface(robot: RobotInterface, state_dim: int | None, action_dim: int | None,
+                    padded: int, state_named: bool = True, commands_named: bool = True) -> None:
+    """The robot's state values and commands against the checkpoint's state / action sizes
+    (exactly) and the model's padded action_dim; the refusal names the parameter that set them
+    (`*_named` False: defaulted to joint_names)."""
+    robot.check_model(state_dim, action_dim, padded,
+                      ("state_names" if state_named else "joint_names",
+                       "command_names" if commands_named else "joint_names"))
 
 
 def build(p: dict[str, Any]) -> Built:
@@ -55,10 +58,10 @@ def build(p: dict[str, Any]) -> Built:
         if reason:
             raise ValueError(reason)
     reason = P.validate({k: p[k] for k in ("joint_limits_lower", "joint_limits_upper",
-                                           *P.SHAPER_LIMITS)}, p, False)
+                                           *P.SHAPER_LIMITS, *P.INTERFACE_KEYS)}, p, False)
     if reason:
         raise ValueError(reason)
-    names, cams = list(p["joint_names"]), list(p["camera_topics"])
+    robot, cams = P.interface(p), list(p["camera_topics"])
     transports = parse_transports(list(p["camera_transports"]), len(cams))
     source = ModelSource(preset=p["model.preset"], checkpoint=p["model.checkpoint"],
                          tokenizer=p["model.tokenizer"], asset_id=p["model.asset_id"],
@@ -67,7 +70,8 @@ def build(p: dict[str, Any]) -> Built:
     ec = EngineConfig(**P.engine_fields(p))  # every engine parameter, by its knob's field
     # the tokenizer and every checkpoint key/shape are checked before the weights are read
     b = build_engine(source, ec)
-    check_joints(names, b.state_dim, b.action_dim, b.engine.model_config.action_dim)
+    check_interface(robot, b.state_dim, b.action_dim, b.engine.model_config.action_dim,
+                    bool(p["state_names"]), bool(p["command_names"]))
     slots = camera_slots(cams, list(p["camera_keys"]), b.camera_keys)
     # first frames allocate and pick kernels: pay that now, not in the first control frames
     b.engine.warmup()

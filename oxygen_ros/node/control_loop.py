@@ -33,6 +33,7 @@ import numpy as np
 from oxygen_ros.robot.chunk_player import ChunkPlayer
 from oxygen_ros.robot.command_guard import command_problem
 from oxygen_ros.robot.deadman import Deadman
+from oxygen_ros.robot.interface import RobotInterface
 from oxygen_ros.robot.rates import recent_rate
 from oxygen_ros.robot.shaper import GLITCH, CommandShaper, MeasuredPose
 
@@ -58,8 +59,11 @@ class ControlLoop:
     def __init__(self, node, player: ChunkPlayer, joint_names: Sequence[str], publish,
                  warn: Callable[[str, str], None], shaper: CommandShaper | None = None,
                  measured: MeasuredPose | None = None, deadman_topic: str = "",
-                 deadman_timeout_s: float = 0.5) -> None:
+                 deadman_timeout_s: float = 0.5, robot: RobotInterface | None = None) -> None:
+        """joint_names: the command names; measured: the newest state (state order); robot:
+        which state value each command is measured by (None: the state is the commands')."""
         self._node = node
+        self._robot = robot
         self.monotonic: Callable[[], float] = time.monotonic  # deadman, diagnostics (tests swap it)
         self.player = player
         self._names = list(joint_names)
@@ -189,7 +193,7 @@ class ControlLoop:
 
     def gate(self, chunk: np.ndarray, stamp: float, now: float) -> str | None:
         """None when the chunk may be played; else why not (counted, warned, diagnosed)."""
-        measured = self.measured.fresh(now, self.player.observation_timeout_s)
+        measured = self._measured(now)
         # the value the player would play first (on the chunk's axis, interpolated, clipped)
         first = self.player.first_value(chunk, stamp, now)
         r = self.shaper.gate(first[None], now, now, measured)
@@ -205,6 +209,11 @@ class ControlLoop:
         self._warn("gate", f"{self.gate_message}: holding the last command")
         return self.gate_message
 
+    def _measured(self, now: float) -> np.ndarray | None:
+        """The fresh measured value of each command (NaN: a command without one), or None."""
+        state = self.measured.fresh(now, self.player.observation_timeout_s)
+        return state if self._robot is None else self._robot.measured_commands(state)
+
     def tick(self) -> None:
         now = self._node.get_clock().now()
         t = now.nanoseconds * 1e-9
@@ -217,14 +226,14 @@ class ControlLoop:
             self._warn("deadman", f"deadman {self.deadman_topic}: {self.deadman_why}: holding")
         else:
             hold = "stale" if sample is not None and sample.stale else ""
-        measured = self.measured.fresh(t, self.player.observation_timeout_s)
+        measured = self._measured(t)
         if self._origin_ns is None:
             self._origin_ns = now.nanoseconds
         run_t = (now.nanoseconds - self._origin_ns) * 1e-9  # the shaper's and the check's time
         before = self.shaper.limits
         shaped = self.shaper.step(None if sample is None else sample.values, measured, hold,
                                   now=run_t)
-        self.waiting_pose = sample is not None and measured is None and (
+        self.waiting_pose = sample is not None and measured is None and self.shaper.measures and (
             shaped is None or shaped.holding == "no measured joint pose")
         if self.waiting_pose:
             self._warn("pose", "no fresh measured joint pose (joint states): commands do not start")
@@ -269,7 +278,11 @@ class ControlLoop:
         after = self.shaper.limits
         velocity = (None if before.velocity is None or after.velocity is None
                     else np.maximum(before.velocity, after.velocity))
-        prev = self._sent if self._sent is not None else measured
+        prev = self._sent
+        if prev is None and (measured is not None or not self.shaper.measures):
+            # a first command: compared with the measured pose; a command without a measured
+            # value (a gripper, a velocity) has nothing to step from, only its bounds
+            prev = values if measured is None else np.where(np.isfinite(measured), measured, values)
         if prev is None:  # a first command, and no measured pose to check it against
             problem: tuple[int, str] | None = (-1, "a first command without a fresh measured pose")
         else:

@@ -128,11 +128,16 @@ def encode_compressed(rgb: np.ndarray, fmt: str = "jpeg", stamp: Time | None = N
 
 
 # -- joint states -------------------------------------------------------------------------------
-def joint_command(names: Sequence[str], values: np.ndarray, stamp: Time) -> JointState:
+def joint_command(names: Sequence[str], values: np.ndarray, stamp: Time,
+                  field: str = "position") -> JointState:
+    """The command as a JointState: the values in `field` (position, or velocity for velocity
+    commands: robot/interface.py), named by the command names."""
+    if field not in ("position", "velocity"):
+        raise ValueError(f"a command goes in position or velocity, not {field!r}")
     msg = JointState()
     msg.header = Header(stamp=stamp, frame_id="")
     msg.name = list(names)
-    msg.position = [float(v) for v in values]
+    setattr(msg, field, [float(v) for v in values])
     return msg
 
 
@@ -143,9 +148,10 @@ def joint_command_array(values: np.ndarray) -> Float64MultiArray:
 
 
 def chunk_to_trajectory(chunk: np.ndarray, names: Sequence[str], stamp: Time, dt: float,
-                        frame_id: str = "base_link") -> JointTrajectory:
+                        frame_id: str = "base_link", field: str = "position") -> JointTrajectory:
     """[horizon, joints] (robot units) -> JointTrajectory; point i at time_from_start i*dt
-    relative to header.stamp (the source observation's stamp)."""
+    relative to header.stamp (the source observation's stamp); the values in each point's
+    positions (`field` velocity: velocities)."""
     chunk = np.asarray(chunk, dtype=np.float64)
     if chunk.ndim != 2 or chunk.shape[1] != len(names):
         raise ValueError(f"chunk shape {list(chunk.shape)} does not match {len(names)} joint names")
@@ -156,7 +162,7 @@ def chunk_to_trajectory(chunk: np.ndarray, names: Sequence[str], stamp: Time, dt
     for i, row in enumerate(chunk):
         ns = int(round(i * dt * 1e9))
         p = JointTrajectoryPoint()
-        p.positions = [float(v) for v in row]
+        setattr(p, "velocities" if field == "velocity" else "positions", [float(v) for v in row])
         p.time_from_start = Duration(sec=ns // 1_000_000_000, nanosec=ns % 1_000_000_000)
         points.append(p)
     msg.points = points

@@ -32,7 +32,7 @@ def bag_type(message: type) -> str:
 class Output:
     message: type
     recorded: bool = True  # among record.topics' defaults (the node's inputs and outputs)
-    # (joint names, values in robot units, stamp) -> message: the command's converter
+    # (command names, values in robot units, stamp[, field]) -> message: the command's converter
     convert: Callable[[Sequence[str], np.ndarray, Any], Any] | None = field(default=None)
 
     @property
@@ -45,7 +45,8 @@ COMMAND_OUTPUTS: dict[str, Output] = {
     "joint_state": Output(JointState, convert=conv.joint_command),
     # forward_command_controller's ~/commands: joint_names order, no stamp
     "float64_array": Output(Float64MultiArray,
-                            convert=lambda names, values, stamp: conv.joint_command_array(values)),
+                            convert=lambda names, values, stamp, field="position":
+                            conv.joint_command_array(values)),
 }
 
 # every other topic the node publishes; an action head's ~/action_chunk/<head> is typed as

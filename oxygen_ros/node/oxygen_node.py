@@ -42,6 +42,7 @@ from oxygen_ros.engine.core.rtc import unsupported_reason
 from oxygen_ros.robot.chunk_player import ChunkPlayer
 from oxygen_ros.robot.command_config import CommandConfig
 from oxygen_ros.robot.inference import executed_steps
+from oxygen_ros.robot.interface import RobotInterface
 from oxygen_ros.robot.shaper import CommandShaper
 from oxygen_ros.robot.values import StateMapping
 
@@ -65,7 +66,7 @@ class Runtime:
     """Everything configure builds; dropped by cleanup."""
 
     built: Built
-    joint_names: list[str]
+    joint_names: list[str]  # the command names (robot.command_names)
     mapping: StateMapping
     player: ChunkPlayer
     pubs: Publishers
@@ -73,6 +74,7 @@ class Runtime:
     text: TextIO
     worker: InferenceWorker
     control: ControlLoop
+    robot: RobotInterface | None = None  # the state values and the commands' kinds
     diag: Diagnostics | None = None
     recording: Recording | None = None
 
@@ -116,7 +118,7 @@ class OxygenNode(LifecycleNode):
         rt = self.rt
         self.get_logger().info(
             f"configured: model {rt.built.model_config.name} on {rt.built.engine.config.device} "
-            f"({rt.built.engine.config.dtype}), {len(rt.joint_names)} joints, cameras "
+            f"({rt.built.engine.config.dtype}), {_robot_text(rt.robot)}, cameras "
             f"{P.get(self, 'camera_topics')} -> model cameras {list(rt.built.camera_slots)}, control "
             f"{P.get(self, 'control_rate_hz')} Hz"
             + (f", tokenizer {rt.built.tokenizer_source}" if rt.built.tokenizer_source else ""))
@@ -183,39 +185,41 @@ class OxygenNode(LifecycleNode):
             raise ValueError(f"chunk_blend rtc: {unsupported_reason(built.model_config)}")
         steps = executed_steps(int(p["n_action_steps"]), built.n_action_steps,
                                built.model_config.action_horizon)
-        names = list(p["joint_names"])
-        mapping = self._mapping(p, len(names), built.norm)
+        robot = P.interface(p)
+        names = list(robot.command_names)
+        mapping = self._mapping(p, robot, built.norm)
         # the chunk's time axis (chunk_rate_hz / the checkpoint's fps) apart from the control tick
         tick_s = 1.0 / float(p["control_rate_hz"])
         command = P.command_config(p, P.chunk_step_s(p, built.fps), tick_s)
         _warn_no_skip(self, command)
         player = ChunkPlayer.from_config(command)
         heads = head_names(built.model_config)
-        pubs = Publishers(self, p["command_type"], heads)
-        inputs = Inputs(self, p["camera_topics"], p["joint_state_topic"], names,
+        pubs = Publishers(self, p["command_type"], heads, robot.command_field)
+        inputs = Inputs(self, p["camera_topics"], p["joint_state_topic"], list(robot.state_names),
                         p["stamp_tolerance_s"], p["max_stamp_offset_s"], self._warn,
                         transports=built.camera_transports, max_side=p["camera_max_side"],
                         reliability=p["camera_reliability"], max_skew_s=p["max_stamp_skew_s"])
         text = TextIO(self, pubs, Questions(int(p["ask.max_open"])), built.engine, self._warn,
                       active=lambda: self.active)
-        shaper = CommandShaper(len(names), tick_s, *command.shaper_limits())
+        shaper = CommandShaper(len(names), tick_s, *command.shaper_limits(), rates=command.rates,
+                               measured=command.measured)
         control = ControlLoop(self, player, names, pubs.command, self._warn, shaper, inputs.measured,
-                              p["deadman.topic"], p["deadman.timeout_s"])
+                              p["deadman.topic"], p["deadman.timeout_s"], robot=robot)
         # self.rt.mapping is read per frame: joint limits are live for normalisation too
         worker = InferenceWorker(built.engine, lambda: self.rt.mapping, player, inputs.mailbox, pubs,
                                  text, names, p["instruction"], p["markers.frame_id"], self._warn, self,
                                  camera_slots=built.camera_slots, n_action_steps=steps,
                                  decode=inputs.decode_pair, admit=control.admit)
-        rt = Runtime(built, names, mapping, player, pubs, inputs, text, worker, control)
+        rt = Runtime(built, names, mapping, player, pubs, inputs, text, worker, control, robot)
         rt.diag = Diagnostics(self, pubs, self._diagnostics, self._warn)
         rt.recording = Recording(self, p, self._warn, heads) if p["record.enabled"] else None
         return rt
 
     @staticmethod
-    def _mapping(p: dict[str, Any], num_joints: int, norm: Any) -> StateMapping:
+    def _mapping(p: dict[str, Any], robot: RobotInterface, norm: Any) -> StateMapping:
         lo, hi = p["joint_limits_lower"], p["joint_limits_upper"]
-        return StateMapping(num_joints, np.asarray(lo, np.float32) if lo else None,
-                                 np.asarray(hi, np.float32) if hi else None, norm)
+        return StateMapping(robot.num_commands, np.asarray(lo, np.float32) if lo else None,
+                            np.asarray(hi, np.float32) if hi else None, norm, robot)
 
     def _stop_run(self) -> None:
         stop, self._run_stop = self._run_stop, None
@@ -369,7 +373,7 @@ def _command(node: OxygenNode, rt: Runtime, changes: dict[str, Any], m: dict[str
     """Any command-path parameter: a NEW CommandConfig from the FULL map `m`, handed whole to
     the player and the shaper (a partial configure once dropped the joint limits)."""
     if "joint_limits_lower" in changes or "joint_limits_upper" in changes:
-        rt.mapping = node._mapping(m, len(rt.joint_names), rt.built.norm)
+        rt.mapping = node._mapping(m, rt.robot, rt.built.norm)
     command = getattr(node._staged, "command", None)  # built and checked in on_set
     node._staged.command = None
     if command is None:  # accepted before configure built the player: built from the map now
@@ -378,6 +382,15 @@ def _command(node: OxygenNode, rt: Runtime, changes: dict[str, Any], m: dict[str
         _warn_no_skip(node, command)
     rt.player.configure(command)
     rt.control.shaper.configure(*command.shaper_limits())  # all four limits, one swap
+
+
+def _robot_text(robot: RobotInterface) -> str:
+    """The configure log's words for the state and the commands."""
+    if robot.joint_shaped:
+        return f"{robot.num_commands} joints"
+    kinds = sorted(set(robot.command_kinds))
+    return (f"{robot.num_state} state values, {robot.num_commands} commands "
+            f"({', '.join(f'{robot.command_kinds.count(k)} {k}' for k in kinds)})")
 
 
 def _warn_no_skip(node: OxygenNode, command: CommandConfig) -> None:

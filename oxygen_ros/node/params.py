@@ -31,6 +31,7 @@ from typing import Any, Callable
 from oxygen_ros.engine.config import ENGINE_KNOBS, RUNNABLE_PRESETS
 from oxygen_ros.engine.config.knobs import Knob, num_text
 from oxygen_ros.robot.command_config import BLENDS, EXECUTIONS, CommandConfig
+from oxygen_ros.robot.interface import KINDS, RobotInterface
 from oxygen_ros.robot.shaper import DEFAULT_TRACKING_ERROR, limit  # pure numpy: the shaper's own check
 from oxygen_ros.node.recorder import STORAGES  # no rosbags import: the writer loads lazily
 
@@ -39,6 +40,8 @@ COMMAND_TYPES = ("joint_state", "float64_array")
 SHAPER_LIMITS = {"joint_velocity_limits": False, "joint_acceleration_limits": False,
                  "max_start_deviation": True}  # name -> zero allowed (0 = off)
 TRACKING = "max_tracking_error"  # the shaper's restart tolerance
+# the robot's state and commands (robot/interface.py): any change is checked as a whole
+INTERFACE_KEYS = ("joint_names", "state_names", "command_names", "command_kinds", "command_type")
 
 # the live parameters that make the command path's CommandConfig (robot/command_config.py): a
 # change of any of them builds a new one from ALL of them (command_config below)
@@ -125,19 +128,21 @@ NODE_PARAMETERS: tuple[Spec, ...] = (
          unit="s"),
     Spec("ask.max_open", "int", 1024, "questions queued + decoding at most; more are refused "
          "('refused: queue full' on ~/answer)", LIVE, (1, 100000)),
-    Spec("joint_limits_lower", "double_array", [], "per-joint lower limits (empty = none): clip "
-         "commands; with no checkpoint statistics also the normalisation range (both live)", LIVE,
-         constraint="one per joint or empty"),
-    Spec("joint_limits_upper", "double_array", [], "per-joint upper limits (empty = none)", LIVE,
-         constraint="one per joint or empty"),
+    Spec("joint_limits_lower", "double_array", [], "per-command lower limits (empty = none): clip "
+         "commands; for a joint robot with no checkpoint statistics also the normalisation range "
+         "(both live)", LIVE, constraint="one per command or empty"),
+    Spec("joint_limits_upper", "double_array", [], "per-command upper limits (empty = none)", LIVE,
+         constraint="one per command or empty"),
     Spec("markers.frame_id", "string", "base_link", "frame of the RViz text markers", LIVE,
          nonempty=True),
     # command shaping (robot/shaper.py; docs/command-safety.md)
-    Spec("joint_velocity_limits", "double_array", [], "rad/s, one value or one per joint (empty = "
-         "none): no command moves further than this x 1/control_rate_hz from the previous one", LIVE,
+    Spec("joint_velocity_limits", "double_array", [], "rad/s, one value or one per command (empty = "
+         "none): no command moves further than this x 1/control_rate_hz from the previous one; a "
+         "velocity command's value is bounded by it", LIVE,
          constraint="one value or one per joint, > 0; empty = none"),
-    Spec("joint_acceleration_limits", "double_array", [], "rad/s^2, one value or one per joint "
-         "(empty = none): the change of command velocity per tick, braking included", LIVE,
+    Spec("joint_acceleration_limits", "double_array", [], "rad/s^2, one value or one per command "
+         "(empty = none): the change of command velocity per tick, braking included (a velocity "
+         "command's own change)", LIVE,
          constraint="one value or one per joint, > 0; empty = none"),
     Spec("max_start_deviation", "double_array", [], "rad, one value or one per joint (empty or 0 = "
          "off): a chunk whose first playable step is further than this from the measured pose is "
@@ -187,8 +192,23 @@ NODE_PARAMETERS: tuple[Spec, ...] = (
          nonempty=True),
     Spec("joint_names", "string_array",
          ["joint_1", "joint_2", "joint_3", "joint_4", "joint_5", "joint_6"],
-         "joints of the state vector and of the commands, in model order", CONFIGURE, nonempty=True,
+         "joints of the state vector and of the commands, in model order (what state_names and "
+         "command_names default to)", CONFIGURE, nonempty=True,
          constraint="1..action_dim, unique; with a checkpoint exactly its state / action size"),
+    Spec("state_names", "string_array", [], "the model's state values, in order, read by name from "
+         "joint_state_topic's JointState: `name` its position, `name:velocity` / `name:effort` "
+         "those fields (an end-effector pose or gripper fingers published as named values); "
+         "empty = joint_names", CONFIGURE,
+         constraint="unique; with a checkpoint exactly its state size"),
+    Spec("command_names", "string_array", [], "the values the actions command, in action order (the "
+         "first action dims); ~/joint_command and ~/action_chunk name them, the per-command limits "
+         "follow them; empty = joint_names", CONFIGURE,
+         constraint="unique; with a checkpoint exactly its action size"),
+    Spec("command_kinds", "string_array", [], "kind of each command_names entry, or one for all: "
+         "position (absolute: a joint position, an end-effector pose coordinate, a gripper), "
+         "delta (relative to the state value of the same name at the observation: sent made "
+         "absolute) or velocity (a rate sent as it is: held per chunk step, 0 when holding); "
+         "empty = position", CONFIGURE, constraint=f"{' | '.join(KINDS)}; one per command or one"),
     Spec("model.preset", "string", "tiny", "model shape when no checkpoint is given", CONFIGURE,
          choices=RUNNABLE_PRESETS),
     Spec("model.checkpoint", "string", "", "LeRobot or openpi pi0.5 folder (config.json + "
@@ -208,8 +228,9 @@ NODE_PARAMETERS: tuple[Spec, ...] = (
     Spec("deadman.topic", "string", "", "std_msgs/Bool operator heartbeat (true = go; empty = "
          "off): without a fresh true, commands stop following the chunks and hold", CONFIGURE),
     Spec("command_type", "string", "joint_state", "~/joint_command type: joint_state "
-         "(sensor_msgs/JointState) or float64_array (std_msgs/Float64MultiArray in joint_names "
-         "order, for forward_command_controller)", CONFIGURE, choices=COMMAND_TYPES),
+         "(sensor_msgs/JointState: positions, or velocities when every command is a velocity) or "
+         "float64_array (std_msgs/Float64MultiArray in command order, for "
+         "forward_command_controller; needed for a mix of positions and velocities)", CONFIGURE, choices=COMMAND_TYPES),
     Spec("record.enabled", "bool", False, "record a rosbag2 while active (no `ros2 bag` needed)",
          CONFIGURE),
     Spec("record.path", "string", "oxygen_bag", "bag folder; when it exists, _<date-time> is "
@@ -302,19 +323,30 @@ def validate(changes: dict[str, Any], current: dict[str, Any], configured: bool)
     merged = {**current, **changes}
     lo, hi = list(merged.get("joint_limits_lower") or []), list(merged.get("joint_limits_upper") or [])
     names = list(merged.get("joint_names") or [])
+    interface_changed = any(k in changes for k in INTERFACE_KEYS)
+    if interface_changed and names:
+        try:
+            robot = interface(merged)
+        except ValueError as exc:
+            return str(exc)
+        reason = robot.message_problem(merged.get("command_type") or "joint_state")
+        if reason:
+            return reason
+    if names:
+        names = list(merged.get("command_names") or names)  # the limits are per command
     if ("joint_limits_lower" in changes or "joint_limits_upper" in changes
-            or "joint_names" in changes):
+            or interface_changed):
         if len(lo) != len(hi):
             return (f"joint_limits_lower has {len(lo)} entries and joint_limits_upper {len(hi)}: "
                     "set both (or both empty); use one request to change both")
         if lo and len(lo) != len(names):
-            return f"joint limits have {len(lo)} entries for {len(names)} joint_names"
+            return f"joint limits have {len(lo)} entries for {len(names)} commands {names}"
         bad = [names[i] for i, (a, b) in enumerate(zip(lo, hi)) if a > b]
         if bad:
             return f"joint_limits_lower > joint_limits_upper for joints {bad}"
     rate = float(merged.get("control_rate_hz") or SPECS["control_rate_hz"].default)
     for name in (*SHAPER_LIMITS, TRACKING):  # per control tick: dt = 1 / control_rate_hz
-        if name in changes or "joint_names" in changes or "control_rate_hz" in changes:
+        if name in changes or interface_changed or "control_rate_hz" in changes:
             try:
                 limit(name, merged.get(name) or [], len(names), 1.0 / rate)
             except ValueError as exc:
@@ -322,11 +354,19 @@ def validate(changes: dict[str, Any], current: dict[str, Any], configured: bool)
     return None
 
 
+def interface(values: dict[str, Any]) -> RobotInterface:
+    """The robot's state and commands from the parameters (ValueError with the reason)."""
+    return RobotInterface.from_params(values["joint_names"], values.get("state_names") or (),
+                                      values.get("command_names") or (),
+                                      values.get("command_kinds") or ())
+
+
 def command_config(values: dict[str, Any], step_s: float, tick_s: float) -> CommandConfig:
     """The command path's whole configuration from the FULL parameter map (every COMMAND_KEYS
     value, never a partial change); ValueError names what is wrong."""
+    robot = interface(values)
     return CommandConfig(
-        len(values["joint_names"]), step_s, tick_s,
+        robot.num_commands, step_s, tick_s, rates=robot.rates, measured=robot.measured,
         lower=values["joint_limits_lower"] or (), upper=values["joint_limits_upper"] or (),
         crossfade_s=float(values["crossfade_s"]),
         observation_timeout_s=float(values["observation_timeout_s"]),

@@ -31,11 +31,14 @@ def head_topic(name: str) -> str:
 
 
 class Publishers:
-    def __init__(self, node, command_type: str = "joint_state", heads: Sequence[str] = ()) -> None:
+    def __init__(self, node, command_type: str = "joint_state", heads: Sequence[str] = (),
+                 field: str = "position") -> None:
         self._node = node
         mk = node.create_lifecycle_publisher
-        # the command's message type and converter by command_type (outputs.COMMAND_OUTPUTS)
+        # the command's message type and converter by command_type (outputs.COMMAND_OUTPUTS);
+        # `field`: the JointState / trajectory field the values go in (RobotInterface.command_field)
         self._command = COMMAND_OUTPUTS[command_type]
+        self._field = field
         self.joint_command = mk(self._command.message, COMMAND_TOPIC, RELIABLE)
         msg = {topic: o.message for topic, o in OUTPUTS.items()}
         self.action_chunk = mk(msg["~/action_chunk"], "~/action_chunk", RELIABLE)
@@ -62,7 +65,10 @@ class Publishers:
 
     # -- per control tick -----------------------------------------------------------------------
     def command(self, names: Sequence[str], values: np.ndarray, stamp: Any) -> None:
-        self.joint_command.publish(self._command.convert(names, values, stamp))
+        if self._field == "position":
+            self.joint_command.publish(self._command.convert(names, values, stamp))
+        else:
+            self.joint_command.publish(self._command.convert(names, values, stamp, self._field))
 
     # -- per inference frame --------------------------------------------------------------------
     def chunk(self, chunk: np.ndarray, names: Sequence[str], stamp: Any, dt: float,
@@ -73,10 +79,10 @@ class Publishers:
         model with several heads), each on its own topic. `lower` / `upper`: the joint limits,
         clipped exactly as ~/joint_command is (command_config.clip_to_limits)."""
         self.action_chunk.publish(conv.chunk_to_trajectory(
-            clip_to_limits(chunk, lower, upper), names, stamp, dt, frame_id))
+            clip_to_limits(chunk, lower, upper), names, stamp, dt, frame_id, self._field))
         for name, values in (heads or {}).items():
             self.head_chunks[name].publish(conv.chunk_to_trajectory(
-                clip_to_limits(values, lower, upper), names, stamp, dt, frame_id))
+                clip_to_limits(values, lower, upper), names, stamp, dt, frame_id, self._field))
 
     def stats(self, out: Any, stamp: Any, action_rate_hz: float, tokens_per_s: float) -> None:
         """An engine frame's ~/frame_stats, once the frame has ended."""

@@ -4,7 +4,9 @@
 - pairing: camera / joint-state mailboxes and the Pairer (one observation per inferred frame)
 - images: camera messages (raw, jpeg / png) checked cheaply on arrival, decoded once per frame
 - input_health: a topic's received rate, losses and stamp lag over the last seconds
-- values: joint vectors, StateMapping, camera placement (message fields as plain values)
+- interface: the robot's state values and commands (names, kinds: position, delta, velocity)
+- values: state vectors read by name, StateMapping, camera placement (message fields as plain
+  values)
 - command_config: the command path's one immutable configuration, and THE joint-limit clip
 - chunk_player: action chunks (on their own time axis) -> a fixed-rate command stream (chunk
   blending, interpolation between steps)

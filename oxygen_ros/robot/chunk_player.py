@@ -26,6 +26,8 @@ position is the step itself: with tick_s == step_s every tick plays exactly a st
   jumped back, or a stamp from the future slipped in) is never played: the player holds the last
   value it output (stale, `future=True`), and a newer-arriving chunk replaces it even though its
   stamp is older. Within the tolerance a negative age plays step 0.
+- Velocity commands (CommandConfig.rates; robot/interface.py) are not positions: each step's
+  value is held for its step (`curve_at`), 0 after the chunk's last step.
 - The joint limits clip every output (command_config.clip_to_limits). A chunk with NaN/inf (or
   the wrong shape) is rejected (`set_chunk` returns False) and the last good chunk keeps
   playing; `value_at` never returns a non-finite value.
@@ -112,6 +114,19 @@ def hermite_at(chunk: np.ndarray, slopes: np.ndarray, position: float) -> np.nda
             + (-2 * u3 + 3 * u2) * chunk[i + 1] + (u3 - u2) * slopes[i + 1])
 
 
+def curve_at(chunk: np.ndarray, slopes: np.ndarray, position: float,
+             rates: np.ndarray | None = None) -> np.ndarray:
+    """The chunk's value at `position` (chunk steps): positions on the Hermite curve
+    (hermite_at); `rates` (velocity commands) held over each step, step i's value from i to i + 1
+    and 0 after the last step (a velocity is not a position to interpolate, nor one to hold
+    once its plan is over)."""
+    v = hermite_at(chunk, slopes, position)
+    if rates is not None:
+        i = int(math.floor(max(float(position), 0.0) + EPS))
+        v[rates] = chunk[i, rates] if i < chunk.shape[0] else 0.0
+    return v
+
+
 class ChunkPlayer:
     def __init__(self, num_joints: int, dt: float, crossfade_s: float = 0.1,
                  observation_timeout_s: float = 0.5, lower: np.ndarray | None = None,
@@ -135,6 +150,7 @@ class ChunkPlayer:
         self._lock = threading.Lock()
         self._config = config
         self._lower, self._upper = config.lower_array, config.upper_array
+        self._rates = config.rate_mask if config.rates else None  # velocity commands
         # rtc: the played ticks (time, value), the current chunk's take-over position, ticks since
         self._played_t: collections.deque[float] = collections.deque(maxlen=HISTORY_TICKS)
         self._played_v: collections.deque[np.ndarray] = collections.deque(maxlen=HISTORY_TICKS)
@@ -167,9 +183,11 @@ class ChunkPlayer:
         if not isinstance(config, CommandConfig):
             raise TypeError(f"configure takes a whole CommandConfig, got {type(config).__name__}")
         old = self._config
-        if (config.num_joints, config.step_s, config.tick_s) != (old.num_joints, old.step_s, old.tick_s):
-            raise ValueError("a live change cannot change the joints, the chunk's step or the "
-                             f"control tick ({old.num_joints}, {old.step_s}, {old.tick_s} s)")
+        if (config.num_joints, config.step_s, config.tick_s, config.rates, config.measured) != (
+                old.num_joints, old.step_s, old.tick_s, old.rates, old.measured):
+            raise ValueError("a live change cannot change the commands, their kinds, the chunk's "
+                             f"step or the control tick ({old.num_joints}, {old.step_s}, "
+                             f"{old.tick_s} s)")
         with self._lock:
             if config.blend == "rtc" and old.blend != "rtc":
                 self._rebase = True  # continue from where the time axis is, not a stale count
@@ -290,7 +308,7 @@ class ChunkPlayer:
                    for i in range(math.ceil(done - EPS))]
             i = len(out)
             while nxt + i - done <= last + EPS:
-                out.append(self._clip(hermite_at(self._chunk, self._slopes, nxt + i - done)))
+                out.append(self._clip(curve_at(self._chunk, self._slopes, nxt + i - done, self._rates)))
                 i += 1
             if not out:  # nothing played since and the plan is over: its last step
                 out.append(self._clip(self._chunk[last]))
@@ -302,7 +320,7 @@ class ChunkPlayer:
         a = np.asarray(chunk, dtype=np.float64)
         cfg = self._config
         pos = self._time_position(now, stamp if cfg.skip_latency and cfg.execution != "sync" else now)
-        return self._clip(hermite_at(a, pchip_slopes(a), pos))
+        return self._clip(curve_at(a, pchip_slopes(a), pos, self._rates))
 
     def clear(self) -> None:
         with self._lock:
@@ -378,8 +396,8 @@ class ChunkPlayer:
         else:
             pos = self._time_position(now)
         last = self._chunk.shape[0] - 1
+        target = curve_at(self._chunk, self._slopes, pos, self._rates)  # rates: 0 past the end
         pos = min(pos, float(last))
-        target = hermite_at(self._chunk, self._slopes, pos)
         fading = False
         if self._fade_from is not None:
             a = (now - self._fade_start) / cfg.crossfade_s if cfg.crossfade_s > 0 else 1.0
@@ -410,7 +428,7 @@ class ChunkPlayer:
         """A chunk's value by time at `now` (its step by time since `origin`; hermite_at holds
         the last step after its end), unclipped."""
         chunk, slopes, origin = plan
-        return hermite_at(chunk, slopes, self._time_position(now, origin))
+        return curve_at(chunk, slopes, self._time_position(now, origin), self._rates)
 
     def _held(self) -> np.ndarray:
         """The last output, held: clipped again (the limits may have changed live since)."""

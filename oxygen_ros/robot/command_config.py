@@ -63,6 +63,11 @@ class CommandConfig:
     # late: a deliberate fault for sensitivity runs (a loop that forgot its latency)
     skip_latency: bool = True
     execution: str = "stream"  # EXECUTIONS
+    # per command (robot/interface.py; () = every command a measured position, a joint robot):
+    # rates: a velocity command (held per step, 0 when holding; the velocity limit bounds its
+    # value, the acceleration limit its change per second); measured: has a measured value
+    rates: tuple[bool, ...] = ()
+    measured: tuple[bool, ...] = ()
 
     def __post_init__(self) -> None:
         n = self.num_joints
@@ -104,6 +109,11 @@ class CommandConfig:
         if not isinstance(self.skip_latency, (bool, np.bool_)):
             raise ValueError(f"skip_latency must be true or false, got {self.skip_latency!r}")
         set_("skip_latency", bool(self.skip_latency))
+        for name in ("rates", "measured"):
+            flags = tuple(bool(x) for x in getattr(self, name))
+            if flags and len(flags) != n:
+                raise ValueError(f"{name} must have one flag per command ({n}), got {len(flags)}")
+            set_(name, flags if any(f != (name == "measured") for f in flags) else ())
         set_("crossfade_s", float(self.crossfade_s))
         set_("observation_timeout_s", float(self.observation_timeout_s))
         set_("future_tolerance_s", float(self.future_tolerance_s))
@@ -116,12 +126,30 @@ class CommandConfig:
 
     # -- derived (arrays are fresh copies: the config itself never changes) -------------------
     @property
+    def rate_mask(self) -> np.ndarray:
+        return np.array(self.rates or (False,) * self.num_joints, dtype=bool)
+
+    @property
+    def measured_mask(self) -> np.ndarray:
+        return np.array(self.measured or (True,) * self.num_joints, dtype=bool)
+
+    def _bound(self, limits: tuple[float, ...], sign: float) -> np.ndarray | None:
+        """The clip bound on one side: the joint limits, and for velocity commands also the
+        velocity limit (+-) on their value."""
+        out = np.asarray(limits, dtype=np.float64) if limits else None
+        if self.rates and self.velocity_limits:
+            v = np.broadcast_to(np.asarray(self.velocity_limits, np.float64), (self.num_joints,))
+            rate = np.where(self.rate_mask, sign * v, sign * np.inf)
+            out = rate if out is None else (np.minimum if sign > 0 else np.maximum)(out, rate)
+        return out
+
+    @property
     def lower_array(self) -> np.ndarray | None:
-        return np.asarray(self.lower, dtype=np.float64) if self.lower else None
+        return self._bound(self.lower, -1.0)
 
     @property
     def upper_array(self) -> np.ndarray | None:
-        return np.asarray(self.upper, dtype=np.float64) if self.upper else None
+        return self._bound(self.upper, 1.0)
 
     @property
     def steps_per_tick(self) -> float:
@@ -133,7 +161,8 @@ class CommandConfig:
         return clip_to_limits(values, self.lower_array, self.upper_array)
 
     def shaper_limits(self) -> tuple[tuple[float, ...], ...]:
-        """CommandShaper.configure's arguments, all four, every time."""
+        """CommandShaper.configure's arguments, all four, every time (as the parameters give
+        them: the shaper applies them per command kind, robot/shaper.py)."""
         return (self.velocity_limits, self.acceleration_limits, self.max_start_deviation,
                 self.max_tracking_error)
 

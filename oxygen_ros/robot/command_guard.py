@@ -18,7 +18,9 @@ def command_problem(values: np.ndarray, previous: np.ndarray | None, elapsed: fl
     is wrong). Refused: a non-finite value; a value outside [lower, upper], unless `previous` was
     outside on that joint too and this one is not further out (coming back in after a live limit
     change); a step from `previous` (the last command sent, or at the first command the measured
-    pose) beyond velocity x elapsed. Written so that a NaN anywhere (limits included) refuses."""
+    pose) beyond velocity x elapsed (`velocity`: the shaper's first-order limit per command, inf
+    where none; a velocity command's is its acceleration limit). Written so that a NaN anywhere
+    (limits included) refuses."""
     v = np.asarray(values, dtype=np.float64)
     bad = ~np.isfinite(v)
     if v.ndim != 1 or bad.any():
@@ -37,7 +39,9 @@ def command_problem(values: np.ndarray, previous: np.ndarray | None, elapsed: fl
             return j, f"{v[j]:.4f} beyond the {name} joint limit {bound[j]:g}"
     if velocity is not None and prev is not None:
         step = np.abs(v - prev)
-        allowed = velocity * max(float(elapsed), 0.0) + GUARD_TOL * (1.0 + np.abs(v))
+        with np.errstate(invalid="ignore"):  # inf x 0: a command this limit does not bound
+            allowed = np.where(np.isinf(velocity), np.inf, velocity * max(float(elapsed), 0.0))
+        allowed = allowed + GUARD_TOL * (1.0 + np.abs(v))
         ok = step <= allowed
         if not ok.all():
             j = int(np.argmin(ok))

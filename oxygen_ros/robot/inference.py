@@ -48,8 +48,9 @@ class PairInference:
                            instruction=instruction, stamp=pair.stamp, prior=prior)
 
     def chunk(self, actions: np.ndarray, mapping: StateMapping, state: Any = None) -> np.ndarray:
-        """The engine's actions [horizon, action_dim] -> the robot chunk [steps, joints]
-        (`state`: the observation's robot-unit state, for relative actions)."""
+        """The engine's actions [horizon, action_dim] -> the robot chunk [steps, commands]
+        (`state`: the observation's, robot units: relative actions (LeRobot use_relative_actions)
+        and delta commands are made absolute against it)."""
         return mapping.to_robot(actions[: self.n_action_steps or None], state)
 
     def head_chunks(self, chunks: dict[str, np.ndarray], mapping: StateMapping, state: Any = None
@@ -66,7 +67,8 @@ class PairInference:
              ) -> tuple[Any, np.ndarray]:
         """Engine.step on `pair` -> (FrameOutput, robot chunk). `on_chunk(chunk, heads)`: the
         robot chunk and head_chunks, called inside the step as soon as the chunk exists."""
-        prior = rtc_prior(player, mapping, pair.stamp, engine.model_config.action_horizon, pair.state)
+        prior = rtc_prior(player, mapping, pair.stamp, engine.model_config.action_horizon,
+                          pair.state)
         ready = None
         if on_chunk is not None:
             def ready(actions: np.ndarray, chunks: dict[str, np.ndarray]) -> None:

@@ -16,9 +16,9 @@ from .values import StateMapping, actions_to_model
 
 def rtc_prior(player: ChunkPlayer, mapping: StateMapping, stamp: float, horizon: int,
               state: Any = None) -> Any:
-    """An engine ActionPrior for an observation stamped `stamp` (robot-unit `state`: relative
-    actions are re-expressed against it), or None (another blend, no chunk yet, holding,
-    nothing left)."""
+    """An engine ActionPrior for an observation stamped `stamp` (`state`: its state in robot
+    units, which relative actions and delta commands are re-expressed against), or None
+    (another blend, no chunk yet, holding, nothing left)."""
     if player.blend != "rtc":
         return None
     left = player.leftover(stamp)

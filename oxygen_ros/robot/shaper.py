@@ -108,9 +108,12 @@ class Limits:
             a = getattr(self, name)
             if a is None:
                 continue
+            # velocity / acceleration / tracking may be inf on a command they do not limit
+            # (a velocity command's second order, a command without a measured value)
             ok = (a >= 0) if name == "deviation" else (a > 0)
-            if a.ndim != 1 or not np.all(np.isfinite(a)) or not np.all(ok):
-                raise ValueError(f"Limits.{name} must be a finite vector "
+            finite = np.isfinite(a) if name == "deviation" else ~np.isnan(a)
+            if a.ndim != 1 or not np.all(finite) or not np.all(ok):
+                raise ValueError(f"Limits.{name} must be a vector "
                                  f"{'>= 0' if name == 'deviation' else '> 0'}, got {a!r}")
 
 
@@ -137,11 +140,38 @@ class Glitch:
     limit: float  # its max_tracking_error
 
 
+def per_kind(vel: np.ndarray | None, acc: np.ndarray | None, dev: np.ndarray | None,
+             tracking: np.ndarray | None, rates: np.ndarray, measured: np.ndarray
+             ) -> tuple[np.ndarray | None, ...]:
+    """The parameters' limits (per command) -> the shaper's Limits per command kind: a velocity
+    command's value changes by at most its acceleration limit per second (its first order) and
+    has no second order (its magnitude is bounded by the velocity limit in the clip:
+    CommandConfig); a command without a measured value has no start gate or restart check."""
+    if not rates.any() and measured.all():
+        return vel, acc, dev, tracking
+    inf = np.full(rates.shape, np.inf)
+    first = np.where(rates, inf if acc is None else acc, inf if vel is None else vel)
+    second = np.where(rates, inf, inf if acc is None else acc)
+    if dev is not None:
+        dev = np.where(measured, dev, 0.0)
+    if tracking is not None:
+        tracking = np.where(measured, tracking, np.inf)
+    return (None if np.isinf(first).all() else first, None if np.isinf(second).all() else second,
+            dev, tracking)
+
+
 class CommandShaper:
     def __init__(self, num_joints: int, dt: float, velocity_limits: Sequence[float] = (),
                  acceleration_limits: Sequence[float] = (), max_start_deviation: Sequence[float] = (),
-                 max_tracking_error: Sequence[float] = DEFAULT_TRACKING_ERROR) -> None:
+                 max_tracking_error: Sequence[float] = DEFAULT_TRACKING_ERROR,
+                 rates: Sequence[bool] = (), measured: Sequence[bool] = ()) -> None:
+        """rates / measured: per command (CommandConfig.rates / .measured; () = every command
+        a measured position): velocity commands, and commands with a measured value."""
         self.num_joints, self.dt = command_stream(num_joints, dt)
+        self._rates = np.array(rates or (False,) * self.num_joints, dtype=bool)
+        self._measured = np.array(measured or (True,) * self.num_joints, dtype=bool)
+        if self._rates.shape != (self.num_joints,) or self._measured.shape != (self.num_joints,):
+            raise ValueError(f"rates and measured need one flag per command ({self.num_joints})")
         self._lock = threading.Lock()
         self.limits = Limits()
         self.configure(velocity_limits, acceleration_limits, max_start_deviation,
@@ -159,6 +189,11 @@ class CommandShaper:
         self.last_refusal: GateRefusal | None = None
         self.last_glitch: Glitch | None = None
 
+    @property
+    def measures(self) -> bool:
+        """Some command has a measured value (then commands start only from a measured pose)."""
+        return bool(self._measured.any())
+
     # the live limits (read-only views of the current Limits)
     velocity = property(lambda self: self.limits.velocity)
     acceleration = property(lambda self: self.limits.acceleration)
@@ -175,6 +210,7 @@ class CommandShaper:
         acc = limit("joint_acceleration_limits", acceleration_limits, n, dt)
         dev = limit("max_start_deviation", max_start_deviation, n, dt)
         tracking = limit("max_tracking_error", max_tracking_error, n, dt)
+        vel, acc, dev, tracking = per_kind(vel, acc, dev, tracking, self._rates, self._measured)
         if dev is not None and not np.any(dev > 0):
             dev = None  # all zero: off
         with self._lock:
@@ -218,7 +254,8 @@ class CommandShaper:
             step = int(np.floor(max(now - stamp, 0.0) / self.dt + 1e-9))
             step = min(step, a.shape[0] - 1)
             m = None if measured is None else np.asarray(measured, dtype=np.float64)
-            if m is None or not np.all(np.isfinite(m)):
+            checked = dev > 0  # commands with a measured value (the others have deviation 0)
+            if m is None or not np.all(np.isfinite(m[checked])):
                 refusal = GateRefusal(-1, float("nan"), float("nan"), step)
             else:
                 row = a[step]
@@ -227,8 +264,8 @@ class CommandShaper:
                 if upper is not None:
                     row = np.minimum(row, upper)
                 dist = np.abs(row - m)
-                over = np.where(dev > 0, dist - dev, -np.inf)
-                over = np.where(np.isfinite(dist), over, np.inf)  # a NaN step is over
+                over = np.where(checked, dist - dev, -np.inf)
+                over = np.where(np.isfinite(dist) | ~checked, over, np.inf)  # a NaN step is over
                 j = int(np.argmax(over))
                 if over[j] <= 0:
                     self._gated = False
@@ -249,16 +286,19 @@ class CommandShaper:
         """The command for this tick, or None (nothing to send).
 
         target: the player's value (None before the first chunk); measured: the newest measured
-        joint position when fresh, else None; hold: a reason to hold ("" = follow the target);
-        now: the tick's time in seconds (None: one nominal period after the previous command)."""
+        value of each command when fresh, else None (commands without one: any value, NaN);
+        hold: a reason to hold ("" = follow the target); now: the tick's time in seconds (None:
+        one nominal period after the previous command)."""
         n = self.num_joints
         t = None if target is None else np.asarray(target, dtype=np.float64)
         if t is not None and (t.shape != (n,) or not np.all(np.isfinite(t))):
             t = None
             hold = hold or "non-finite target"
         m = None if measured is None else np.asarray(measured, dtype=np.float64)
-        if m is not None and (m.shape != (n,) or not np.all(np.isfinite(m))):
+        if m is not None and (m.shape != (n,) or not np.all(np.isfinite(m[self._measured]))):
             m = None
+        if m is None and not self._measured.any():
+            m = np.full(n, np.nan)  # nothing to measure: no measured value is ever missing
         with self._lock:
             lim = self.limits
             self._heal()
@@ -269,10 +309,12 @@ class CommandShaper:
             if self._last is None:
                 if not following or m is None:
                     return None  # nothing commanded yet: nothing to hold, nowhere to start
-                # the first command of an activation: the measured pose, at rest
-                self._last, self._vel, self._time = m.copy(), np.zeros(n), now
+                # the first command of an activation: the measured pose, at rest (a command
+                # without a measured value: its target; a velocity command: 0)
+                start = np.where(self._measured, m, np.where(self._rates, 0.0, t))
+                self._last, self._vel, self._time = start, np.zeros(n), now
                 self._restart, self._target = False, t.copy()
-                return Shaped(m.copy(), np.zeros(n, bool), True, "")
+                return Shaped(start.copy(), np.zeros(n, bool), True, "")
             if following and self._restart:
                 hold = self._resume_problem(m, lim)
                 following = not hold
@@ -310,7 +352,7 @@ class CommandShaper:
             return "no measured joint pose"
         if lim.tracking is None:
             return ""
-        dist = np.abs(m - self._last)
+        dist = np.where(self._measured, np.abs(m - self._last), 0.0)
         over = dist - lim.tracking
         j = int(np.argmax(over))
         if over[j] <= 0:
@@ -324,13 +366,13 @@ class CommandShaper:
         """Step towards `distance` (per joint) within the limits over h seconds, the target
         having moved by `moved` since the last tick; holding: brake to rest."""
         v0 = self._vel
-        vstep = np.inf if lim.velocity is None else lim.velocity * h
         amax = lim.acceleration
         if h <= 0.0:
             s = np.zeros_like(v0)  # no time passed: no step; the velocity stays
         else:
-            if holding:
-                desired = np.zeros_like(v0)
+            vstep = np.inf if lim.velocity is None else lim.velocity * h
+            if holding:  # positions stop where they are, velocity commands go to 0
+                desired = np.where(self._rates, -self._last, 0.0)
             elif amax is None:
                 desired = distance
             else:

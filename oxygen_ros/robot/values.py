@@ -14,26 +14,35 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from .interface import RobotInterface, state_field
+
 
 # -- joint states -------------------------------------------------------------------------------
 def joint_state_to_vector(msg: Any, joint_names: Sequence[str]) -> np.ndarray:
-    """JointState.position ordered by joint_names (float32). ValueError naming missing,
-    duplicate or NaN joints."""
+    """The values `joint_names` name, read from a JointState (float32): `name` its position,
+    `name:velocity` / `name:effort` those fields (robot/interface.py, state_names). ValueError
+    naming missing, duplicate or NaN values."""
     names = list(msg.name)
-    pos = list(msg.position)
-    if len(pos) != len(names):
-        raise ValueError(f"joint state has {len(names)} names but {len(pos)} positions")
     index = {n: i for i, n in enumerate(names)}
     if len(index) != len(names):
         dup = sorted({n for n in names if names.count(n) > 1})
         raise ValueError(f"joint state names joints {dup} more than once")
-    missing = [j for j in joint_names if j not in index]
+    wanted = [state_field(j) for j in joint_names]
+    fields: dict[str, list] = {}
+    for f in sorted({f for _, f in wanted}):
+        values = list(getattr(msg, f))
+        if len(values) != len(names):
+            what = "positions" if f == "position" else f"{f} values"
+            raise ValueError(f"joint state has {len(names)} names but {len(values)} {what}")
+        fields[f] = values
+    missing = [j for j, (n, _) in zip(joint_names, wanted) if n not in index]
     if missing:
         raise ValueError(f"joint state is missing joints {missing}")
-    vec = np.array([pos[index[j]] for j in joint_names], dtype=np.float64)
+    vec = np.array([fields[f][index[n]] for n, f in wanted], dtype=np.float64)
     bad = [joint_names[i] for i in np.flatnonzero(~np.isfinite(vec))]
     if bad:
-        raise ValueError(f"joint state has non-finite positions for joints {bad}")
+        what = "positions" if all(f == "position" for _, f in wanted) else "values"
+        raise ValueError(f"joint state has non-finite {what} for joints {bad}")
     return vec.astype(np.float32)
 
 
@@ -42,18 +51,27 @@ class StateMapping:
     """Robot units <-> model space (q01..q99 or lower..upper -> -1..1).
 
     Priority: checkpoint statistics (`norm`: engine NormStats with normalize_state /
-    unnormalize_actions) > joint limits (lower..upper maps linearly to -1..1) > identity.
+    unnormalize_actions) > joint limits (lower..upper maps linearly to -1..1; only for a joint
+    robot, whose state and commands are the same joints' positions) > identity.
     The state is not clipped: pi0.5 was trained on the unclipped normalised state (a joint below
-    its q01 is prompt bin -1), so the prompt must see the same values."""
+    its q01 is prompt bin -1), so the prompt must see the same values.
+
+    `num_joints`: the commands (the first action dims); `interface` (robot/interface.py) names
+    the state and the commands' kinds (None: a joint robot of num_joints joints): delta commands
+    are made absolute against the observation's state in `to_robot`."""
 
     num_joints: int
     lower: np.ndarray | None = None
     upper: np.ndarray | None = None
     norm: Any = None
+    interface: RobotInterface | None = None
 
     def __post_init__(self) -> None:
         if (self.lower is None) != (self.upper is None):
             raise ValueError("joint limits need both lower and upper")
+        if self.interface is not None and self.interface.num_commands != self.num_joints:
+            raise ValueError(f"{self.num_joints} commands but the interface names "
+                             f"{self.interface.num_commands}")
         if self.lower is not None:
             self.lower = np.asarray(self.lower, dtype=np.float32)
             self.upper = np.asarray(self.upper, dtype=np.float32)
@@ -63,16 +81,21 @@ class StateMapping:
             if np.any(self.lower > self.upper):
                 raise ValueError("joint_limits_lower must be <= joint_limits_upper for every joint")
 
+    @property
+    def _limits_normalise(self) -> bool:
+        """Joint limits double as the normalisation range (no statistics, a joint robot)."""
+        return self.lower is not None and (self.interface is None or self.interface.joint_shaped)
+
     def to_model(self, state: np.ndarray) -> np.ndarray:
         return self._normalise(state, None if self.norm is None else self.norm.normalize_state)
 
     def _normalise(self, values: np.ndarray, by_norm) -> np.ndarray:
         """Robot units -> model space: `by_norm` (checkpoint statistics), else lower..upper to
-        -1..1, else identity."""
+        -1..1 (a joint robot), else identity."""
         s = np.asarray(values, dtype=np.float32)
         if by_norm is not None:
             out = by_norm(s)
-        elif self.lower is not None:
+        elif self._limits_normalise:
             span = np.where(self.upper > self.lower, self.upper - self.lower, np.float32(1.0))
             out = 2.0 * (s - self.lower) / span - 1.0
         else:
@@ -82,7 +105,8 @@ class StateMapping:
     def to_robot(self, actions: np.ndarray, state: np.ndarray | None = None) -> np.ndarray:
         """[horizon, >= num_joints] model-space actions -> [horizon, num_joints] robot units.
         `state`: the observation's robot-unit state, which a checkpoint with relative actions
-        (LeRobot use_relative_actions) adds back (NormStats.actions_to_robot)."""
+        (LeRobot use_relative_actions) adds back (NormStats.actions_to_robot) and which delta
+        commands are relative to (RobotInterface.absolute)."""
         a = np.asarray(actions, dtype=np.float32)
         if a.ndim != 2 or a.shape[1] < self.num_joints:
             raise ValueError(f"action chunk shape {list(a.shape)} has fewer than "
@@ -91,8 +115,10 @@ class StateMapping:
             out = self.norm.actions_to_robot(a, state)[:, : self.num_joints]
         else:
             out = a[:, : self.num_joints]
-            if self.lower is not None:
+            if self._limits_normalise:
                 out = (out + 1.0) * (self.upper - self.lower) / 2.0 + self.lower
+        if self.interface is not None:
+            out = self.interface.absolute(out, state)
         return np.ascontiguousarray(out, dtype=np.float32)
 
 
@@ -108,9 +134,11 @@ def command_stream(num_joints: int, dt: float) -> tuple[int, float]:
 def actions_to_model(mapping: StateMapping, actions: np.ndarray,
                      state: np.ndarray | None = None) -> np.ndarray:
     """[steps, num_joints] robot-unit actions -> model units (the inverse of
-    StateMapping.to_robot on the joints' dims; the padded dims are not executed). `state`: the
-    new observation's robot-unit state, which relative actions are re-expressed against (as
-    LeRobot's reanchor_relative_rtc_prefix)."""
+    StateMapping.to_robot on the commands' dims; the padded dims are not executed). `state`:
+    the new observation's robot-unit state, which delta commands are made relative to and
+    relative actions re-expressed against (as LeRobot's reanchor_relative_rtc_prefix)."""
+    if mapping.interface is not None:
+        actions = mapping.interface.relative(np.asarray(actions, dtype=np.float64), state)
     if mapping.norm is None:
         return mapping._normalise(actions, None)
     return mapping._normalise(actions, lambda a: mapping.norm.actions_to_model(a, state))

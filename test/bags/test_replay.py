@@ -223,6 +223,26 @@ def test_replayed_commands_are_shaped_like_the_node(tmp_path, capsys):
     assert np.abs(np.diff(values, axis=0)).max() <= 0.5 * 0.02 + 1e-9
 
 
+def test_velocity_commands_replay_as_the_node_sends_them(tmp_path, capsys):
+    """Issue 38, item 2: --command-kinds velocity goes through the same command path as the
+    node's command_kinds: ~/joint_command carries JointState.velocity, starting at rest, bounded
+    by the velocity limit and changing by at most the acceleration limit per second; the
+    replayed ~/action_chunk carries the values as velocities."""
+    write_run(tmp_path / "in", "mcap", seconds=1.0)
+    rc, r = _replay(capsys, tmp_path / "in", tmp_path / "out", "--command-kinds", "velocity",
+                    "--joint-velocity-limits", "0.3", "--joint-acceleration-limits", "5.0")
+    assert rc == 0 and r["commands"] > 0
+    b = read_bag(tmp_path / "out")
+    cmds = [m for _, m in b.get("/oxygen/joint_command")]
+    assert all(len(m.position) == 0 for m in cmds)
+    values = np.array([m.velocity for m in cmds])
+    assert values.shape[1] == len(JOINTS) and np.all(values[0] == 0.0)
+    assert np.abs(values).max() <= 0.3 + 1e-9 and np.abs(values).max() > 0.0
+    assert np.abs(np.diff(values, axis=0)).max() <= 5.0 * 0.02 + 1e-9
+    chunk = b.get("/oxygen/action_chunk")[0][1]
+    assert len(chunk.points[0].velocities) == len(JOINTS) and len(chunk.points[0].positions) == 0
+
+
 @pytest.mark.parametrize("rates", [(), ("--control-rate-hz", "200", "--chunk-rate-hz", "50")],
                          ids=["50Hz", "200Hz-from-50Hz-chunk"])
 def test_rtc_blend_continues_the_executed_chunk(tmp_path, capsys, rates):

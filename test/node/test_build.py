@@ -151,3 +151,33 @@ def test_xr0_tiny_preset_builds():
     built = build(_params(model__preset="xr0-tiny", max_active_requests=2))
     assert built.engine.model_config.family == "qwen3vl"
     assert built.engine.model.family == "qwen3vl"
+
+
+LIBERO_STATE = ["eef_x", "eef_y", "eef_z", "eef_rx", "eef_ry", "eef_rz", "finger_l", "finger_r"]
+LIBERO_COMMANDS = ["eef_x", "eef_y", "eef_z", "eef_rx", "eef_ry", "eef_rz", "gripper"]
+
+
+@pytest.fixture(scope="module")
+def libero(model, tmp_path_factory):
+    """A LeRobot checkpoint shaped like LIBERO's pi0.5: 8 state values, 7 actions."""
+    stats = NormStats.quantiles(np.full(8, -1.0), np.ones(8), np.full(7, -0.5), np.full(7, 0.5))
+    return save_lerobot_checkpoint(model, model.config, tmp_path_factory.mktemp("c") / "libero",
+                                   norm_stats=stats, tokenizer=build_tiny_tokenizer(512),
+                                   camera_keys=list(CKPT_KEYS))
+
+
+def test_a_robot_whose_state_and_actions_differ_configures(libero):
+    """Issue 38, item 2: an 8-value state and 7 actions used to be refused (joint_names had to
+    be both); state_names and command_names now say each, and a mismatch still says which."""
+    built = build(_params(model__checkpoint=str(libero), state_names=LIBERO_STATE,
+                          command_names=LIBERO_COMMANDS, command_type="float64_array",
+                          command_kinds=["velocity"] * 6 + ["position"]))
+    assert built.norm.state_dim == 8 and built.norm.action_dim == 7
+    with pytest.raises(ValueError, match="6 command_names but the checkpoint's actions have 7"):
+        build(_params(model__checkpoint=str(libero), state_names=LIBERO_STATE,
+                      command_names=LIBERO_COMMANDS[:6]))
+    with pytest.raises(ValueError, match="6 joint_names but the checkpoint's state has 8 values"):
+        build(_params(model__checkpoint=str(libero), command_names=LIBERO_COMMANDS))
+    with pytest.raises(ValueError, match="mix positions and velocities"):
+        build(_params(model__checkpoint=str(libero), state_names=LIBERO_STATE,
+                      command_names=LIBERO_COMMANDS, command_kinds=["velocity"] * 6 + ["position"]))

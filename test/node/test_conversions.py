@@ -172,3 +172,13 @@ def test_stamp_helpers():
 def test_joint_command_array_in_joint_names_order():
     msg = conv.joint_command_array(np.array([0.5, -1.25, 3.0], np.float32))
     assert type(msg).__name__ == "Float64MultiArray" and list(msg.data) == [0.5, -1.25, 3.0]
+
+
+def test_velocity_commands_go_in_the_velocity_fields():
+    """Issue 38: velocity commands are JointState.velocity (position stays empty) and a chunk's
+    JointTrajectoryPoint.velocities."""
+    msg = conv.joint_command(["a", "b"], np.array([0.5, -1.0]), Time(sec=1), "velocity")
+    assert list(msg.velocity) == [0.5, -1.0] and list(msg.position) == []
+    traj = conv.chunk_to_trajectory(np.array([[0.5, -1.0]]), ["a", "b"], Time(sec=1), 0.1,
+                                    field="velocity")
+    assert list(traj.points[0].velocities) == [0.5, -1.0] and list(traj.points[0].positions) == []

@@ -26,10 +26,11 @@ J = 6
 LIMIT = 0.5
 
 
-def _node(ctx, *extra, limits: bool = True):
+def _node(ctx, *extra, limits: bool = True, namespace: str = ""):
     lim = [Parameter("joint_limits_lower", value=[-LIMIT] * J),
            Parameter("joint_limits_upper", value=[LIMIT] * J)] if limits else []
-    node = OxygenNode(context=ctx, parameter_overrides=[
+    where = {"namespace": namespace} if namespace else {}
+    node = OxygenNode(context=ctx, **where, parameter_overrides=[
         Parameter("model.num_threads", value=1), Parameter("memory.enabled", value=False),
         *lim, *extra])
     assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
@@ -439,6 +440,102 @@ def test_chunk_rate_from_the_checkpoint_else_the_control_rate(ctx, tmp_path):
     node = _node(ctx, Parameter("control_rate_hz", value=100.0))  # a preset names no rate
     try:
         assert node.rt.player.dt == pytest.approx(0.01)
+    finally:
+        node.stop()
+        node.destroy_node()
+
+
+LIBERO_STATE = ["eef_x", "eef_y", "eef_z", "eef_rx", "eef_ry", "eef_rz", "finger_l", "finger_r"]
+LIBERO_COMMANDS = ["eef_x", "eef_y", "eef_z", "eef_rx", "eef_ry", "eef_rz", "gripper"]
+
+
+def test_libero_shaped_robot_configures_and_publishes_limited_commands(ctx, tmp_path):
+    """Issue 38, item 2: a robot whose state (8 values: end-effector position, axis-angle, two
+    fingers, published as a JointState's named values) and actions (6 end-effector deltas sent
+    as rates, 1 gripper position) differ configures on a checkpoint of those sizes, reads its
+    state by name, and publishes 7 commands: the rates start at rest, stay within the velocity
+    limit (their value) and the acceleration limit (their change), the gripper within its
+    limits; a hold (stale observation) brings the rates to 0 within the acceleration limit."""
+    from sensor_msgs.msg import JointState
+
+    from oxygen_ros.engine.config import load_model_config
+    from oxygen_ros.engine.model import NormStats, init_model, save_lerobot_checkpoint
+    from oxygen_ros.engine.model.tokenizer import build_tiny_tokenizer
+
+    mc = load_model_config("tiny")
+    folder = save_lerobot_checkpoint(
+        init_model(mc, seed=2), mc, tmp_path / "libero",
+        norm_stats=NormStats.quantiles(np.full(8, -1.0), np.ones(8), np.full(7, -1.0), np.ones(7)),
+        tokenizer=build_tiny_tokenizer(mc.vocab_size))
+    vmax, amax = 0.2, 2.0
+    node = _node(ctx, Parameter("model.checkpoint", value=str(folder)),
+                 Parameter("state_names", value=LIBERO_STATE),
+                 Parameter("command_names", value=LIBERO_COMMANDS),
+                 Parameter("command_kinds", value=["velocity"] * 6 + ["position"]),
+                 Parameter("command_type", value="float64_array"),
+                 Parameter("joint_limits_lower", value=[-1.0] * 7),
+                 Parameter("joint_limits_upper", value=[1.0] * 6 + [0.5]),
+                 Parameter("joint_velocity_limits", value=[vmax]),
+                 Parameter("joint_acceleration_limits", value=[amax]),
+                 Parameter("control_rate_hz", value=100.0), Parameter("chunk_rate_hz", value=10.0),
+                 Parameter("observation_timeout_s", value=5.0), limits=False,
+                 namespace="libero")  # its ~/joint_command is an array: not the shared node's topic
+    try:
+        rt = node.rt
+        assert rt.player.num_joints == 7 and rt.control.shaper.num_joints == 7
+        commands, chunks = Sink(), Sink()
+        rt.pubs.joint_command, rt.pubs.action_chunk = commands, chunks
+        state = np.array([0.4, -0.1, 0.3, 3.1, 0.0, 0.1, 0.02, -0.02])
+        now = node.get_clock().now()
+        js = JointState(name=list(reversed(LIBERO_STATE)), position=list(reversed(state.tolist())))
+        js.header.stamp = now.to_msg()
+        rt.inputs._joint_cb(js)  # read by name, in state_names order
+        t0 = now.nanoseconds * 1e-9
+        np.testing.assert_allclose(rt.inputs.measured.fresh(t0, 1.0), state, atol=1e-6)
+        _frame(rt, t0, np.random.default_rng(4), state.astype(np.float32))
+        assert rt.player.has_chunk and len(chunks.msgs) == 1
+        assert chunks.msgs[0].joint_names == LIBERO_COMMANDS  # mixed kinds: values in positions
+        for _ in range(25):
+            rt.control.tick()
+            time.sleep(0.005)
+        assert node.set_parameters([Parameter("observation_timeout_s", value=0.01)])[0].successful
+        time.sleep(0.02)
+        for _ in range(40):
+            rt.control.tick()
+            time.sleep(0.005)
+        sent = np.array([list(m.data) for m in commands.msgs])
+        assert sent.shape[1] == 7 and len(sent) >= 60 and rt.control.guard_refused == 0
+        rates, grip = sent[:, :6], sent[:, 6]
+        assert np.all(rates[0] == 0.0)  # the first command: at rest
+        assert np.abs(rates).max() <= vmax + 1e-9 and np.abs(rates).max() > 0.0
+        # no tick closer than 0 s, none later than 3 nominal periods' worth (MAX_ELAPSED_TICKS)
+        assert np.all(np.abs(np.diff(rates, axis=0)) <= amax * 3 * 0.01 + 1e-9)
+        assert np.all((grip >= -1.0 - 1e-9) & (grip <= 0.5 + 1e-9))
+        assert np.all(rates[-1] == 0.0) and rt.control.stale_ticks > 0  # the hold stopped them
+    finally:
+        node.stop()
+        node.destroy_node()
+
+
+def test_delta_commands_are_sent_as_absolute_targets(ctx):
+    """Issue 38, item 2: command_kinds delta on a joint robot: ~/action_chunk (and the played
+    chunk) is the observation's joint state + the model's deltas, and the first command is the
+    measured pose (a delta command is measured by the state value of its name)."""
+    node = _node(ctx, Parameter("command_kinds", value=["delta"]), limits=False)
+    try:
+        rt = node.rt
+        chunks = Sink()
+        rt.pubs.action_chunk = chunks
+        rec = Recorder(rt)
+        state = np.linspace(-0.3, 0.3, J).astype(np.float32)
+        t0 = node.get_clock().now().nanoseconds * 1e-9
+        out = _frame(rt, t0, np.random.default_rng(6), state)
+        sent = np.array([p.positions for p in chunks.msgs[0].points])
+        np.testing.assert_allclose(sent, out.actions[:, :J] + state, atol=1e-5)
+        rt.inputs.measured.update(t0, state)
+        rt.control.tick()
+        first = rec.log[-1][1]
+        assert first.start and np.allclose(first.values, state)
     finally:
         node.stop()
         node.destroy_node()

@@ -231,3 +231,43 @@ def test_chunk_step_from_the_parameter_the_checkpoint_or_the_control_rate():
     assert P.chunk_step_s(p, None) == 1 / 200.0
     assert P.chunk_step_s(p, 50.0) == 1 / 50.0
     assert P.chunk_step_s({**p, "chunk_rate_hz": 25.0}, 50.0) == 1 / 25.0
+
+
+LIBERO = {"state_names": ["eef_x", "eef_y", "eef_z", "eef_rx", "eef_ry", "eef_rz", "finger_l",
+                          "finger_r"],
+          "command_names": ["eef_x", "eef_y", "eef_z", "eef_rx", "eef_ry", "eef_rz", "gripper"],
+          "command_kinds": ["velocity"] * 6 + ["position"], "command_type": "float64_array"}
+
+
+@pytest.mark.parametrize("changes, words", [
+    ({"command_kinds": ["torque"]}, ["command_kinds ['torque'] unknown", "velocity"]),
+    ({"command_kinds": ["position", "delta"]}, ["command_kinds has 2 entries for 6"]),
+    ({"command_names": ["grip"], "command_kinds": ["delta"]}, ["delta commands ['grip']"]),
+    ({"state_names": ["a", "a"]}, ["state_names names ['a'] more than once"]),
+    ({"state_names": ["j:speed"]}, ["state name 'j:speed'"]),
+    ({**LIBERO, "command_type": "joint_state"}, ["mix positions and velocities", "float64_array"]),
+    # the limits follow the commands, not the joints
+    ({**LIBERO, "joint_velocity_limits": [1.0] * 6}, ["6 entries", "(7)"]),
+    ({**LIBERO, "joint_limits_lower": [-1.0] * 6, "joint_limits_upper": [1.0] * 6},
+     ["6 entries for 7 commands"]),
+])
+def test_robot_interface_parameters_refused_with_reasons(changes, words):
+    """Issue 38, item 2: state_names / command_names / command_kinds are checked where they
+    enter, with the reason."""
+    reason = P.validate(changes, CURRENT, configured=False)
+    assert reason is not None
+    for w in words:
+        assert w in reason, reason
+
+
+def test_a_libero_shaped_robot_is_accepted_and_builds_its_command_config():
+    assert P.validate({**LIBERO, "joint_velocity_limits": [0.5] * 7,
+                       "joint_limits_lower": [-1.0] * 7, "joint_limits_upper": [1.0] * 7},
+                      CURRENT, configured=False) is None
+    values = {**CURRENT, **LIBERO}
+    cfg = P.command_config(values, 0.05, 0.05)
+    assert cfg.num_joints == 7 and cfg.rates == (True,) * 6 + (False,)
+    assert cfg.measured == (False,) * 7  # no command has a state value of its name
+    # a joint robot keeps today's configuration: no kinds, every command measured
+    joint = P.command_config(CURRENT, 0.02, 0.02)
+    assert joint.num_joints == 6 and joint.rates == () and joint.measured == ()

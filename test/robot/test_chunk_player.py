@@ -484,3 +484,28 @@ def test_sync_is_a_live_setting_that_never_jumps():
     assert np.allclose(p.tick(9 * DT).values, 5.0)
     p.configure(p.config.replace(execution="stream"))
     assert p.takes(9.5 * DT) and p.set_chunk(ramp(8, 1, start=9.0), 9.5 * DT, 10 * DT)
+
+
+def test_velocity_commands_are_held_per_step_not_interpolated_and_end_at_zero():
+    """Issue 38, item 2: a velocity command (command_kinds velocity) is the rate for its whole
+    step: held, never a point on the position curve; after the chunk's last step it is 0 (a
+    plan that is over must not keep the robot moving); a position beside it interpolates and
+    holds its last step. The velocity limit bounds a velocity command's value (not a position's)."""
+    from oxygen_ros.robot.command_config import CommandConfig
+
+    cfg = CommandConfig(2, DT, DT / 4, crossfade_s=0.0, observation_timeout_s=10.0,
+                        rates=(False, True))
+    p = ChunkPlayer.from_config(cfg)
+    chunk = np.array([[0.0, 1.0], [1.0, 2.0], [2.0, 3.0]])
+    assert p.set_chunk(chunk, stamp=100.0, now=100.0)
+    half = p.value_at(100.0 + 2 * DT / 4 + 1e-6).values  # position 0.5
+    assert 0.0 < half[0] < 1.0 and half[1] == 1.0
+    assert p.value_at(100.0 + 1.75 * DT + 1e-6).values[1] == 2.0
+    end = p.value_at(100.0 + 3 * DT + 1e-6).values  # past the last step
+    assert end[0] == 2.0 and end[1] == 0.0
+    bounded = ChunkPlayer.from_config(cfg.replace(velocity_limits=(1.5,)))
+    bounded.set_chunk(chunk, stamp=100.0, now=100.0)
+    assert bounded.value_at(100.0 + 2 * DT + 1e-6).values.tolist() == [2.0, 1.5]
+    np.testing.assert_array_equal(bounded.lower, [-np.inf, -1.5])
+    with pytest.raises(ValueError, match="cannot change the commands, their kinds"):
+        p.configure(cfg.replace(rates=()))

@@ -40,3 +40,11 @@ def test_bad_limits_refuse_rather_than_pass():
     assert command_problem(x, prev, 0.02, None, None, np.array([1.0, 1.0, np.nan])) is not None
     assert command_problem(x, prev, float("nan"), None, None, V) is not None
     assert command_problem(x, prev, 0.02, np.array([-1, -1, np.nan]), None, None) is not None
+
+
+def test_a_command_without_a_first_order_limit_passes_at_any_elapsed_time():
+    """Issue 38: the shaper's first-order limit is inf on a command it does not bound (a
+    velocity command without an acceleration limit): inf x 0 s must not refuse it."""
+    velocity = np.array([1.0, np.inf])
+    assert command_problem(np.array([0.0, 5.0]), np.zeros(2), 0.0, None, None, velocity) is None
+    assert command_problem(np.array([0.5, 5.0]), np.zeros(2), 0.0, None, None, velocity)[0] == 0

@@ -81,6 +81,34 @@ def test_rtc_blend_gives_the_step_what_the_player_executes_from_the_observation_
     assert prior is not None and 0 < prior.actions.shape[0] < HORIZON
 
 
+def test_delta_commands_are_made_absolute_against_each_chunks_own_observation():
+    """Issue 38, item 2: command_kinds delta: the chunk the player gets (and on_chunk hands
+    over) is the pair's state + the model's deltas; with rtc the executed steps go back to the
+    model relative to the NEW observation's state."""
+    from oxygen_ros.robot.interface import RobotInterface
+
+    robot = RobotInterface(("a", "b"), ("a", "b"), ("delta", "position"))
+    mapping = StateMapping(2, None, None, None, robot)
+    engine, pair = FakeEngine(), _pair()
+    handed = []
+    player = ChunkPlayer(2, dt=0.02, blend="rtc")
+    out, chunk = PairInference().step(engine, pair, pair.images, mapping, player, "x",
+                                      on_chunk=lambda c, heads: handed.append(c))
+    np.testing.assert_allclose(chunk[:, 0], out.actions[:, 0] + 0.5, atol=1e-6)  # state a = 0.5
+    np.testing.assert_allclose(chunk[:, 1], out.actions[:, 1], atol=1e-6)  # absolute already
+    np.testing.assert_allclose(handed[0], chunk)
+    assert player.set_chunk(chunk, pair.stamp, pair.stamp)
+    player.tick(pair.stamp)
+    moved = Pair(stamp=5.02, images=pair.images, state=np.array([0.7, 1.5], np.float32),
+                 header_stamp=int(5.02e9), image_stamps=(5.02,), state_stamp=5.02)
+    PairInference().step(engine, moved, moved.images, mapping, player, "x")
+    prior = engine.seen[1].prior.actions
+    left = player.leftover(moved.stamp)  # what the player executes from it on: absolute
+    assert left is not None and prior.shape[0] == left.shape[0] > 1
+    np.testing.assert_allclose(prior[:, 0], left[:, 0] - 0.7, atol=1e-6)  # relative to 0.7
+    np.testing.assert_allclose(prior[:, 1], left[:, 1], atol=1e-6)
+
+
 def test_node_worker_and_replay_send_the_same_observation_and_chunk():
     """The node's InferenceWorker.frame and oxygen-replay's Replayer, on the same pair and
     settings, give the engine the same observation and the robot the same chunk."""

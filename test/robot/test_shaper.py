@@ -460,3 +460,54 @@ def test_measured_pose_is_given_only_when_fresh():
     assert mp.fresh(10.6, 0.5) is None
     mp.update(11.0, np.array([np.nan, 0, 0]))  # never stored
     assert mp.fresh(10.2, 0.5) is not None
+
+
+# -- per command kind (issue 38, item 2: state and commands as separate interfaces) ---------------
+def test_velocity_commands_change_within_the_acceleration_limit_and_holds_bring_them_to_zero():
+    """A velocity command's value changes by at most its acceleration limit per second (it is a
+    velocity: the velocity limit bounds its value in the player's clip); every hold brings it to
+    0 within that limit while a position command beside it brakes to a standstill; the first
+    command is 0 (at rest), not a measured value it does not have."""
+    sh = CommandShaper(2, DT, velocity_limits=[1.0], acceleration_limits=[2.0],
+                       rates=(False, True), measured=(True, False))
+    first = sh.step(np.array([0.0, 1.0]), np.array([0.3, np.nan]))
+    assert first.start and first.values.tolist() == [0.3, 0.0]
+    values = [first.values]
+    for _ in range(20):
+        values.append(sh.step(np.array([0.3, 1.0]), np.array([0.3, np.nan])).values)
+    v = np.array(values)
+    assert np.all(np.abs(np.diff(v[:, 1])) <= 2.0 * DT + EPS)  # the acceleration limit, per tick
+    assert v[-1, 1] == pytest.approx(0.8, abs=1e-9)  # 20 ticks x 0.04: still ramping up
+    held = [sh.step(np.array([0.3, 1.0]), None, "deadman").values for _ in range(30)]
+    h = np.array([v[-1]] + held)
+    assert np.all(np.abs(np.diff(h[:, 1])) <= 2.0 * DT + EPS) and h[-1, 1] == 0.0
+    assert np.all(np.diff(np.abs(h[:, 1])) <= EPS)  # towards 0, never past it
+    np.testing.assert_allclose(h[:, 0], 0.3)  # the position stands still
+    free = CommandShaper(2, DT, rates=(False, True), measured=(True, False))  # no limits at all
+    free.step(np.array([0.0, 1.0]), np.array([0.3, np.nan]))
+    assert free.step(np.array([0.0, 1.0]), np.array([0.3, np.nan])).values.tolist() == [0.0, 1.0]
+    assert free.step(np.array([0.0, 1.0]), None, "stale").values.tolist() == [0.0, 0.0]
+
+
+def test_limits_hold_for_end_effector_commands_and_a_command_without_a_measured_value():
+    """End-effector position commands (measured: the state values of the same names) are
+    limited, gated and start from the measured pose like joints; a gripper command without a
+    state value of its name starts from its target, is never gated and never a glitch, and is
+    still limited from its first command on."""
+    sh = CommandShaper(3, DT, velocity_limits=[0.5], max_start_deviation=[0.1],
+                       measured=(True, True, False))
+    measured = np.array([0.40, -0.10, np.nan])
+    assert sh.gate(np.array([[0.45, -0.1, 1.0]]), 0.0, 0.0, measured) is None  # gripper not gated
+    refusal = sh.gate(np.array([[0.60, -0.1, 1.0]]), 0.0, 0.0, measured)
+    assert refusal is not None and refusal.joint == 0 and refusal.distance == pytest.approx(0.2)
+    assert sh.gate(np.array([[0.45, -0.1, -1.0]]), 0.0, 0.0, measured) is None
+    first = sh.step(np.array([1.0, 1.0, -1.0]), measured)
+    assert first.values.tolist() == [0.40, -0.10, -1.0]  # measured pose; the gripper's target
+    out = [first.values] + [sh.step(np.array([1.0, 1.0, 1.0]), measured).values for _ in range(20)]
+    steps = np.abs(np.diff(np.array(out), axis=0))
+    assert np.all(steps <= 0.5 * DT + EPS) and steps[:, 0].max() == pytest.approx(0.5 * DT)
+    assert steps[:, 2].max() == pytest.approx(0.5 * DT)  # the gripper is limited too
+    # a restart compares only the measured commands with the measured pose
+    sh.step(np.array([1.0, 1.0, 1.0]), measured, "stale")
+    resumed = sh.step(np.array([1.0, 1.0, 1.0]), np.array([out[-1][0], out[-1][1], 99.0]))
+    assert resumed.holding == ""
