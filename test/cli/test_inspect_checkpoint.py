@@ -2,6 +2,7 @@ import json
 
 import numpy as np
 import pytest
+import torch
 from safetensors.torch import load_file, save_file
 
 from oxygen_ros.cli.inspect_checkpoint import main
@@ -51,3 +52,27 @@ def test_problems_exit_non_zero(model, tmp_path, capsys, monkeypatch):
     assert "missing 1" in out and "model.time_mlp_in.bias" in out and "wrong shape 1" in out
     assert main([str(tmp_path / "nothing")]) == 1
     assert "config.json not found" in capsys.readouterr().out
+
+
+def test_file_bytes_count_every_tensor_in_the_file(model, tmp_path, capsys):
+    """LeRobot stores the PaliGemma lm_head beside embed_tokens and the expert's lm_head, which
+    pi0.5 never reads: "bytes in the file" counts them (they were 1.58 GB short at full size),
+    and the report names them as not read."""
+    folder = save_lerobot_checkpoint(model, model.config, tmp_path / "c",
+                                     tokenizer=build_tiny_tokenizer(512))
+    path = folder / "model.safetensors"
+    sd = load_file(str(path))
+    pwe = "model.paligemma_with_expert."
+    emb = sd[pwe + "paligemma.model.language_model.embed_tokens.weight"]
+    extra = {pwe + "paligemma.lm_head.weight": emb.clone(),
+             pwe + "gemma_expert.lm_head.weight": torch.zeros(emb.shape[0], 8, dtype=torch.bfloat16)}
+    save_file({**sd, **extra}, str(path))
+    assert main([str(folder), "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    header = int.from_bytes(path.read_bytes()[:8], "little")
+    assert r["file_bytes"] == path.stat().st_size - 8 - header  # the data section, byte for byte
+    assert r["unread"] == sorted(extra) and r["unread_bytes"] == sum(t.nbytes for t in extra.values())
+    assert r["file_bytes"] == 4 * r["params"] + r["unread_bytes"]
+    assert r["file_dtypes"] == {"F32": len(sd) + 1, "BF16": 1}
+    assert main([str(folder)]) == 0
+    assert "not read        2 tensor(s)" in capsys.readouterr().out
