@@ -200,7 +200,10 @@ NODE_PARAMETERS: tuple[Spec, ...] = (
          "empty = next to the checkpoint, then the local cache for the repo it names", CONFIGURE),
     Spec("model.asset_id", "string", "", "openpi checkpoint: normalisation statistics of "
          "assets/<asset_id>/ (empty = the only one there)", CONFIGURE),
-    Spec("model.num_threads", "int", 0, "torch CPU threads (0 = torch default)", CONFIGURE, (0, 256)),
+    Spec("model.num_threads", "int", 0, "torch CPU threads of the model; 0 = every core the "
+         "process may use but one (at least 1), which leaves a core to the control loop, the "
+         "callbacks and the robot's other processes; a count that takes every core is warned "
+         "about at configure", CONFIGURE, (0, 256)),
     Spec("deadman.topic", "string", "", "std_msgs/Bool operator heartbeat (true = go; empty = "
          "off): without a fresh true, commands stop following the chunks and hold", CONFIGURE),
     Spec("command_type", "string", "joint_state", "~/joint_command type: joint_state "
