@@ -129,7 +129,7 @@ def write_checkpoint(folder: Path, seed: int = 0) -> dict:
             "float32_tensors": sum(dt == "F32" for _, dt in tensors.values()), "write_s": seconds}
 
 
-def _child(folder: str, tokenizer: str, threads: int, frames: int) -> None:
+def _child(folder: str, tokenizer: str, threads: int, frames: int, params: dict) -> None:
     """Configure the node's engine from its parameters (node/build.build), then run frames."""
     import torch
 
@@ -152,6 +152,7 @@ def _child(folder: str, tokenizer: str, threads: int, frames: int) -> None:
               "model.dtype": "bfloat16", "joint_names": [f"joint_{i}" for i in range(STATE_DIM)]})
     if threads:
         p["model.num_threads"] = threads
+    p.update(params)
     before = rss_bytes()
     t0 = time.perf_counter()
     built = build(p)
@@ -181,6 +182,26 @@ def _child(folder: str, tokenizer: str, threads: int, frames: int) -> None:
     }))
 
 
+def _node_params(ap: argparse.ArgumentParser, items: list[str]) -> dict:
+    """--param NAME=JSON items -> {name: value}, each checked as the node checks it."""
+    from oxygen_ros.node import params as P
+
+    out = {}
+    for item in items:
+        name, sep, text = item.partition("=")
+        try:
+            value = json.loads(text) if sep else None
+        except json.JSONDecodeError:
+            value = None
+        if name not in P.SPECS or value is None:
+            ap.error(f"--param {item!r}: expected NAME=JSON with NAME a node parameter")
+        reason = P.validate_value(P.SPECS[name], value)
+        if reason:
+            ap.error(f"--param {item!r}: {reason}")
+        out[name] = value
+    return out
+
+
 def _machine() -> str:
     with open("/proc/loadavg") as f:
         return f.read().strip()
@@ -194,12 +215,19 @@ def main(argv: list[str] | None = None) -> int:
                     help="model.num_threads of the node (0: the node's default)")
     ap.add_argument("--frames", type=int, default=1, help="frames run after configure")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--param", action="append", default=[], metavar="NAME=JSON",
+                    help="another node parameter, e.g. --param max_active_requests=4 (repeatable)")
+    ap.add_argument("--reuse", action="store_true",
+                    help="use the checkpoint a --keep run left in --dir instead of writing one")
     ap.add_argument("--child", nargs=2, metavar=("CKPT", "TOKENIZER"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.frames < 1 or args.threads < 0:
         ap.error("--frames must be >= 1 and --threads >= 0")
+    if args.reuse and not args.dir:
+        ap.error("--reuse needs --dir")
+    params = _node_params(ap, args.param)
     if args.child:
-        _child(args.child[0], args.child[1], args.threads, args.frames)
+        _child(args.child[0], args.child[1], args.threads, args.frames, params)
         return 0
     from oxygen_ros.bench.timing import peak_rss_bytes
     from oxygen_ros.cli.inspect_checkpoint import main as inspect_main
@@ -210,16 +238,20 @@ def main(argv: list[str] | None = None) -> int:
     folder, tokenizer = root / "pi05_lerobot", root / "tokenizer"
     status = 1
     try:
-        w = write_checkpoint(folder, args.seed)
-        gb = 1e9
-        print(f"wrote {folder}: {w['tensors']} tensors ({w['float32_tensors']} float32), "
-              f"model.safetensors {w['file_bytes'] / gb:.2f} GB in {w['write_s']:.0f} s; the "
-              f"writer's peak RSS {peak_rss_bytes() / 2**30:.2f} GiB", flush=True)
+        if args.reuse:
+            w = {"reused": str(folder)}
+            print(f"reusing {folder}", flush=True)
+        else:
+            w = write_checkpoint(folder, args.seed)
+            print(f"wrote {folder}: {w['tensors']} tensors ({w['float32_tensors']} float32), "
+                  f"model.safetensors {w['file_bytes'] / 1e9:.2f} GB in {w['write_s']:.0f} s; the "
+                  f"writer's peak RSS {peak_rss_bytes() / 2**30:.2f} GiB", flush=True)
         print(f"\n$ oxygen-inspect {folder} --tokenizer {tokenizer}", flush=True)
         inspect_status = inspect_main([str(folder), "--tokenizer", str(tokenizer)])
         sys.stdout.flush()
         cmd = [sys.executable, "-m", "oxygen_ros.bench.suite.full_size", "--child", str(folder),
-               str(tokenizer), "--threads", str(args.threads), "--frames", str(args.frames)]
+               str(tokenizer), "--threads", str(args.threads), "--frames", str(args.frames),
+               *(f"--param={item}" for item in args.param)]
         t0 = time.perf_counter()
         # the child's stderr holds the loader's progress bar: shown only when the child fails
         proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -231,7 +263,8 @@ def main(argv: list[str] | None = None) -> int:
         r = json.loads(out.strip().splitlines()[-1])
         gib = 2 ** 30
         ratio = r["peak_over_param_bytes"]
-        print(f"\nnode build path (node/build.build, cpu, bfloat16, {r['threads']} threads), "
+        extra = "".join(f", {k} {v}" for k, v in params.items())
+        print(f"\nnode build path (node/build.build, cpu, bfloat16, {r['threads']} threads{extra}), "
               f"a fresh process ({wall:.0f} s with imports):")
         print(f"parameters      {r['params']:,}, {r['param_bytes'] / gib:.2f} GiB in memory "
               f"{r['param_dtypes']}")
