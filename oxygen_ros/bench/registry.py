@@ -36,6 +36,8 @@ BENCHMARKS: dict[str, Benchmark] = {
                             "Triton attention and pi0.5 frames on a GPU (gpu.sh)"),
     "load-memory": Benchmark("oxygen_ros.bench.suite.load_memory",
                              "peak memory of loading a checkpoint"),
+    "full-size": Benchmark("oxygen_ros.bench.suite.full_size",
+                           "a full-size pi0.5 LeRobot checkpoint: inspect, configure, one frame"),
     "starvla-heads": Benchmark("oxygen_ros.bench.suite.starvla_heads",
                                "each StarVLA head alone per frame"),
     "rtc-denoise": Benchmark("oxygen_ros.bench.suite.rtc_denoise", "RTC guidance in the engine"),

@@ -73,6 +73,9 @@ def _print(r: dict) -> None:
         rows += [("parameters", f"{r['params']:,} ({r['params'] / 1e9:.3f} B), {r['file_bytes']:,} bytes "
                                 f"in the file {r['file_dtypes']}"),
                  ("weights", r["weights"])]
+        if r.get("unread"):  # counted in the file's bytes, never loaded
+            names = ", ".join(r["unread"][:4]) + (" ..." if len(r["unread"]) > 4 else "")
+            rows += [("not read", f"{len(r['unread'])} tensor(s), {r['unread_bytes']:,} bytes: {names}")]
     width = max(15, *(len(k) for k, _ in rows))
     for key, val in rows:
         print(f"{key:<{width}} {val}")

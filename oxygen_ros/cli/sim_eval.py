@@ -51,7 +51,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="the node's control_rate_hz: the chunk step of the checkpoint's training data "
                    "(default 0: the rate the checkpoint names, training.json control_rate_hz or "
                    "LeRobot train_config.json env.fps, else the sim's 80 Hz)")
-    p.add_argument("--threads", type=int, default=1, help="model.num_threads of the node")
+    p.add_argument("--threads", type=int, default=0,
+                   help="model.num_threads of the node (0: its default, every core but one)")
     p.add_argument("--image-size", type=int, default=64)
     p.add_argument("--camera-rate", type=float, default=20.0)
     p.add_argument("--reset-hold", type=float, default=0.5)

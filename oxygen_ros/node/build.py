@@ -6,6 +6,7 @@ unconfigured then. Knows engine types, never message types.
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,6 +14,7 @@ from oxygen_ros.robot.build import ModelSource, build_engine
 from oxygen_ros.robot.engine_port import EnginePort
 from oxygen_ros.robot.images import parse_transports
 from oxygen_ros.robot.interface import RobotInterface, check_sizes
+from oxygen_ros.robot.threads import resolve_threads
 from oxygen_ros.robot.values import camera_slots
 
 from . import params as P
@@ -32,6 +34,10 @@ class Built:
     tokenizer_source: str = ""
     camera_transports: tuple[str, ...] = ()  # raw | compressed of each camera topic
     fps: float | None = None  # the checkpoint's action rate when it names one
+    threads: int = 0  # the model's CPU threads (model.num_threads 0: every core but one)
+    warnings: tuple[str, ...] = ()  # for the configure log (a thread count that takes every core)
+    load_s: float = 0.0  # configure's time: building the engine (weights read), then warming up
+    warmup_s: float = 0.0
 
 
 def check_joints(names: list[str], state_dim: int | None, action_dim: int | None, padded: int) -> None:
@@ -63,17 +69,22 @@ def build(p: dict[str, Any]) -> Built:
         raise ValueError(reason)
     robot, cams = P.interface(p), list(p["camera_topics"])
     transports = parse_transports(list(p["camera_transports"]), len(cams))
+    threads, thread_warning = resolve_threads(int(p["model.num_threads"]))
     source = ModelSource(preset=p["model.preset"], checkpoint=p["model.checkpoint"],
                          tokenizer=p["model.tokenizer"], asset_id=p["model.asset_id"],
                          lerobot_version=p["model.lerobot_version"],
-                         threads=int(p["model.num_threads"]), progress=True, names=PARAM_NAMES)
+                         threads=threads, progress=True, names=PARAM_NAMES)
     ec = EngineConfig(**P.engine_fields(p))  # every engine parameter, by its knob's field
     # the tokenizer and every checkpoint key/shape are checked before the weights are read
+    start = time.perf_counter()
     b = build_engine(source, ec)
+    load_s = time.perf_counter() - start
     check_interface(robot, b.state_dim, b.action_dim, b.engine.model_config.action_dim,
                     bool(p["state_names"]), bool(p["command_names"]))
     slots = camera_slots(cams, list(p["camera_keys"]), b.camera_keys)
     # first frames allocate and pick kernels: pay that now, not in the first control frames
-    b.engine.warmup()
+    start = time.perf_counter()
+    b.engine.warmup()  # about one frame when frames take seconds (Engine.warmup's budget)
     return Built(b.engine, b.engine.model_config, b.norm, b.model_name, slots, b.n_action_steps,
-                 b.tokenizer_source, transports, b.fps)
+                 b.tokenizer_source, transports, b.fps, threads,
+                 (thread_warning,) if thread_warning else (), load_s, time.perf_counter() - start)

@@ -116,11 +116,14 @@ class OxygenNode(LifecycleNode):
             return TransitionCallbackReturn.FAILURE
         self.state_label = "inactive"
         rt = self.rt
+        for warning in rt.built.warnings:
+            self.get_logger().warning(warning)
         self.get_logger().info(
             f"configured: model {rt.built.model_config.name} on {rt.built.engine.config.device} "
-            f"({rt.built.engine.config.dtype}), {_robot_text(rt.robot)}, cameras "
+            f"({rt.built.engine.config.dtype}, {rt.built.threads} CPU threads), {_robot_text(rt.robot)}, cameras "
             f"{P.get(self, 'camera_topics')} -> model cameras {list(rt.built.camera_slots)}, control "
-            f"{P.get(self, 'control_rate_hz')} Hz"
+            f"{P.get(self, 'control_rate_hz')} Hz, load {rt.built.load_s:.1f} s + warmup "
+            f"{rt.built.warmup_s:.1f} s"
             + (f", tokenizer {rt.built.tokenizer_source}" if rt.built.tokenizer_source else ""))
         return TransitionCallbackReturn.SUCCESS
 

@@ -36,14 +36,10 @@ class DocTable:
 
 PARAMS_DOC = DocTable("docs/node.md")
 
-# Values config/oxygen.yaml sets differently from the defaults, with the reason (a comment).
-CONFIG_FILE_VALUES: dict[str, tuple[Any, str]] = {
-    "model.num_threads": (1, "1 here leaves a core to the control timer on small CPUs"),
-}
-
 _YAML_HEADER = """\
-# oxygen_ros node parameters (node name: oxygen). Defaults: tiny random model on the CPU, for
-# trying the node and for tests. On the robot set model.checkpoint / model.device / joints.
+# oxygen_ros node parameters (node name: oxygen): every one at the node's own default (tiny
+# random model on the CPU, for trying the node and for tests). On the robot set model.checkpoint /
+# model.device / joints: config/oxygen_thor.yaml (cuda, bfloat16, threads) is a robot's file.
 # [live]      may change at any time (`ros2 param set /oxygen <name> <value>`); engine knobs apply
 #             on the next frame.
 # [configure] read in on_configure; rejected while configured (cleanup, set, configure again).
@@ -75,18 +71,18 @@ def _yaml_value(spec: P.Spec, value: Any) -> str:
 
 
 def yaml_text() -> str:
-    """config/oxygen.yaml: every parameter at its default (or CONFIG_FILE_VALUES), described."""
+    """config/oxygen.yaml: every parameter at its default, described (one default per
+    parameter: the node's built-in, this file and the docs' table never disagree)."""
     lines, section = [_YAML_HEADER.rstrip("\n")], None
     for spec in P.PARAMETERS:
         title = _SECTIONS[(spec.field is not None, spec.kind)]
         if title != section:
             section = title
             lines.append(f"    # -- {title} " + "-" * max(3, 88 - len(title)))
-        value, why = CONFIG_FILE_VALUES.get(spec.name, (spec.default, ""))
         rng = f". Values: {spec.range_text}" if spec.range_text else ""
-        text = f"{spec.description}{rng}" + (f". {why}" if why else "")
+        text = f"{spec.description}{rng}"
         lines += textwrap.wrap(text, 96, initial_indent="    # ", subsequent_indent="    #   ")
-        lines.append(f"    {spec.name}: {_yaml_value(spec, value)}")
+        lines.append(f"    {spec.name}: {_yaml_value(spec, spec.default)}")
     return "\n".join(lines) + "\n"
 
 

@@ -224,7 +224,10 @@ NODE_PARAMETERS: tuple[Spec, ...] = (
          "model.checkpoint follows (state prompt padding, image bars, relative actions; "
          "docs/pi05-conventions.md): auto = what the folder shows (oxygen-inspect prints it), "
          "or a version such as 0.4.4 for a v0.4.x fine-tune", CONFIGURE),
-    Spec("model.num_threads", "int", 0, "torch CPU threads (0 = torch default)", CONFIGURE, (0, 256)),
+    Spec("model.num_threads", "int", 0, "torch CPU threads of the model; 0 = every core the "
+         "process may use but one (at least 1), which leaves a core to the control loop, the "
+         "callbacks and the robot's other processes; a count that takes every core is warned "
+         "about at configure", CONFIGURE, (0, 256)),
     Spec("deadman.topic", "string", "", "std_msgs/Bool operator heartbeat (true = go; empty = "
          "off): without a fresh true, commands stop following the chunks and hold", CONFIGURE),
     Spec("command_type", "string", "joint_state", "~/joint_command type: joint_state "

@@ -97,7 +97,7 @@ class NodeOptions:
     memory_every_n_frames: int = 1
     memory_prompt: str = ""  # "" = the node's default
     denoise_steps: int = 0  # 0 = the node's default
-    num_threads: int = 1
+    num_threads: int = 0  # the node's model.num_threads (0: its default, every core but one)
     extra: dict[str, Any] = field(default_factory=dict)  # more node parameters
 
 

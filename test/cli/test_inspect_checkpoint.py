@@ -1,7 +1,9 @@
 import json
+import re
 
 import numpy as np
 import pytest
+import torch
 from safetensors.torch import load_file, save_file
 
 from oxygen_ros.cli.inspect_checkpoint import main
@@ -64,3 +66,27 @@ def test_tokenizer_with_an_added_token_past_the_rows_is_accepted(model, tmp_path
     for part in ("513 tokens", "1 added token(s) past the embedding's 512 rows: <image> (id 512)",
                  "never emitted, refused in a prompt", "OK: the node can serve"):
         assert part in out, part
+
+
+def test_file_bytes_count_every_tensor_in_the_file(model, tmp_path, capsys):
+    """LeRobot stores the PaliGemma lm_head beside embed_tokens and the expert's lm_head, which
+    pi0.5 never reads: "bytes in the file" counts them (they were 1.58 GB short at full size),
+    and the report names them as not read."""
+    folder = save_lerobot_checkpoint(model, model.config, tmp_path / "c",
+                                     tokenizer=build_tiny_tokenizer(512))
+    path = folder / "model.safetensors"
+    sd = load_file(str(path))
+    pwe = "model.paligemma_with_expert."
+    emb = sd[pwe + "paligemma.model.language_model.embed_tokens.weight"]
+    extra = {pwe + "paligemma.lm_head.weight": emb.clone(),
+             pwe + "gemma_expert.lm_head.weight": torch.zeros(emb.shape[0], 8, dtype=torch.bfloat16)}
+    save_file({**sd, **extra}, str(path))
+    assert main([str(folder), "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    header = int.from_bytes(path.read_bytes()[:8], "little")
+    assert r["file_bytes"] == path.stat().st_size - 8 - header  # the data section, byte for byte
+    assert r["unread"] == sorted(extra) and r["unread_bytes"] == sum(t.nbytes for t in extra.values())
+    assert r["file_bytes"] == 4 * r["params"] + r["unread_bytes"]
+    assert r["file_dtypes"] == {"F32": len(sd) + 1, "BF16": 1}
+    assert main([str(folder)]) == 0
+    assert re.search(r"^not read +2 tensor\(s\)", capsys.readouterr().out, re.M)

@@ -181,3 +181,26 @@ def test_a_robot_whose_state_and_actions_differ_configures(libero):
     with pytest.raises(ValueError, match="mix positions and velocities"):
         build(_params(model__checkpoint=str(libero), state_names=LIBERO_STATE,
                       command_names=LIBERO_COMMANDS, command_kinds=["velocity"] * 6 + ["position"]))
+
+
+def test_default_threads_leave_a_core_and_configure_is_timed():
+    """model.num_threads at its default (0) gives the model every usable core but one, where it
+    used to leave torch's default (every core); the count and the configure times are reported."""
+    import torch
+
+    from oxygen_ros.robot.threads import resolve_threads, usable_cores
+
+    before = torch.get_num_threads()
+    try:
+        p = _params()
+        p["model.num_threads"] = 0
+        built = build(p)
+        assert built.threads == torch.get_num_threads() == max(1, usable_cores() - 1)
+        assert built.warnings == () and built.load_s > 0 and built.warmup_s > 0
+        p["model.num_threads"] = usable_cores()
+        if usable_cores() > 1:
+            built = build(p)
+            assert built.threads == usable_cores()
+            assert built.warnings == (resolve_threads(usable_cores())[1],)
+    finally:
+        torch.set_num_threads(before)

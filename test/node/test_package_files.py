@@ -88,7 +88,7 @@ def test_config_and_docs_are_generated_from_the_table():
     assert F.outdated() == [], "run: python -m oxygen_ros.node.param_files --write"
     params = yaml.safe_load(CONFIG.read_text())["/**"]["ros__parameters"]
     for name, value in params.items():
-        want = F.CONFIG_FILE_VALUES.get(name, (P.SPECS[name].default,))[0]
+        want = P.SPECS[name].default
         assert value == want and type(value) is type(want), name
     doc = (ROOT / F.PARAMS_DOC.path).read_text()
     table = doc.split(F.PARAMS_DOC.begin, 1)[1].split(F.PARAMS_DOC.end, 1)[0]
@@ -148,3 +148,31 @@ def test_files_installed_under_share():
         assert installed.read_text() == (ROOT / rel).read_text(), f"{installed} is stale: rebuild"
     exe = prefix / "lib" / "oxygen_ros" / "oxygen_node"
     assert exe.is_file() and os.access(exe, os.X_OK)
+
+
+def test_one_default_per_parameter():
+    """The node's built-in default is the value config/oxygen.yaml sets and the docs' table
+    shows, for every parameter: a node started without the file (docs/simulation.md's "by hand"
+    command) runs as one started with it (the file used to set model.num_threads 1 where the node
+    took every core)."""
+    from oxygen_ros.node import param_files as F
+
+    params = yaml.safe_load(CONFIG.read_text())["/**"]["ros__parameters"]
+    assert set(params) == set(P.SPECS)
+    differ = {n: (v, P.SPECS[n].default) for n, v in params.items() if v != P.SPECS[n].default}
+    assert differ == {}
+    doc = (ROOT / F.PARAMS_DOC.path).read_text()
+    assert "| `model.num_threads` | int | `0` |" in doc
+
+
+def test_the_robot_file_sets_valid_parameters():
+    """config/oxygen_thor.yaml (a robot with a GPU) overrides only real parameters, with valid
+    values, and says cuda, bfloat16 and a thread count; the docs point at it."""
+    thor = yaml.safe_load((ROOT / "config" / "oxygen_thor.yaml").read_text())["/**"]["ros__parameters"]
+    for name, value in thor.items():
+        assert name in P.SPECS, name
+        assert P.validate_value(P.SPECS[name], value) is None, name
+    assert thor["model.device"] == "cuda" and thor["model.dtype"] == "bfloat16"
+    assert thor["model.num_threads"] > 0 and thor["model.preset"] == "pi05"
+    for page in ("README.md", "docs/node.md"):
+        assert "config/oxygen_thor.yaml" in (ROOT / page).read_text(), page

@@ -38,6 +38,11 @@ from .timer import STAGES, StageTimer, TimedKV
 __all__ = ["STAGES", "ActionsReady", "Engine", "FrameOutput", "RequestUpdate"]
 
 DRAIN_FRAMES = 10_000  # drain()'s default bound on the frames it steps
+# warmup()'s frames after the first run only while the warmup has taken less than this: a model
+# whose frames take seconds (the full pi0.5 on a CPU, ~15 s a frame) warms up with one frame
+# instead of a minute of them; a fast one (a GPU, the tiny preset) runs every warmup frame
+WARMUP_BUDGET_S = 10.0
+_clock = time.perf_counter  # warmup's clock (a test advances its own)
 # step()'s early hand-off: (the configured head's chunk, every head's chunk by name), model space
 ActionsReady = Callable[[np.ndarray, dict[str, np.ndarray]], None]
 
@@ -199,27 +204,43 @@ class Engine:
         self.scheduler.set_max_active(new.max_active_requests)
         self.scheduler.set_max_waiting(new.max_waiting_requests)
 
-    def warmup(self, frames: int = 2, instruction: str | None = None) -> None:
+    def warmup(self, frames: int = 2, instruction: str | None = None,
+               budget_s: float | None = WARMUP_BUDGET_S) -> None:
         """Run a few frames on a synthetic observation (action path and one language request),
         then forget them: the first real frame then runs at steady-state speed (first calls
         allocate, pick kernels and, with compile_denoise, compile). Call before serving.
         The prompt's instruction is `instruction`, else the configured one (checked to fit
         max_prompt_tokens when the engine was made): a small model whose real prompts are
-        short must not fail to start on a longer synthetic one."""
+        short must not fail to start on a longer synthetic one.
+        The first frame always runs (it pays the allocations); the others (the second action
+        frame, the language request's decode frames) only while the warmup has taken less than
+        `budget_s` seconds (None: all of them), so warming up costs about one frame when
+        frames are slow."""
         from .synthetic import SyntheticStream
 
+        if budget_s is not None and budget_s < 0:
+            raise ValueError(f"warmup budget_s must be >= 0 seconds or None, got {budget_s}")
         if self.frame or self.has_unfinished() or self.ops.outbox:
             raise RuntimeError("warmup() must run before the engine serves any frame")
+        start = _clock()
+
+        def spent() -> bool:
+            return budget_s is not None and _clock() - start >= budget_s
+
         stream = SyntheticStream(self.model_config, seed=self.config.seed)
         stream.instruction = self.config.instruction if instruction is None else instruction
         saved = self.config
         self.config = saved.replace(memory_every_n_frames=1)
         try:
             for i in range(frames):
+                if i and spent():
+                    break
                 self.step(stream.frame(i))
             self.config = saved
-            for _ in self.drain(stream.frame, max_frames=4 * saved.max_decode_steps):
-                pass
+            if not spent():
+                for _ in self.drain(stream.frame, max_frames=4 * saved.max_decode_steps):
+                    if spent():
+                        break
             for r in self.scheduler.running + self.scheduler.waiting:
                 self.scheduler.abort(r.id)
         finally:

@@ -182,6 +182,9 @@ _SLICE_BYTES = 64 << 20  # bigger tensors are copied in row blocks of about this
 _ST_DTYPES = {"F64": torch.float64, "F32": torch.float32, "BF16": torch.bfloat16, "F16": torch.float16,
               "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8,
               "U8": torch.uint8, "BOOL": torch.bool}
+# bytes per value of every safetensors dtype (a tensor the model never reads may have any of them)
+_ST_ITEMSIZE = {"F64": 8, "I64": 8, "U64": 8, "F32": 4, "I32": 4, "U32": 4, "BF16": 2, "F16": 2,
+                "I16": 2, "U16": 2, "F8_E4M3": 1, "F8_E5M2": 1, "I8": 1, "U8": 1, "BOOL": 1}
 
 
 @dataclass(frozen=True)
@@ -199,7 +202,7 @@ class WeightEntry:
 
     @property
     def file_bytes(self) -> int:
-        return self.numel * _ST_DTYPES[self.file_dtype].itemsize
+        return self.numel * _ST_ITEMSIZE[self.file_dtype]
 
 
 @dataclass
@@ -223,6 +226,13 @@ class WeightCheck:
     @property
     def num_params(self) -> int:
         return sum(e.numel for e in self.entries.values())
+
+
+def file_tensors(path: str | Path) -> list[WeightEntry]:
+    """Every tensor the safetensors file holds (read, ignored or tied), from its header alone."""
+    with safe_open(str(path), framework="pt") as f:
+        return [WeightEntry(key, tuple(int(d) for d in f.get_slice(key).get_shape()),
+                            str(f.get_slice(key).get_dtype())) for key in f.keys()]
 
 
 def check_weights(path: str | Path, config: ModelConfig) -> WeightCheck:
@@ -400,10 +410,14 @@ def inspect_pi05_folder(folder: str | Path, tokenizer: str | None = None,
     except Exception as err:  # a damaged header: safetensors raises its own error types
         report["problems"].append(f"{weights}: {err}")
         return report
-    dtypes = Counter(e.file_dtype for e in check.entries.values())
+    held = file_tensors(weights)
+    read = {e.key for e in check.entries.values()}
     report["params"] = check.num_params
-    report["file_bytes"] = sum(e.file_bytes for e in check.entries.values())
-    report["file_dtypes"] = dict(dtypes)
+    # what the file holds, every tensor counted (LeRobot also stores two lm_heads pi0.5 never reads)
+    report["file_bytes"] = sum(e.file_bytes for e in held)
+    report["file_dtypes"] = dict(Counter(e.file_dtype for e in held))
+    report["unread_bytes"] = sum(e.file_bytes for e in held if e.key not in read)
+    report["unread"] = sorted(e.key for e in held if e.key not in read)
     report["weights"] = (f"{len(check.entries)} tensors match" if not check.problems
                          else "; ".join(check.problems))
     report["problems"] += [f"{weights}: {p}" for p in check.problems]

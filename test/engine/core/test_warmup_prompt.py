@@ -17,7 +17,7 @@ from oxygen_ros.engine.model.tokenizer import build_tiny_tokenizer
 SHORT = "pick up"
 
 
-def short_prompt_engine() -> tuple[Engine, int]:
+def short_prompt_engine(k: int = 4) -> tuple[Engine, int]:
     """A tiny model whose max_prompt_tokens holds SHORT with any state but not the synthetic
     stream's instruction; returns (engine, the synthetic prompt's length)."""
     base = PRESETS["tiny"]
@@ -28,7 +28,7 @@ def short_prompt_engine() -> tuple[Engine, int]:
                                             np.asarray(stream.frame(0).state, np.float32)))
     limit = len(probe.intake.prompt_ids(SHORT, probe.intake.worst_state))
     mc = dataclasses.replace(base, max_prompt_tokens=limit)
-    cfg = EngineConfig(instruction=SHORT, denoise_steps=2, max_decode_steps=4, decode_steps_per_frame=4)
+    cfg = EngineConfig(instruction=SHORT, denoise_steps=2, max_decode_steps=4, decode_steps_per_frame=k)
     return Engine(mc, cfg, model=init_model(mc, seed=0), tokenizer=tok), synthetic
 
 
@@ -46,3 +46,61 @@ def test_warmup_with_a_given_instruction_uses_it():
     engine, _ = short_prompt_engine()
     with pytest.raises(ValueError, match="max_prompt_tokens"):
         engine.warmup(instruction="pick up the red cube and place it in the bowl")
+
+
+class FakeClock:
+    """Engine warmup's clock, advanced by each frame the engine steps."""
+
+    def __init__(self, frame_s: float) -> None:
+        self.now, self.frame_s, self.frames = 0.0, frame_s, 0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def timed_engine(monkeypatch, frame_s: float) -> tuple[Engine, FakeClock]:
+    """The short-prompt engine whose every frame takes `frame_s` seconds of a fake clock."""
+    import oxygen_ros.engine.core.engine as engine_module
+
+    engine, _ = short_prompt_engine(k=1)  # the language request decodes over several frames
+    clock = FakeClock(frame_s)
+    monkeypatch.setattr(engine_module, "_clock", clock)
+    step = engine._step
+
+    def timed_step(*args, **kwargs):
+        clock.frames += 1
+        clock.now += clock.frame_s
+        return step(*args, **kwargs)
+
+    monkeypatch.setattr(engine, "_step", timed_step)
+    return engine, clock
+
+
+def test_warmup_of_a_slow_model_is_one_frame(monkeypatch):
+    """Frames as slow as the full pi0.5's on a CPU (15 s): one warmup frame, not a minute of
+    them (the whole warmup ran 66 s after the load at full size)."""
+    engine, clock = timed_engine(monkeypatch, 15.0)
+    engine.warmup()
+    assert clock.frames == 1
+    assert engine.frame == 0 and not engine.has_unfinished()  # forgotten as a full warmup is
+    obs = dataclasses.replace(SyntheticStream(engine.model_config).frame(0), instruction=SHORT)
+    assert engine.step(obs).actions.shape[0] == engine.model_config.action_horizon
+
+
+def test_warmup_of_a_fast_model_runs_every_frame(monkeypatch):
+    engine, clock = timed_engine(monkeypatch, 0.001)
+    engine.warmup()
+    fast = clock.frames
+    unbounded, clock2 = timed_engine(monkeypatch, 15.0)
+    unbounded.warmup(budget_s=None)
+    assert fast == clock2.frames >= 4  # both action frames and the language request's decode
+    bounded, clock3 = timed_engine(monkeypatch, 4.0)
+    bounded.warmup(budget_s=10.0)  # 4 s, 8 s, then 12 s >= 10 s: stop
+    assert clock3.frames == 3
+    assert bounded.frame == 0 and not bounded.has_unfinished()  # the cut request is dropped
+
+
+def test_warmup_budget_is_checked():
+    engine, _ = short_prompt_engine()
+    with pytest.raises(ValueError, match="budget_s"):
+        engine.warmup(budget_s=-1.0)
