@@ -97,7 +97,10 @@ def node_params(run: Run, topics: list[str], ck: Path | None) -> list[str]:
         f"joint_names:={json.dumps(JOINTS)}", f"joint_state_topic:={JOINT_TOPIC}",
         f"camera_topics:={json.dumps(topics)}",
         f"camera_transports:={json.dumps([run.transport] * len(topics))}",
-        f"control_rate_hz:={run.control_hz:.1f}", f"chunk_rate_hz:={CHUNK_HZ:.1f}"]
+        f"control_rate_hz:={run.control_hz:.1f}", f"chunk_rate_hz:={CHUNK_HZ:.1f}",
+        # a loaded machine makes frames slow: chunks must not be stale on arrival (the timing of
+        # the commands is measured, not what a slow model makes of them)
+        "observation_timeout_s:=3.0"]
 
 
 def cpu_s(pid: int) -> float:
@@ -222,7 +225,7 @@ def summarise(run: Run, robot: FakeHumanoid, outs: NodeOutputs, t0: float, t1: f
         streams[s.topic] = {"sent": sent, "received": got}
     r["streams"] = streams
     cpu = {}
-    for kind in ("joint_state_callbacks", "camera_callbacks", "control_ticks", "inference"):
+    for kind in ("joint_states", "camera_callbacks", "control_ticks", "inference"):
         v = _counter(diags, "inputs", f"cpu_s {kind}")
         cpu[kind] = None if v is None or not span else v / (span[1] - span[0])
     r["cpu_s_per_s"] = cpu
@@ -268,7 +271,7 @@ def report(results: list[dict], args, load0: str, load1: str) -> str:
             f"{f(i[0])} / {f(i[1])} | {f(im[0])} / {f(im[1])} | {f(r['action_hz'], 2)}{xa} | "
             f"{f(r['tokens_per_s'])}{xt} | {f(r['node_cpu_s_per_s'], 2)} |")
     lines += ["", "## Streams: received by the node vs sent, and CPU by callback kind", "",
-              "| run | joint states received / sent | cameras received / sent | CPU s/s: joint callbacks "
+              "| run | joint states received / sent | cameras received / sent | CPU s/s: joint states (taken) "
               "| camera callbacks | control ticks | inference | other (executor, middleware, GC) |",
               "|---|---|---|---|---|---|---|---|"]
     for r in results:
@@ -279,7 +282,7 @@ def report(results: list[dict], args, load0: str, load1: str) -> str:
         known = [v for v in c.values() if v is not None]
         other = r["node_cpu_s_per_s"] - sum(known) if len(known) == len(c) else None
         lines.append(f"| {r['run']} | {js['received'] if js['received'] is not None else 'n/a'} / {js['sent']} | "
-                     f"{cams} | {f(c['joint_state_callbacks'], 3)} | {f(c['camera_callbacks'], 3)} | "
+                     f"{cams} | {f(c['joint_states'], 3)} | {f(c['camera_callbacks'], 3)} | "
                      f"{f(c['control_ticks'], 3)} | {f(c['inference'], 3)} | {f(other, 3)} |")
     lines += ["", "## What `oxygen: inputs` said (1 Hz reports: OK / WARN, the most frequent message)", "",
               "| run | part | OK | WARN | most said |", "|---|---|---|---|---|"]
