@@ -17,12 +17,12 @@ clock itself jumps back by more than that, the buffers are reset. With use_sim_t
 /clock yet (time 0), stamped inputs are refused saying so.
 
 Joint states are taken newest-only, never through the executor: their subscription keeps one
-message (KEEP_LAST 1) in a callback group no executor waits on (`_Polled`), and `poll()` takes
-the newest one, at the start of every control tick (the control thread: a command always starts
+message (KEEP_LAST 1) in a callback group no executor waits on (`PolledGroup`), and `poll()` takes
+the newest one at the start of every control tick (the control thread: a command always starts
 from the newest measured pose, and a 500 Hz - 1 kHz driver costs the node one take per tick,
-not one executor pass per message: ~0.25 ms of Python each, measured) and, while no tick polls,
-from an IDLE_POLL_HZ executor timer. The messages overwritten in between are counted (the
-publication sequence numbers), as information.
+not one executor pass per message: ~0.25 ms of Python each, measured) and, while the node is
+not active (no ticks), from an IDLE_POLL_HZ executor timer. The messages overwritten in between
+are counted (the publication sequence numbers), as information.
 
 What each input is worth is said (robot/input_health.py, over the last HEALTH_WINDOW_S):
 - joint states, a state stream where only the newest message matters, by freshness: the age of
@@ -77,7 +77,7 @@ SLOWED_FRACTION = 0.5  # a publisher below this part of the rate it kept before 
 CPU_KINDS = ("joint_states", "camera_callbacks", "control_ticks", "inference")
 
 
-class _Polled(CallbackGroup):
+class PolledGroup(CallbackGroup):
     """A callback group no executor runs: its subscription is taken by `Inputs.poll`."""
 
     def can_execute(self, entity: Any) -> bool:
@@ -146,7 +146,7 @@ class Inputs:
         self._poll_lock = threading.Lock()
         self._polled_at = float("-inf")  # monotonic
         self._joint_sub = node.create_subscription(JointState, joint_topic, lambda m: None,
-                                                   JOINT_QOS, callback_group=_Polled())
+                                                   JOINT_QOS, callback_group=PolledGroup())
         self._idle_timer = node.create_timer(1.0 / IDLE_POLL_HZ, self._idle_poll)
         self._qos_timer = (node.create_timer(QOS_CHECK_S, self.match_publishers)
                            if reliability == "auto" else None)
@@ -206,10 +206,14 @@ class Inputs:
     def open(self) -> None:
         self.mailbox.reopen()
         self.accepting = True
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()  # active: every control tick takes the joint states
 
     def close(self) -> None:
         self.accepting = False
         self.mailbox.close()
+        if self._idle_timer is not None:
+            self._idle_timer.reset()
 
     # -- callbacks (convert + store only) -------------------------------------------------------
     def _stamp_of(self, header) -> tuple[float, Any, str | None, float | None]:

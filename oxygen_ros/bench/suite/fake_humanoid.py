@@ -20,6 +20,7 @@ import numpy as np
 CAMERAS = ("/head/image_raw", "/wrist_left/image_raw", "/wrist_right/image_raw")
 JOINT_TOPIC = "/humanoid/joint_states"
 JOINTS = [f"joint_{i:02d}" for i in range(30)]
+POLL_S = 0.01  # how often the received commands are drained
 
 
 @dataclass
@@ -139,13 +140,33 @@ class NodeOutputs:
         self.commands: list[tuple[int, float]] = []  # (header stamp ns, arrival monotonic)
         self.frames: list[tuple[float, Any]] = []
         self.diags: list[tuple[float, dict[str, Any]]] = []  # (monotonic, {status name: (level, msg, values)})
-        qos = QoSProfile(depth=200, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
-        node.create_subscription(JointState, f"{name}/joint_command", self._command, qos)
+        from oxygen_ros.node.inputs import PolledGroup
+
+        # the commands (200-500 Hz) are drained by a thread of their own every POLL_S, not by
+        # this process's executor (a pass per message would load the machine the node runs on)
+        qos = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
+        self._cmd_sub = node.create_subscription(JointState, f"{name}/joint_command", lambda m: None,
+                                                 qos, callback_group=PolledGroup())
         node.create_subscription(FrameStats, f"{name}/frame_stats", self._frame, 100)
         node.create_subscription(DiagnosticArray, "/diagnostics", self._diag, 10)
+        self._stop = threading.Event()
+        self._drain = threading.Thread(target=self._drain_commands, daemon=True)
+        self._drain.start()
 
-    def _command(self, msg) -> None:
-        self.commands.append((msg.header.stamp.sec * 10**9 + msg.header.stamp.nanosec, time.monotonic()))
+    def _drain_commands(self) -> None:
+        sub = self._cmd_sub
+        while not self._stop.wait(POLL_S):
+            while True:
+                with sub.handle:
+                    got = sub.handle.take_message(sub.msg_type, sub.raw)
+                if got is None:
+                    break
+                st = got[0].header.stamp
+                self.commands.append((st.sec * 10**9 + st.nanosec, time.monotonic()))
+
+    def close(self) -> None:
+        self._stop.set()
+        self._drain.join(2.0)
 
     def _frame(self, msg) -> None:
         self.frames.append((time.monotonic(), msg))

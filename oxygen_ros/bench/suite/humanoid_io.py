@@ -53,11 +53,12 @@ class Run:
     joint_hz: float
     control_hz: float
     slow: str = ""  # "joints" / "camera": that stream at a tenth for the second half
+    priority: int = 0  # the node's control_priority (SCHED_FIFO; the inference thread one below)
 
     @property
     def baseline(self) -> str:
         """The run without the input load this one is compared with."""
-        return f"{self.cameras}cam-{self.transport}-base"
+        return f"{self.cameras}cam-{self.transport}-base" + ("-fifo" if self.priority else "")
 
 
 def _runs() -> list[Run]:
@@ -69,6 +70,10 @@ def _runs() -> list[Run]:
                  for j in (500, 1000) for c in (200, 500)]
     runs += [Run("3cam-raw-js500-cmd200-slow-joints", 3, "raw", 500, 200, "joints"),
              Run("3cam-raw-js500-cmd200-slow-camera", 3, "raw", 500, 200, "camera")]
+    # as docs/node.md asks for on the robot: the control thread SCHED_FIFO 20, inference at 19
+    runs.append(Run("3cam-raw-base-fifo", 3, "raw", 50, 50, priority=20))
+    runs += [Run(f"3cam-raw-js{int(j)}-cmd{int(c)}-fifo", 3, "raw", j, c, priority=20)
+             for j in (500, 1000) for c in (200, 500)]
     return runs
 
 
@@ -98,6 +103,7 @@ def node_params(run: Run, topics: list[str], ck: Path | None) -> list[str]:
         f"camera_topics:={json.dumps(topics)}",
         f"camera_transports:={json.dumps([run.transport] * len(topics))}",
         f"control_rate_hz:={run.control_hz:.1f}", f"chunk_rate_hz:={CHUNK_HZ:.1f}",
+        f"control_priority:={run.priority}",
         # a loaded machine makes frames slow: chunks must not be stale on arrival (the timing of
         # the commands is measured, not what a slow model makes of them)
         "observation_timeout_s:=3.0"]
@@ -155,7 +161,8 @@ def measure(run: Run, seconds: float, warm: float, ck: Path | None, log_path: Pa
     log = open(log_path, "wb")
     proc = start_node(node_params(run, robot.topics, ck), log)
     res: dict = {"run": run.name, "cameras": run.cameras, "transport": run.transport,
-                 "joint_hz": run.joint_hz, "control_hz": run.control_hz, "slow": run.slow}
+                 "joint_hz": run.joint_hz, "control_hz": run.control_hz, "slow": run.slow,
+                 "control_priority": run.priority}
     try:
         robot.start()
         t_start = time.monotonic()
@@ -182,6 +189,7 @@ def measure(run: Run, seconds: float, warm: float, ck: Path | None, log_path: Pa
         res["node_cpu_s_per_s"] = (c1 - c0) / (t1 - t0)
     finally:
         robot.stop()
+        outs.close()
         stop_node(proc)
         close_client(ex, node)
         log.close()
