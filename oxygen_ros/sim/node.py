@@ -287,10 +287,11 @@ class SimNode(Node):
             for i in range(due):
                 info = env.step(target if target is not None else hold_target)
                 step += 1
-                # every physics step's joint state, stamped at its due time: the joint states
-                # come at the physics rate also while the loop catches up (before: one for the
-                # whole catch-up, a gap in the stamps that looked like lost messages)
-                stamp = self._stamp_at(next_t + i * dt) if i < due - 1 else self._stamp()
+                # every physics step's joint state, stamped at its due time (simulated time is
+                # wall time): the joint states come at the physics rate, one period apart, also
+                # while the loop catches up (before: one for the whole catch-up, stamped when
+                # sent, a gap in the stamps that looked like lost messages)
+                stamp = self._stamp_at(next_t + i * dt)
                 state = env.state()
                 self._publish_state(state, stamp, ep, env)
                 if info.success or info.timed_out:
