@@ -239,7 +239,10 @@ def summarise(run: Run, robot: FakeHumanoid, outs: NodeOutputs, t0: float, t1: f
     for s in (robot.joints, *robot.cams):
         got = _counter(diags, "inputs", f"{s.topic} received")
         sent = robot.sent_between(s, *span) if span else 0
-        streams[s.topic] = {"sent": sent, "received": got}
+        times = [t for t in list(s.sent_times) if t0 <= t < t1]
+        # the sender's own longest pause: an age at use beyond it is the node's doing
+        gap = max((b - a for a, b in zip(times, times[1:])), default=float("nan")) * 1e3
+        streams[s.topic] = {"sent": sent, "received": got, "sender_max_gap_ms": gap}
     r["streams"] = streams
     cpu = {}
     for kind in ("joint_states", "camera_callbacks", "control_ticks", "inference"):
@@ -255,8 +258,10 @@ def summarise(run: Run, robot: FakeHumanoid, outs: NodeOutputs, t0: float, t1: f
         levels = [d.get("inputs", ("?", "", {}))[0] for _, d in ds]
         msgs = [d.get("inputs", ("?", "", {}))[1] for _, d in ds]
         common = max(set(msgs), key=msgs.count) if msgs else ""
+        warns = [m for lvl, m in zip(levels, msgs) if lvl == "WARN"]
         said[label] = {"reports": len(levels), "ok": levels.count("OK"), "warn": levels.count("WARN"),
-                       "most_said": common}
+                       "most_said": common,
+                       "warnings": {m: warns.count(m) for m in sorted(set(warns), key=warns.count)[-3:]}}
     r["inputs_diagnostic"] = said
     return r
 
@@ -288,9 +293,10 @@ def report(results: list[dict], args, load0: str, load1: str) -> str:
             f"{f(i[0])} / {f(i[1])} | {f(im[0])} / {f(im[1])} | {f(r['action_hz'], 2)}{xa} | "
             f"{f(r['tokens_per_s'])}{xt} | {f(r['node_cpu_s_per_s'], 2)} |")
     lines += ["", "## Streams: received by the node vs sent, and CPU by callback kind", "",
-              "| run | joint states received / sent | cameras received / sent | CPU s/s: joint states (taken) "
+              "| run | joint states received / sent | joint sender's longest pause ms "
+              "| cameras received / sent | CPU s/s: joint states (taken) "
               "| camera callbacks | control ticks | inference | other (executor, middleware, GC) |",
-              "|---|---|---|---|---|---|---|---|"]
+              "|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         st = list(r["streams"].items())
         js = st[0][1]
@@ -299,13 +305,14 @@ def report(results: list[dict], args, load0: str, load1: str) -> str:
         known = [v for v in c.values() if v is not None]
         other = r["node_cpu_s_per_s"] - sum(known) if len(known) == len(c) else None
         lines.append(f"| {r['run']} | {js['received'] if js['received'] is not None else 'n/a'} / {js['sent']} | "
-                     f"{cams} | {f(c['joint_states'], 3)} | {f(c['camera_callbacks'], 3)} | "
+                     f"{f(js.get('sender_max_gap_ms'))} | {cams} | {f(c['joint_states'], 3)} | {f(c['camera_callbacks'], 3)} | "
                      f"{f(c['control_ticks'], 3)} | {f(c['inference'], 3)} | {f(other, 3)} |")
     lines += ["", "## What `oxygen: inputs` said (1 Hz reports: OK / WARN, the most frequent message)", "",
-              "| run | part | OK | WARN | most said |", "|---|---|---|---|---|"]
+              "| run | part | OK | WARN | most said | warnings (count) |", "|---|---|---|---|---|---|"]
     for r in results:
         for label, s in r["inputs_diagnostic"].items():
-            lines.append(f"| {r['run']} | {label} | {s['ok']} | {s['warn']} | {s['most_said']} |")
+            warned = "; ".join(f"{m} ({n})" for m, n in s.get("warnings", {}).items())
+            lines.append(f"| {r['run']} | {label} | {s['ok']} | {s['warn']} | {s['most_said']} | {warned} |")
     return "\n".join(lines) + "\n"
 
 
