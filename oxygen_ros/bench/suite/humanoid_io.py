@@ -1,6 +1,6 @@
 """Humanoid I/O: does one node hold a humanoid's rates while the model runs? (Not a CI test.)
 
-A fake humanoid in this process (bench/suite/fake_humanoid.py) sends 30 joint positions at 500 Hz
+A fake humanoid in this process (bench/fake_humanoid.py) sends 30 joint positions at 500 Hz
 or 1 kHz and three 640x480 cameras at 30 Hz (raw rgb8, then jpeg) to an `oxygen_node` process
 (oxygen mode, k=1, N=30, a memory request every frame; commands at 200 or 500 Hz played from
 50 Hz chunks by interpolation). The model is `balanced` with three cameras and 32 action dims
@@ -39,7 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .fake_humanoid import JOINT_TOPIC, JOINTS, FakeHumanoid, NodeOutputs
+from ..fake_humanoid import JOINT_TOPIC, JOINTS, FakeHumanoid, NodeOutputs
 from .node_process import ROOT, close_client, spin_client, start_node, stop_node
 
 CHUNK_HZ = 50.0  # the chunk's step rate: commands at 200 / 500 Hz interpolate between steps
