@@ -43,6 +43,8 @@ BENCHMARKS: dict[str, Benchmark] = {
     "rtc-denoise": Benchmark("oxygen_ros.bench.suite.rtc_denoise", "RTC guidance in the engine"),
     "node-soak": Benchmark("oxygen_ros.bench.suite.node_soak", "the node process over minutes"),
     "cameras": Benchmark("oxygen_ros.bench.suite.cameras", "camera callbacks, decode, rates"),
+    "humanoid-io": Benchmark("oxygen_ros.bench.suite.humanoid_io",
+                             "a fake humanoid's joint states, cameras and commands under load"),
     "command-safety": Benchmark("oxygen_ros.bench.suite.command_safety",
                                 "the command path of a running node, recorded"),
     "rtc-node-seam": Benchmark("oxygen_ros.bench.suite.rtc_node_seam",

@@ -44,7 +44,9 @@ def main(args: list[str] | None = None) -> int:
     # behind the spin thread for the GIL. Nothing needs concurrent callbacks: input callbacks
     # only check + store, the model and the control loop run on their own threads, and a
     # lifecycle transition blocking the executor for its duration is what the service
-    # semantics imply anyway.
+    # semantics imply anyway. The one fast input, joint states (500 Hz - 1 kHz on a humanoid),
+    # never enters this executor: each pass costs ~0.25 ms of GIL-holding Python per message,
+    # so the control thread takes the newest joint state itself at every tick (node/inputs.py).
     executor = SingleThreadedExecutor()
     rc = 0
     try:

@@ -17,6 +17,11 @@ on the node's (simulated) clock instead: sim time cannot be slept on. An executo
 more than the thread, and the thread more than the thread with FIFO priorities (oxygen-eval
 reports the command period's p50 / p99 from a recorded bag).
 
+Each tick first takes the newest joint state itself (`poll`: Inputs.poll, newest-only, outside
+the executor), so a command starts from the newest measured pose and the joint-state stream
+never waits for the executor nor the executor for it. How late each tick woke (its deadline ->
+its start: the GIL, other processes) and the command period are kept for the diagnostic.
+
 Every start() takes the stop Event of its run: a thread only ever reads the event it was started
 with, so a thread that outlives its join is still signalled.
 """
@@ -34,6 +39,7 @@ from oxygen_ros.robot.chunk_player import ChunkPlayer
 from oxygen_ros.robot.command_guard import command_problem
 from oxygen_ros.robot.deadman import Deadman
 from oxygen_ros.robot.interface import RobotInterface
+from oxygen_ros.robot.input_health import CpuTime, Samples
 from oxygen_ros.robot.rates import recent_rate
 from oxygen_ros.robot.shaper import GLITCH, CommandShaper, MeasuredPose
 
@@ -59,11 +65,17 @@ class ControlLoop:
     def __init__(self, node, player: ChunkPlayer, joint_names: Sequence[str], publish,
                  warn: Callable[[str, str], None], shaper: CommandShaper | None = None,
                  measured: MeasuredPose | None = None, deadman_topic: str = "",
-                 deadman_timeout_s: float = 0.5, robot: RobotInterface | None = None) -> None:
+                 deadman_timeout_s: float = 0.5, robot: RobotInterface | None = None,
+                 poll: Callable[[float], object] | None = None,
+                 cpu: CpuTime | None = None) -> None:
         """joint_names: the command names; measured: the newest state (state order); robot:
         which state value each command is measured by (None: the state is the commands')."""
         self._node = node
         self._robot = robot
+        self._poll = poll  # (tick time, node clock s) -> takes the newest joint state
+        self._cpu = cpu
+        self.late = Samples()  # seconds each thread tick woke after its deadline
+        self._poll_cpu_s = 0.0  # the CPU time of this tick's take of the joint states
         self.monotonic: Callable[[], float] = time.monotonic  # deadman, diagnostics (tests swap it)
         self.player = player
         self._names = list(joint_names)
@@ -176,12 +188,18 @@ class ControlLoop:
                 nxt = time.monotonic()
             if stop.is_set():
                 break
+            woke = time.monotonic()
+            self.late.add(woke, max(0.0, woke - nxt))
+            cpu0 = time.thread_time()
             try:
                 self.tick()
             except Exception as exc:  # noqa: BLE001
                 if not self._node.context.ok():
                     return
                 self._warn("control", f"control tick failed: {type(exc).__name__}: {exc}")
+            if self._cpu is not None:
+                poll, self._poll_cpu_s = self._poll_cpu_s, 0.0
+                self._cpu.add("control_ticks", time.thread_time() - cpu0 - poll)
 
     # -- chunk gate (inference thread) ----------------------------------------------------------
     def admit(self, chunk: np.ndarray, stamp: float, now: float) -> tuple[str | None, bool]:
@@ -217,6 +235,10 @@ class ControlLoop:
     def tick(self) -> None:
         now = self._node.get_clock().now()
         t = now.nanoseconds * 1e-9
+        if self._poll is not None:
+            cpu0 = time.thread_time()
+            self._poll(t)  # the newest joint state: the measured pose of this tick
+            self._poll_cpu_s += time.thread_time() - cpu0  # counted as joint states', not here
         sample = self.player.tick(t)  # a played step (rtc counts them)
         mono = self.monotonic()
         self._count_deadman_publishers(mono)
@@ -382,6 +404,9 @@ class ControlLoop:
         else:  # sync: resting after a chunk's last step until one observed at rest is normal
             level, message = "OK", "commanding" + (" (sync: each chunk to its end, the next one "
                                                    "observed at rest)" if sync else "")
+        ticks = list(self.ticks)
+        periods = sorted(b - a for a, b in zip(ticks, ticks[1:]) if now - b < HELD_WINDOW_S)
+        late = self.late.window(now, HELD_WINDOW_S)
         limited = [n for n, t in zip(self._names, self.limited_at) if now - t < LIMITED_WINDOW_S]
         if limited and active and level == "OK":
             message += f"; velocity/acceleration limited: {', '.join(limited)}"
@@ -397,6 +422,14 @@ class ControlLoop:
             "limited_joints": ", ".join(limited),
             "gated_chunks": self.shaper.gated, "last_gate_refusal": self.gate_message,
             "control_scheduling": self.scheduling,
+            # p50 / p99 / max of the period between the last (up to 256) commands of the last
+            # 2 s; p50 / p99 of how late the thread woke for its ticks, and the worst
+            "command_period_ms": ("n/a" if not periods else
+                                  f"{1e3 * periods[len(periods) // 2]:.2f} / "
+                                  f"{1e3 * periods[min(len(periods) - 1, int(0.99 * len(periods)))]:.2f}"
+                                  f" / {1e3 * periods[-1]:.2f}"),
+            "tick_late_ms": "n/a" if late is None else f"{late[1] * 1e3:.2f} / {late[2] * 1e3:.2f}",
+            "tick_late_max_ms": "n/a" if late is None else round(late[3] * 1e3, 2),
             "deadman": ("off" if not self.deadman.enabled else
                         f"holding: {self.deadman_why}" if self.deadman_why else "go"),
             "deadman_publishers": self.deadman.publishers,

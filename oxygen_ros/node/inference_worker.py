@@ -36,8 +36,10 @@ class InferenceWorker:
                  publishers, text, joint_names: list[str], instruction: str, frame_id: str,
                  warn: Callable[[str, str], None], node, camera_slots: tuple[int, ...] = (),
                  n_action_steps: int = 0, decode: Callable[[Pair], list | None] | None = None,
-                 admit: Callable[..., tuple[str | None, bool]] | None = None) -> None:
+                 admit: Callable[..., tuple[str | None, bool]] | None = None,
+                 cpu: Any = None) -> None:
         self.engine = engine
+        self._cpu = cpu  # robot/input_health.CpuTime: the frames' CPU time, for the diagnostics
         self._decode = decode  # Inputs.decode_pair: the pair's camera images, None if refused
         # (chunk, stamp, now) -> (refusal, publish): the control loop's start gate / deadman
         self._admit = admit
@@ -106,6 +108,7 @@ class InferenceWorker:
             pair = self.mailbox.get(timeout=0.1)
             if pair is None or stop.is_set():
                 continue
+            cpu0 = time.thread_time()
             try:
                 self.frame(pair)
             except Exception as exc:  # noqa: BLE001 - keep running; report in diagnostics
@@ -115,6 +118,9 @@ class InferenceWorker:
                 self.last_error = f"{type(exc).__name__}: {exc}"
                 self.last_error_at = time.monotonic()
                 self._warn("step", f"inference failed on a frame: {self.last_error}")
+            finally:
+                if self._cpu is not None:
+                    self._cpu.add("inference", time.thread_time() - cpu0)
 
     # -- one frame ------------------------------------------------------------------------------
     def frame(self, pair: Pair) -> Any:

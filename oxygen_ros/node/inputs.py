@@ -16,10 +16,26 @@ the pairing buffers, so pairing goes on with the next sanely stamped message. Wh
 clock itself jumps back by more than that, the buffers are reset. With use_sim_time and no
 /clock yet (time 0), stamped inputs are refused saying so.
 
-What is lost is said (robot/input_health.py, over the last HEALTH_WINDOW_S): per topic the
-received rate of the current window, the messages the publisher sent and that never arrived
-(gaps in the header stamps, and the middleware's own message-lost reports), and the stamp lag;
-a camera whose stamps differ from the joint states' by more than `max_skew_s` is named.
+Joint states are taken newest-only, never through the executor: their subscription keeps one
+message (KEEP_LAST 1) in a callback group no executor waits on (`PolledGroup`), and `poll()` takes
+the newest one at the start of every control tick (the control thread: a command always starts
+from the newest measured pose, and a 500 Hz - 1 kHz driver costs the node one take per tick,
+not one executor pass per message: ~0.25 ms of Python each, measured) and, while the node is
+not active (no ticks), from an IDLE_POLL_HZ executor timer. The messages overwritten in between
+are counted (the publication sequence numbers), as information.
+
+What each input is worth is said (robot/input_health.py, over the last HEALTH_WINDOW_S):
+- joint states, a state stream where only the newest message matters, by freshness: the age of
+  the newest joint state when a command (p50 / p99) and an inference used it, and the rate its
+  publisher sends at; WARN when it is stale, sends slower than `min_rate_hz` or than half the
+  rate it kept before (slowed), or is older than `max_age_s` when used (p99: a late stream, or
+  one stamped behind the node clock). Intermediates it dropped are not a problem;
+- cameras by loss: the received rate of the current window, what the publisher sent and never
+  arrived (publication sequence numbers; without them gaps in the header stamps, and the
+  middleware's own message-lost reports), a slowed publisher as above, and the stamp lag; a
+  camera whose stamps differ from the joint states' by more than `max_skew_s` is named.
+The longest wait of a camera callback behind other work in the executor (arrival in the
+middleware -> callback) and the CPU time by kind of work are shown too.
 Camera QoS (`reliability`): "auto" subscribes reliable when every publisher of the topic is
 reliable (checked once a second: a best-effort subscription to a reliable publisher turns the
 link best effort, and Fast DDS then loses most images over 512 KiB on one machine:
@@ -27,9 +43,11 @@ docs/cameras.md), else best effort; "reliable" / "best_effort" force one.
 """
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any, Callable, Sequence
 
+from rclpy.callback_groups import CallbackGroup
 from rclpy.event_handler import SubscriptionEventCallbacks
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 
@@ -38,7 +56,7 @@ from sensor_msgs.msg import CompressedImage, Image, JointState
 from . import conversions as conv
 from oxygen_ros.robot.images import (COMPRESSED, DEFAULT_MAX_SIDE, CameraError, CameraFrame,
                                      decode_frames)
-from oxygen_ros.robot.input_health import TopicHealth, Window
+from oxygen_ros.robot.input_health import CpuTime, Samples, TopicHealth, Window
 from oxygen_ros.robot.pairing import Mailbox, Pair, Pairer
 from oxygen_ros.robot.shaper import MeasuredPose
 from oxygen_ros.robot.values import joint_state_to_vector
@@ -51,6 +69,39 @@ QOS_CHECK_S = 1.0  # how often "auto" compares a camera's QoS with its publisher
 RELIABILITIES = ("auto", "best_effort", "reliable")
 CAMERA_RELIABLE_QOS = QoSProfile(depth=5, reliability=ReliabilityPolicy.RELIABLE,
                                  history=HistoryPolicy.KEEP_LAST)
+# joint states: the newest only (best effort matches reliable and best-effort publishers)
+JOINT_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT,
+                       history=HistoryPolicy.KEEP_LAST)
+IDLE_POLL_HZ = 50.0  # joint states are taken this often while no control tick takes them
+SLOWED_FRACTION = 0.5  # a publisher below this part of the rate it kept before has slowed
+CPU_KINDS = ("joint_states", "camera_callbacks", "control_ticks", "inference")
+
+
+class PolledGroup(CallbackGroup):
+    """A callback group no executor runs: its subscription is taken by `Inputs.poll`."""
+
+    def can_execute(self, entity: Any) -> bool:
+        return False
+
+    def beginning_execution(self, entity: Any) -> bool:
+        return False
+
+    def ending_execution(self, entity: Any) -> None:
+        pass
+
+
+def _info(info: Any) -> tuple[int | None, object, int | None]:
+    """(publication sequence number, publisher id, reception time in system ns) from rclpy's
+    MessageInfo (None where the middleware or a caller gives none)."""
+    if not isinstance(info, dict):
+        return None, None, None
+    gid = info.get("publisher_gid")
+    data = gid.get("data") if isinstance(gid, dict) else gid
+    try:
+        pub = None if data is None else bytes(data)
+    except (TypeError, ValueError):
+        pub = None
+    return info.get("publication_sequence_number"), pub, info.get("received_timestamp")
 
 
 class Inputs:
@@ -58,7 +109,7 @@ class Inputs:
                  joint_names: Sequence[str], tolerance_s: float, max_offset_s: float,
                  warn: Callable[[str, str], None], transports: Sequence[str] = (),
                  max_side: int = DEFAULT_MAX_SIDE, reliability: str = "auto",
-                 max_skew_s: float = 0.25) -> None:
+                 max_skew_s: float = 0.25, min_rate_hz: float = 0.0, max_age_s: float = 0.1) -> None:
         if reliability not in RELIABILITIES:
             raise ValueError(f"camera reliability must be one of {RELIABILITIES}, got {reliability!r}")
         self._node = node
@@ -85,11 +136,18 @@ class Inputs:
             self.camera_reliable.append(reliability == "reliable")
             self._cams.append(self._camera_subscription(i))
         self.stats[joint_topic] = TopicHealth(joint_topic, HEALTH_WINDOW_S)
-        # best effort matches reliable and best-effort publishers (drivers use either)
-        js_qos = QoSProfile(depth=20, reliability=ReliabilityPolicy.BEST_EFFORT,
-                            history=HistoryPolicy.KEEP_LAST)
-        self._joint_sub = node.create_subscription(JointState, joint_topic, self._joint_cb, js_qos,
-                                                   event_callbacks=self._events(joint_topic))
+        self.min_rate_hz = float(min_rate_hz)  # joint states slower than this: WARN (0: off)
+        self.max_age_s = float(max_age_s)  # ... older than this when used (p99): WARN
+        self.cpu = CpuTime(CPU_KINDS)
+        self.age_at_command = Samples()  # seconds: the newest joint state when a tick took it
+        self.age_at_inference = {t: Samples(256) for t in (*self.camera_topics, joint_topic)}
+        self.executor_delay = Samples()  # seconds: a camera message's wait for its callback
+        self._newest_state: float | None = None  # the newest joint state's stamp (node clock s)
+        self._poll_lock = threading.Lock()
+        self._polled_at = float("-inf")  # monotonic
+        self._joint_sub = node.create_subscription(JointState, joint_topic, lambda m: None,
+                                                   JOINT_QOS, callback_group=PolledGroup())
+        self._idle_timer = node.create_timer(1.0 / IDLE_POLL_HZ, self._idle_poll)
         self._qos_timer = (node.create_timer(QOS_CHECK_S, self.match_publishers)
                            if reliability == "auto" else None)
         if self._qos_timer is not None:
@@ -110,7 +168,9 @@ class Inputs:
         topic, transport = self.camera_topics[index], self.transports[index]
         mtype = CompressedImage if transport == COMPRESSED else Image
         qos = CAMERA_RELIABLE_QOS if self.camera_reliable[index] else qos_profile_sensor_data
-        return self._node.create_subscription(mtype, topic, self._image_cb(index, topic, transport),
+        cb = self._image_cb(index, topic, transport)
+        # two parameters: rclpy then hands the message info (sequence number, arrival time)
+        return self._node.create_subscription(mtype, topic, lambda msg, info: cb(msg, info),
                                               qos, event_callbacks=self._events(topic))
 
     def match_publishers(self) -> None:
@@ -135,6 +195,9 @@ class Inputs:
         if self._qos_timer is not None:
             self._node.destroy_timer(self._qos_timer)
             self._qos_timer = None
+        if self._idle_timer is not None:
+            self._node.destroy_timer(self._idle_timer)
+            self._idle_timer = None
         for sub in (*self._cams, self._joint_sub):
             if sub is not None:
                 self._node.destroy_subscription(sub)
@@ -143,10 +206,14 @@ class Inputs:
     def open(self) -> None:
         self.mailbox.reopen()
         self.accepting = True
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()  # active: every control tick takes the joint states
 
     def close(self) -> None:
         self.accepting = False
         self.mailbox.close()
+        if self._idle_timer is not None:
+            self._idle_timer.reset()
 
     # -- callbacks (convert + store only) -------------------------------------------------------
     def _stamp_of(self, header) -> tuple[float, Any, str | None, float | None]:
@@ -157,6 +224,7 @@ class Inputs:
         if now < self._last_now - self.max_offset_s:  # our clock jumped back (sim reset, ...)
             self.clock_jumps += 1
             self.pairer.reset()
+            self._newest_state = None
             self._warn("clock_jump", f"node clock jumped back {self._last_now - now:.2f} s: "
                        "pairing restarted")
         self._last_now = now
@@ -177,7 +245,17 @@ class Inputs:
         self._warn(f"bad:{topic}", f"dropping input on {topic}: {reason}")
 
     def _image_cb(self, index: int, topic: str, transport: str):
-        def callback(msg: Any) -> None:
+        def callback(msg: Any, info: Any = None) -> None:
+            cpu0 = time.thread_time()
+            try:
+                checked(msg, info)
+            finally:
+                self.cpu.add("camera_callbacks", time.thread_time() - cpu0)
+
+        def checked(msg: Any, info: Any) -> None:
+            seq, pub, arrived_ns = _info(info)
+            if arrived_ns:  # how long it waited behind other work in the executor
+                self.executor_delay.add(time.monotonic(), (time.time_ns() - arrived_ns) * 1e-9)
             t, stamp, reason, lag = self._stamp_of(msg.header)  # the cheap checks only
             if reason:
                 self._refuse(topic, reason)
@@ -188,20 +266,55 @@ class Inputs:
                 self._refuse(topic, str(exc))
                 return
             self.pairer.add_image(index, t, frame, stamp)
-            self.stats[topic].good(time.monotonic(), None if lag is None else t, lag)
+            self.stats[topic].good(time.monotonic(), None if lag is None else t, lag, seq, pub)
             self._offer()
         return callback
 
     def decode_pair(self, pair: Pair) -> list | None:
         """The pair's camera images (RGB uint8 at each camera's size), decoded now, once; None
-        when one does not decode (refused on its topic: throttled warning, diagnostics)."""
+        when one does not decode (refused on its topic: throttled warning, diagnostics). The
+        worker calls it as its inference starts: the age of each input it uses is noted."""
+        now, mono = self._node.get_clock().now().nanoseconds * 1e-9, time.monotonic()
+        for topic, t in zip(self.camera_topics, pair.image_stamps):
+            self.age_at_inference[topic].add(mono, now - t)
+        self.age_at_inference[self.joint_topic].add(mono, now - pair.state_stamp)
         try:
             return decode_frames(pair.images)
         except CameraError as exc:
             self._refuse(self.camera_topics[exc.camera], str(exc))
             return None
 
-    def _joint_cb(self, msg: JointState) -> None:
+    def poll(self, now: float | None = None) -> bool:
+        """Take the newest joint state, if one came since the last take (the control thread at
+        every tick, else the idle timer); `now` (node clock s, a control tick's time): the age
+        of the newest joint state is noted as the age a command used. Whether one came."""
+        cpu0 = time.thread_time()
+        with self._poll_lock:
+            self._polled_at = time.monotonic()
+            sub, taken = self._joint_sub, None
+            try:
+                while sub is not None:  # KEEP_LAST 1: at most one, unless it came meanwhile
+                    with sub.handle:
+                        got = sub.handle.take_message(sub.msg_type, sub.raw)
+                    if got is None:
+                        break
+                    taken = got
+            except Exception:  # noqa: BLE001 - destroyed meanwhile (cleanup): nothing to take
+                taken = None
+            if taken is not None:
+                self._joint_cb(*taken)
+            if now is not None and self._newest_state is not None:
+                self.age_at_command.add(self._polled_at, now - self._newest_state)
+        self.cpu.add("joint_states", time.thread_time() - cpu0)
+        return taken is not None
+
+    def _idle_poll(self) -> None:
+        if time.monotonic() - self._polled_at >= 1.0 / IDLE_POLL_HZ:
+            self.poll()
+
+    def _joint_cb(self, msg: JointState, info: Any = None) -> None:
+        """One joint state taken (poll; tests call it directly)."""
+        seq, pub, _ = _info(info)
         t, stamp, reason, lag = self._stamp_of(msg.header)
         if reason:
             self._refuse(self.joint_topic, reason)
@@ -213,7 +326,8 @@ class Inputs:
             return
         self.pairer.add_state(t, vec, stamp)
         self.measured.update(t, vec)
-        self.stats[self.joint_topic].good(time.monotonic(), None if lag is None else t, lag)
+        self._newest_state = t if self._newest_state is None else max(self._newest_state, t)
+        self.stats[self.joint_topic].good(time.monotonic(), None if lag is None else t, lag, seq, pub)
         self._offer()
 
     def _offer(self) -> None:
@@ -234,15 +348,25 @@ class Inputs:
         for topic, st in self.stats.items():
             w = windows[topic] = st.window(now)
             age = None if st.last_ok is None else now - st.last_ok
+            state = topic == self.joint_topic
             values[f"{topic} rate_hz"] = round(w.received_hz, 2)  # received, current window
             values[f"{topic} published_hz"] = round(w.published_hz, 2)
-            values[f"{topic} lost_pct"] = round(100.0 * w.lost_fraction, 1)
-            values[f"{topic} lost"] = w.lost  # in the window: stamp gaps or middleware reports
+            # a state stream taken newest-only drops by design: information, not loss
+            what = "dropped" if state else "lost"
+            values[f"{topic} {what}_pct"] = round(100.0 * w.lost_fraction, 1)
+            values[f"{topic} {what}"] = w.lost  # in the window (sequence numbers, or stamp gaps)
             values[f"{topic} received"] = st.ok  # totals since configure
+            values[f"{topic} {what}_total"] = st.dropped_total
             values[f"{topic} transport_lost"] = st.transport_lost_total
+            values[f"{topic} counted_by"] = "sequence numbers" if w.sequenced else "stamp gaps"
             values[f"{topic} stamp_lag_s"] = "unknown" if w.lag_s is None else round(w.lag_s, 4)
             values[f"{topic} age_s"] = "never" if age is None else float(age)
             values[f"{topic} bad"] = st.bad
+            inference = self.age_at_inference[topic].window(now, HEALTH_WINDOW_S)
+            values[f"{topic} age_at_inference_ms"] = _ms(inference)
+            if state:
+                used = self.age_at_command.window(now, HEALTH_WINDOW_S)
+                values[f"{topic} age_at_command_ms"] = _ms(used)
             if topic in self.camera_topics:
                 i = self.camera_topics.index(topic)
                 values[f"{topic} qos"] = "reliable" if self.camera_reliable[i] else "best effort"
@@ -250,7 +374,11 @@ class Inputs:
                 values[f"{topic} last_error"] = st.last_error
             if age is None or age > timeout_s:
                 problems.append(f"{topic} stale")
-            elif w.lost >= LOSS_WARN_MIN and w.lost_fraction >= LOSS_WARN_FRACTION:
+            elif slowed := self._slowed_text(topic, st, w):
+                problems.append(slowed)
+            elif state and (late := self._age_text(topic, w, used)):
+                problems.append(late)
+            elif not state and w.lost >= LOSS_WARN_MIN and w.lost_fraction >= LOSS_WARN_FRACTION:
                 problems.append(self._loss_text(topic, w))
                 if active:
                     self._warn(f"lost:{topic}", problems[-1])  # throttled per topic
@@ -260,16 +388,45 @@ class Inputs:
             problems.append(text)
             if active:
                 self._warn(f"skew:{text.split(' ', 1)[0]}", text)
+        delay = self.executor_delay.window(now, HEALTH_WINDOW_S)
+        values["executor_delay_ms"] = _ms(delay)  # camera callbacks: arrival -> callback
+        values["executor_delay_max_ms"] = "n/a" if delay is None else round(delay[3] * 1e3, 2)
+        for kind, total in self.cpu.totals.items():
+            values[f"cpu_s {kind}"] = round(total, 4)
         values["dropped_frames"] = self.mailbox.dropped
         values["paired_frames"] = self.mailbox.put_count
         values["clock_jumps"] = self.clock_jumps
         level = "WARN" if problems and active else "OK"
         return level, "; ".join(problems) or "all inputs fresh", values
 
-    def _loss_text(self, topic: str, w: Window) -> str:
+    def _slowed_text(self, topic: str, st: TopicHealth, w: Window) -> str:
+        """A publisher sending slower than it did (below half its best whole-window rate) or,
+        for joint states, than `min_rate_hz`; '' when not."""
         what = "camera" if topic in self.camera_topics else "joint states"
+        rate = w.published_hz
+        if w.seconds < st.window_s:
+            return ""  # not a whole window yet
+        if topic == self.joint_topic and self.min_rate_hz > 0 and rate < self.min_rate_hz:
+            return (f"{what} {topic} sent at {rate:.1f} Hz, below joint_state_min_rate_hz "
+                    f"{self.min_rate_hz:g}")
+        if st.peak_hz > 0 and rate < SLOWED_FRACTION * st.peak_hz:
+            return f"{what} {topic} slowed to {rate:.1f} Hz (it sent {st.peak_hz:.1f} Hz before)"
+        return ""
+
+    def _age_text(self, topic: str, w: Window, used: tuple | None) -> str:
+        """Joint states older than `max_age_s` when commands used them (p99), or, with no
+        command using them (inactive), stamped further behind the node clock; '' when not."""
+        if used is not None and used[2] > self.max_age_s:
+            return (f"joint states {topic} {used[2] * 1e3:.1f} ms old when used (p99 of the last "
+                    f"{HEALTH_WINDOW_S:g} s; joint_state_max_age_s {self.max_age_s:g})")
+        if used is None and w.lag_s is not None and w.lag_s > self.max_age_s:
+            return (f"joint states {topic} stamped {w.lag_s * 1e3:.1f} ms behind the node clock "
+                    f"(joint_state_max_age_s {self.max_age_s:g})")
+        return ""
+
+    def _loss_text(self, topic: str, w: Window) -> str:
         where = " (the middleware reported them lost: docs/cameras.md)" if w.transport_lost else ""
-        return (f"{what} {topic} received {w.received_hz:.1f} Hz of {w.published_hz:.1f} Hz "
+        return (f"camera {topic} received {w.received_hz:.1f} Hz of {w.published_hz:.1f} Hz "
                 f"published: {100 * w.lost_fraction:.0f}% lost{where}")
 
     def _skew_problems(self, windows: dict[str, Window]) -> list[str]:
@@ -284,3 +441,8 @@ class Inputs:
             out.append(f"{late} stamped {abs(joints - cam):.2f} s behind {early} (max_stamp_skew_s "
                        f"{self.max_skew_s:g}): observations pair inputs of different times")
         return out
+
+
+def _ms(stats: tuple[int, float, float, float] | None) -> str:
+    """'p50 / p99' in ms of a Samples window, or 'n/a'."""
+    return "n/a" if stats is None else f"{stats[1] * 1e3:.2f} / {stats[2] * 1e3:.2f}"

@@ -16,9 +16,10 @@
 Parameters: validated once in the on-set callback (_check_params), applied in the post-set
 callback (_apply_params), ros2/demos' pattern.
 
-main() spins a SingleThreadedExecutor (see main.py for why), so callbacks never run
-concurrently and the node uses no callback groups: callbacks only convert and store, the model
-and the control loop run on their own threads.
+main() spins a SingleThreadedExecutor (see cli/node.py for why), so callbacks never run
+concurrently: callbacks only convert and store, the model and the control loop run on their own
+threads, and the joint states are not the executor's at all (taken newest-only by the control
+thread at each tick: inputs.py).
 
 Lifecycle: configure builds a Runtime (engine, player, parts, topics); activate starts a Run
 (one stop Event shared by the worker and control threads of that activation only, never
@@ -201,18 +202,21 @@ class OxygenNode(LifecycleNode):
         inputs = Inputs(self, p["camera_topics"], p["joint_state_topic"], list(robot.state_names),
                         p["stamp_tolerance_s"], p["max_stamp_offset_s"], self._warn,
                         transports=built.camera_transports, max_side=p["camera_max_side"],
-                        reliability=p["camera_reliability"], max_skew_s=p["max_stamp_skew_s"])
+                        reliability=p["camera_reliability"], max_skew_s=p["max_stamp_skew_s"],
+                        min_rate_hz=p["joint_state_min_rate_hz"], max_age_s=p["joint_state_max_age_s"])
         text = TextIO(self, pubs, Questions(int(p["ask.max_open"])), built.engine, self._warn,
                       active=lambda: self.active)
         shaper = CommandShaper(len(names), tick_s, *command.shaper_limits(), rates=command.rates,
                                measured=command.measured)
+        # each tick takes the newest joint state itself (not the executor: inputs.py)
         control = ControlLoop(self, player, names, pubs.command, self._warn, shaper, inputs.measured,
-                              p["deadman.topic"], p["deadman.timeout_s"], robot=robot)
+                              p["deadman.topic"], p["deadman.timeout_s"], robot=robot,
+                              poll=inputs.poll, cpu=inputs.cpu)
         # self.rt.mapping is read per frame: joint limits are live for normalisation too
         worker = InferenceWorker(built.engine, lambda: self.rt.mapping, player, inputs.mailbox, pubs,
                                  text, names, p["instruction"], p["markers.frame_id"], self._warn, self,
                                  camera_slots=built.camera_slots, n_action_steps=steps,
-                                 decode=inputs.decode_pair, admit=control.admit)
+                                 decode=inputs.decode_pair, admit=control.admit, cpu=inputs.cpu)
         rt = Runtime(built, names, mapping, player, pubs, inputs, text, worker, control, robot)
         rt.diag = Diagnostics(self, pubs, self._diagnostics, self._warn)
         rt.recording = Recording(self, p, self._warn, heads) if p["record.enabled"] else None

@@ -190,6 +190,12 @@ NODE_PARAMETERS: tuple[Spec, ...] = (
          CONFIGURE, (0.0, 3600.0), unit="s"),
     Spec("joint_state_topic", "string", "/joint_states", "sensor_msgs/JointState input", CONFIGURE,
          nonempty=True),
+    Spec("joint_state_min_rate_hz", "double", 0.0, "joint states sent slower than this are named "
+         "in `oxygen: inputs` (0 = only a stream slowed below half the rate it kept before)",
+         CONFIGURE, (0.0, 100000.0), unit="Hz"),
+    Spec("joint_state_max_age_s", "double", 0.1, "joint states older than this when commands use "
+         "them (p99 over the last 2 s; stamped this far behind while inactive) are named in "
+         "`oxygen: inputs`", CONFIGURE, (0.001, 3600.0), unit="s"),
     Spec("joint_names", "string_array",
          ["joint_1", "joint_2", "joint_3", "joint_4", "joint_5", "joint_6"],
          "joints of the state vector and of the commands, in model order (what state_names and "

@@ -273,3 +273,181 @@ def test_16_bit_images_are_refused_with_the_reason(node, decodes):
         assert "more than 8 bits per channel" in raw_inputs.stats["/test/cam"].last_error
     assert decodes["n"] == 0
     raw_inputs.destroy()
+
+
+# -- joint states under a humanoid's load (issue 36): freshness, not loss ------------------------
+# Every figure the inputs diagnostic prints for a joint-state stream is checked against what the
+# test's sender really sent. The node takes joint states newest-only (Inputs.poll, as its control
+# thread does at every tick, here at 200 Hz); the window is shortened to keep the tests short.
+WINDOW_S = 0.6
+POLL_HZ = 200.0
+
+
+@pytest.fixture
+def load_inputs(node, monkeypatch):
+    import oxygen_ros.node.inputs as inputs_mod
+
+    monkeypatch.setattr(inputs_mod, "HEALTH_WINDOW_S", WINDOW_S)
+    from rclpy.qos import qos_profile_sensor_data
+
+    made = []
+
+    def make(topic, **kw):
+        inputs = Inputs(node, ["/test/load_cam"], topic, JOINTS, 0.05, 1.0, lambda k, t: None, **kw)
+        inputs.open()
+        pub = node.create_publisher(JointState, topic, qos_profile_sensor_data)
+        made.append((inputs, pub))
+        deadline = time.monotonic() + 5.0  # discovery (same process: quick)
+        while pub.get_subscription_count() < 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return inputs, pub
+    yield make
+    for inputs, pub in made:
+        inputs.destroy()
+        node.destroy_publisher(pub)
+
+
+class _Sender:
+    """Publishes joint states by a schedule of send times (s after start), stamped with the node
+    clock minus `lag`, while a thread takes them at POLL_HZ like the control loop; records what
+    it sent (monotonic) and what each take found."""
+
+    def __init__(self, node, inputs, pub, lag: float = 0.0) -> None:
+        self.node, self.inputs, self.pub, self.lag = node, inputs, pub, lag
+        self.sent: list[float] = []
+        self.taken = 0
+
+    def run(self, schedule) -> None:
+        import threading
+
+        stop = threading.Event()
+
+        def poller():
+            nxt = time.monotonic()
+            while not stop.is_set():
+                if self.inputs.poll(self.node.get_clock().now().nanoseconds * 1e-9):
+                    self.taken += 1
+                nxt += 1.0 / POLL_HZ
+                time.sleep(max(0.0, nxt - time.monotonic()))
+        th = threading.Thread(target=poller, daemon=True)
+        th.start()
+        js = JointState(name=list(JOINTS), position=[0.1] * len(JOINTS))
+        t0 = time.monotonic()
+        for at in schedule:
+            delay = t0 + at - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            js.header.stamp = _stamp_at(_node_s(self.node) - self.lag)
+            self.pub.publish(js)
+            self.sent.append(time.monotonic())
+        time.sleep(2.0 / POLL_HZ)  # the last one taken
+        stop.set()
+        th.join()
+
+    def sent_hz(self, end: float, seconds: float = WINDOW_S) -> float:
+        """What the sender really sent over the `seconds` before `end` (monotonic: when the
+        diagnostic was asked; a message is taken at most a take period after it was sent)."""
+        return sum(1 for t in self.sent if 0 <= end - t - 0.5 / POLL_HZ < seconds) / seconds
+
+
+def _steady(hz, seconds, start=0.0):
+    return [start + i / hz for i in range(int(hz * seconds))]
+
+
+def _figures(values, topic):
+    return (values[f"{topic} published_hz"], values[f"{topic} rate_hz"], values[f"{topic} dropped"],
+            values[f"{topic} dropped_pct"])
+
+
+@pytest.mark.parametrize("hz", [500.0, 1000.0])
+def test_a_fast_joint_stream_taken_newest_only_is_fresh_and_its_figures_are_what_was_sent(
+        node, load_inputs, hz):
+    """Issue 36: 'received 499.0 Hz of 1541.5 Hz published: 68% lost' for a 500 Hz driver.
+    Now: the publisher's rate is what it sent, the intermediates dropped by taking the newest
+    only are information (OK), and commands used a joint state a few ms old."""
+    topic = f"/test/js{int(hz)}"
+    inputs, pub = load_inputs(topic)
+    s = _Sender(node, inputs, pub)
+    s.run(_steady(hz, 1.5 * WINDOW_S))
+    level, message, values = inputs.status(10.0, True)
+    published, received, dropped, pct = _figures(values, topic)
+    truth = s.sent_hz(time.monotonic())
+    assert topic not in message, (message, values)  # no problem (the camera sends nothing here)
+    assert published == pytest.approx(truth, rel=0.03), (published, truth)
+    assert received <= POLL_HZ * 1.05, received  # newest only: at most one per take
+    assert values[f"{topic} received"] == s.taken  # every take that found one, and only those
+    assert dropped == pytest.approx((published - received) * WINDOW_S, abs=2), values
+    assert pct == pytest.approx(100 * dropped / (published * WINDOW_S), abs=0.5), values
+    assert values[f"{topic} counted_by"] == "sequence numbers"
+    p50, p99 = (float(x) for x in values[f"{topic} age_at_command_ms"].split(" / "))
+    assert 0.0 <= p50 <= p99 < 50.0, values  # the newest, ms old (a loaded machine: < 50)
+
+
+def test_a_bursty_joint_stream_is_counted_by_what_it_sent_not_its_stamp_gaps(node, load_inputs):
+    """A 500 Hz sender that falls behind and catches up in bursts (ten messages back to back
+    every 20 ms): its stamp gaps are 0 or 20 ms, never its period. The stamps' guess counted
+    several periods per gap (the grown 'published' figure); the sequence numbers do not."""
+    topic = "/test/js_bursty"
+    inputs, pub = load_inputs(topic)
+    s = _Sender(node, inputs, pub)
+    s.run([0.02 * (i // 10) for i in range(int(500 * 1.5 * WINDOW_S))])
+    level, message, values = inputs.status(10.0, True)
+    truth = s.sent_hz(time.monotonic())
+    published = values[f"{topic} published_hz"]
+    assert topic not in message, (message, values)
+    assert published == pytest.approx(truth, rel=0.05), (published, truth)
+
+
+def test_a_stalled_joint_stream_is_named_stale(node, load_inputs):
+    topic = "/test/js_stalled"
+    inputs, pub = load_inputs(topic)
+    s = _Sender(node, inputs, pub)
+    s.run(_steady(500.0, 1.2 * WINDOW_S))
+    time.sleep(0.35)  # the driver stopped
+    level, message, values = inputs.status(0.3, True)
+    assert level == "WARN" and f"{topic} stale" in message, message
+    assert values[f"{topic} age_s"] > 0.3
+
+
+def test_a_joint_stream_slowed_to_a_tenth_is_named_with_its_rate(node, load_inputs):
+    topic = "/test/js_slowed"
+    inputs, pub = load_inputs(topic)
+    s = _Sender(node, inputs, pub)
+    fast = _steady(500.0, 1.4 * WINDOW_S)
+    # one status in the fast part (the diagnostic's 1 Hz timer: the rate it kept)
+    s.run(fast)
+    level, message, _ = inputs.status(10.0, True)
+    before = s.sent_hz(time.monotonic())
+    assert topic not in message, message
+    s.run(_steady(50.0, 1.4 * WINDOW_S))
+    level, message, values = inputs.status(10.0, True)
+    after = s.sent_hz(time.monotonic())
+    assert level == "WARN" and f"joint states {topic} slowed to" in message, message
+    import re
+
+    now_hz, was_hz = (float(x) for x in re.search(r"slowed to ([\d.]+) Hz \(it sent ([\d.]+) Hz",
+                                                   message).groups())
+    assert now_hz == pytest.approx(after, rel=0.1), (now_hz, after)
+    assert was_hz == pytest.approx(before, rel=0.05), (was_hz, before)
+
+
+def test_a_joint_stream_below_its_set_rate_or_stamped_late_is_named(node, load_inputs):
+    topic = "/test/js_min"
+    inputs, pub = load_inputs(topic, min_rate_hz=300.0)
+    s = _Sender(node, inputs, pub)
+    s.run(_steady(100.0, 1.2 * WINDOW_S))
+    level, message, values = inputs.status(10.0, True)
+    truth = s.sent_hz(time.monotonic())
+    assert level == "WARN" and f"joint states {topic} sent at" in message, message
+    import re
+
+    rate = float(re.search(r"sent at ([\d.]+) Hz, below joint_state_min_rate_hz 300", message).group(1))
+    assert rate == pytest.approx(truth, rel=0.1), (rate, truth)
+    topic = "/test/js_lagging"
+    inputs, pub = load_inputs(topic, max_age_s=0.05)
+    s = _Sender(node, inputs, pub, lag=0.2)
+    s.run(_steady(500.0, 1.2 * WINDOW_S))
+    level, message, values = inputs.status(10.0, True)
+    old = float(re.search(rf"joint states {topic} ([\d.]+) ms old when used", message).group(1))
+    assert level == "WARN" and "joint_state_max_age_s 0.05" in message, message
+    assert 200.0 <= old < 260.0, message  # stamped 200 ms behind, + at most a take's wait

@@ -99,3 +99,25 @@ def test_memory_is_bounded_for_a_fast_topic():
     assert len(h._seen) == 256
     w = h.window(end + 0.01)
     assert w.received_hz == pytest.approx(1000.0, rel=0.02) and w.lost == 0
+
+
+def test_sequence_numbers_count_what_each_publisher_sent_whatever_its_timing():
+    """Issue 36: messages dropped between two taken ones are the jump in the publisher's
+    publication sequence number (per publisher), exact for a bursty sender whose stamp gaps
+    say nothing of its period; a reordered sample counts nothing, and the stamps' guess is not
+    used."""
+    h = TopicHealth("/js", window_s=10.0)
+    t = 0.0
+    # publisher a sends 1..400 in bursts of 10 every 20 ms; the node takes every 4th
+    for seq in range(4, 401, 4):
+        t = 0.02 * (seq // 10) + 1e-4 * (seq % 10)
+        h.good(t, stamp=t, seq=seq, publisher=b"a")
+    w = h.window(t + 1e-3)
+    assert w.sequenced and w.missing == 0  # no stamp-gap guess
+    assert (w.received, w.dropped) == (100, 396 - 99)  # 4..400 sent after the first taken
+    # at start-up the rate is over the span since the first one taken: the 396 sent after it
+    assert w.published_hz == pytest.approx(396 / w.seconds)
+    h.good(t + 0.001, seq=399, publisher=b"a")  # reordered: nothing
+    h.good(t + 0.002, seq=1, publisher=b"b")  # a second publisher: its own count
+    h.good(t + 0.003, seq=3, publisher=b"b")
+    assert h.dropped_total == 396 - 99 + 1

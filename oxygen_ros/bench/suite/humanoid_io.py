@@ -1,0 +1,356 @@
+"""Humanoid I/O: does one node hold a humanoid's rates while the model runs? (Not a CI test.)
+
+A fake humanoid in this process (bench/fake_humanoid.py) sends 30 joint positions at 500 Hz
+or 1 kHz and three 640x480 cameras at 30 Hz (raw rgb8, then jpeg) to an `oxygen_node` process
+(oxygen mode, k=1, N=30, a memory request every frame; commands at 200 or 500 Hz played from
+50 Hz chunks by interpolation). The model is `balanced` with three cameras and 32 action dims
+(random weights written to a temporary checkpoint with 30-joint statistics), or, for the
+comparison with issue 36's figures, the `balanced` preset with its one camera. Each
+configuration is a fresh node process, measured for --seconds after a warm-up; each model and
+transport is also run "without the input load" (joint states at 50 Hz, commands at 50 Hz).
+
+Per configuration: the command period's p50 / p99 / max from the commands' header stamps (the
+node's tick times) and the ticks more than 4 periods apart; the longest executor stall (a
+callback's start after its message arrived in the middleware, the node's `executor_delay`); the
+age of the joint state each command and each inference used and the images' age at inference
+(the node's diagnostics, p50 of the 2-s windows and the worst window's p99); messages received
+vs sent per stream (the node's counters against what this process sent); action Hz and tokens/s
+(~/frame_stats) against the run without the input load; CPU time by callback kind (the node's
+`cpu_s` counters; "other": the executor, the middleware's threads, the collector); what the
+`oxygen: inputs` diagnostic said. The `slow` configurations slow one stream to a tenth for the
+second half of the run: the diagnostic must name it.
+
+    source scripts/env.sh && nice -n 10 oxygen-bench humanoid-io --out benchmarks/results/humanoid-io-<date>
+
+About 25 minutes with the default 60 s per configuration (--seconds, --runs to choose).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..fake_humanoid import JOINT_TOPIC, JOINTS, FakeHumanoid, NodeOutputs
+from .node_process import ROOT, close_client, spin_client, start_node, stop_node
+
+CHUNK_HZ = 50.0  # the chunk's step rate: commands at 200 / 500 Hz interpolate between steps
+
+
+@dataclass(frozen=True)
+class Run:
+    name: str
+    cameras: int  # 3: the three-camera checkpoint; 1: the balanced preset
+    transport: str  # raw | compressed
+    joint_hz: float
+    control_hz: float
+    slow: str = ""  # "joints" / "camera": that stream at a tenth for the second half
+    priority: int = 0  # the node's control_priority (SCHED_FIFO; the inference thread one below)
+
+    @property
+    def baseline(self) -> str:
+        """The run without the input load this one is compared with."""
+        return f"{self.cameras}cam-{self.transport}-base" + ("-fifo" if self.priority else "")
+
+
+def _runs() -> list[Run]:
+    runs = [Run("1cam-raw-base", 1, "raw", 50, 50)]
+    runs += [Run(f"1cam-raw-js{int(j)}-cmd{int(c)}", 1, "raw", j, c) for j in (500, 1000) for c in (200, 500)]
+    for tr in ("raw", "compressed"):
+        runs.append(Run(f"3cam-{tr}-base", 3, tr, 50, 50))
+        runs += [Run(f"3cam-{tr}-js{int(j)}-cmd{int(c)}", 3, tr, j, c)
+                 for j in (500, 1000) for c in (200, 500)]
+    runs += [Run("3cam-raw-js500-cmd200-slow-joints", 3, "raw", 500, 200, "joints"),
+             Run("3cam-raw-js500-cmd200-slow-camera", 3, "raw", 500, 200, "camera")]
+    # as docs/node.md asks for on the robot: the control thread SCHED_FIFO 20, inference at 19
+    runs.append(Run("3cam-raw-base-fifo", 3, "raw", 50, 50, priority=20))
+    runs += [Run(f"3cam-raw-js{int(j)}-cmd{int(c)}-fifo", 3, "raw", j, c, priority=20)
+             for j in (500, 1000) for c in (200, 500)]
+    return runs
+
+
+RUNS = {r.name: r for r in _runs()}
+# the committed set (about 25 minutes at 60 s each); the others by --runs
+DEFAULT_RUNS = [
+    "1cam-raw-base", "1cam-raw-js500-cmd200",
+    "3cam-raw-base", "3cam-raw-js500-cmd200", "3cam-raw-js500-cmd500", "3cam-raw-js1000-cmd200",
+    "3cam-raw-js1000-cmd500",
+    "3cam-compressed-base", "3cam-compressed-js500-cmd200", "3cam-compressed-js1000-cmd200",
+    "3cam-raw-js500-cmd200-slow-joints", "3cam-raw-js500-cmd200-slow-camera",
+    "3cam-raw-base-fifo", "3cam-raw-js500-cmd200-fifo", "3cam-raw-js500-cmd500-fifo",
+    "3cam-raw-js1000-cmd500-fifo"]
+
+
+def checkpoint(folder: Path) -> Path:
+    """`balanced` with three cameras and 32 action dims, random weights, statistics for 30 joints."""
+    from oxygen_ros.engine.config import load_model_config
+    from oxygen_ros.engine.model import NormStats, init_model, save_lerobot_checkpoint
+    from oxygen_ros.engine.model.tokenizer import build_tiny_tokenizer
+
+    mc = load_model_config("balanced").replace(num_cameras=3)
+    n = len(JOINTS)
+    stats = NormStats.quantiles(np.full(n, -2.0, np.float32), np.full(n, 2.0, np.float32),
+                                np.full(n, -3.0, np.float32), np.full(n, 3.0, np.float32))
+    return save_lerobot_checkpoint(init_model(mc, seed=0), mc, folder / "balanced3", norm_stats=stats,
+                                   tokenizer=build_tiny_tokenizer(mc.vocab_size))
+
+
+def node_params(run: Run, topics: list[str], ck: Path | None) -> list[str]:
+    model = [f"model.checkpoint:={ck}"] if run.cameras == 3 else ["model.preset:=balanced"]
+    return model + [
+        "autostart:=true", "model.num_threads:=1", "mode:=oxygen", "decode_steps_per_frame:=1",
+        "max_decode_steps:=30", "memory.enabled:=true", "memory.every_n_frames:=1",
+        f"joint_names:={json.dumps(JOINTS)}", f"joint_state_topic:={JOINT_TOPIC}",
+        f"camera_topics:={json.dumps(topics)}",
+        f"camera_transports:={json.dumps([run.transport] * len(topics))}",
+        f"control_rate_hz:={run.control_hz:.1f}", f"chunk_rate_hz:={CHUNK_HZ:.1f}",
+        f"control_priority:={run.priority}",
+        # a loaded machine makes frames slow: chunks must not be stale on arrival (the timing of
+        # the commands is measured, not what a slow model makes of them)
+        "observation_timeout_s:=3.0"]
+
+
+def cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _num(v: str | None) -> float | None:
+    try:
+        return float(v) if v is not None else None
+    except ValueError:
+        return None
+
+
+def _pct(xs, q: float) -> float:
+    return float(np.percentile(xs, q)) if len(xs) else float("nan")
+
+
+def _window_stats(diags: list, status: str, key: str) -> tuple[float, float]:
+    """(median of the windows' p50, worst window's p99) of a node diagnostic `key` whose
+    values are '<p50> / <p99>' strings; nan when the node does not report it."""
+    p50s, p99s = [], []
+    for _, d in diags:
+        v = d.get(status, (None, None, {}))[2].get(key)
+        if v and "/" in v:
+            a, b = (_num(x.strip()) for x in v.split("/")[:2])
+            if a is not None and b is not None:
+                p50s.append(a)
+                p99s.append(b)
+    return (statistics.median(p50s) if p50s else float("nan"), max(p99s) if p99s else float("nan"))
+
+
+def _counter(diags: list, status: str, key: str) -> float | None:
+    """Last minus first value of a cumulative counter over the diagnostics received."""
+    vals = [(t, _num(d.get(status, (None, None, {}))[2].get(key))) for t, d in diags]
+    vals = [(t, v) for t, v in vals if v is not None]
+    return None if len(vals) < 2 else vals[-1][1] - vals[0][1]
+
+
+def _counter_span(diags: list) -> tuple[float, float] | None:
+    return (diags[0][0], diags[-1][0]) if len(diags) >= 2 else None
+
+
+def measure(run: Run, seconds: float, warm: float, ck: Path | None, log_path: Path) -> dict:
+    import rclpy
+
+    rclpy.init()
+    node = rclpy.create_node("oxygen_humanoid_io_bench")
+    robot = FakeHumanoid(node, run.joint_hz, run.cameras, run.transport)
+    outs = NodeOutputs(node)
+    ex = spin_client(node)
+    log = open(log_path, "wb")
+    proc = start_node(node_params(run, robot.topics, ck), log)
+    res: dict = {"run": run.name, "cameras": run.cameras, "transport": run.transport,
+                 "joint_hz": run.joint_hz, "control_hz": run.control_hz, "slow": run.slow,
+                 "control_priority": run.priority}
+    try:
+        robot.start()
+        t_start = time.monotonic()
+        while not outs.frames:  # the node is up and inferring
+            if proc.poll() is not None or time.monotonic() - t_start > 300:
+                raise RuntimeError(f"the node did not start; its log: {log_path}")
+            time.sleep(0.2)
+        time.sleep(warm)
+        outs.clear()
+        t0, c0 = time.monotonic(), cpu_s(proc.pid)
+        if run.slow:
+            time.sleep(seconds / 2)
+            t_half = time.monotonic()
+            if run.slow == "camera":  # the rig's last camera at a tenth
+                robot.slow_camera(len(robot.cams) - 1, 10)
+            else:
+                robot.joints.hz /= 10.0
+            time.sleep(seconds / 2)
+        else:
+            time.sleep(seconds)
+            t_half = None
+        t1, c1 = time.monotonic(), cpu_s(proc.pid)
+        res.update(summarise(run, robot, outs, t0, t1, t_half))
+        res["node_cpu_s_per_s"] = (c1 - c0) / (t1 - t0)
+    finally:
+        robot.stop()
+        outs.close()
+        stop_node(proc)
+        close_client(ex, node)
+        log.close()
+    return res
+
+
+def summarise(run: Run, robot: FakeHumanoid, outs: NodeOutputs, t0: float, t1: float,
+              t_half: float | None) -> dict:
+    dt = t1 - t0
+    cmds = sorted(c for c in list(outs.commands) if t0 <= c[1] < t1)
+    stamps = np.array([c[0] for c in cmds], dtype=np.int64)
+    per = np.diff(stamps) * 1e-6 if len(stamps) > 1 else np.array([])  # ms
+    nominal = 1e3 / run.control_hz
+    frames = [m for t, m in list(outs.frames) if t0 <= t < t1]
+    diags = [(t, d) for t, d in list(outs.diags) if t0 <= t < t1]
+    r: dict = {
+        "seconds": dt, "commands": len(cmds), "command_hz": len(cmds) / dt,
+        "period_ms_p50": _pct(per, 50), "period_ms_p99": _pct(per, 99),
+        "period_ms_max": float(per.max()) if len(per) else float("nan"),
+        "gaps_over_4_periods": int((per > 4 * nominal).sum()),
+        "action_hz": len(frames) / dt,
+        "tokens_per_s": sum(m.tokens_this_frame for m in frames) / dt,
+        "frame_ms_mean": statistics.mean(m.frame_ms for m in frames) if frames else float("nan"),
+    }
+    r["age_at_command_ms"] = _window_stats(diags, "inputs", f"{JOINT_TOPIC} age_at_command_ms")
+    r["age_at_inference_ms"] = _window_stats(diags, "inputs", f"{JOINT_TOPIC} age_at_inference_ms")
+    r["image_age_at_inference_ms"] = _window_stats(diags, "inputs",
+                                                   f"{robot.topics[0]} age_at_inference_ms")
+    delays = [_num(d.get("inputs", (None, None, {}))[2].get("executor_delay_max_ms")) for _, d in diags]
+    delays = [x for x in delays if x is not None]
+    r["executor_stall_ms"] = max(delays) if delays else float("nan")
+    lates = [_num(d.get("control", (None, None, {}))[2].get("tick_late_max_ms")) for _, d in diags]
+    lates = [x for x in lates if x is not None]
+    r["tick_late_max_ms"] = max(lates) if lates else float("nan")
+    # received (the node's counters between its first and last report) vs sent meanwhile
+    span = _counter_span(diags)
+    streams = {}
+    for s in (robot.joints, *robot.cams):
+        got = _counter(diags, "inputs", f"{s.topic} received")
+        sent = robot.sent_between(s, *span) if span else 0
+        times = [t for t in list(s.sent_times) if t0 <= t < t1]
+        # the sender's own longest pause: an age at use beyond it is the node's doing
+        gap = max((b - a for a, b in zip(times, times[1:])), default=float("nan")) * 1e3
+        streams[s.topic] = {"sent": sent, "received": got, "sender_max_gap_ms": gap}
+    r["streams"] = streams
+    cpu = {}
+    for kind in ("joint_states", "camera_callbacks", "control_ticks", "inference"):
+        v = _counter(diags, "inputs", f"cpu_s {kind}")
+        cpu[kind] = None if v is None or not span else v / (span[1] - span[0])
+    r["cpu_s_per_s"] = cpu
+    # what the inputs diagnostic said, per half for a slowed stream
+    halves = [("all", diags)] if t_half is None else [
+        ("before", [x for x in diags if x[0] < t_half]),
+        ("slowed", [x for x in diags if x[0] >= t_half + 3.0])]  # its windows have seen it
+    said = {}
+    for label, ds in halves:
+        levels = [d.get("inputs", ("?", "", {}))[0] for _, d in ds]
+        msgs = [d.get("inputs", ("?", "", {}))[1] for _, d in ds]
+        common = max(set(msgs), key=msgs.count) if msgs else ""
+        warns = [m for lvl, m in zip(levels, msgs) if lvl == "WARN"]
+        said[label] = {"reports": len(levels), "ok": levels.count("OK"), "warn": levels.count("WARN"),
+                       "most_said": common,
+                       "warnings": {m: warns.count(m) for m in sorted(set(warns), key=warns.count)[-3:]}}
+    r["inputs_diagnostic"] = said
+    return r
+
+
+def report(results: list[dict], args, load0: str, load1: str) -> str:
+    by = {r["run"]: r for r in results}
+    f = lambda x, d=1: "n/a" if x is None or (isinstance(x, float) and np.isnan(x)) else f"{x:.{d}f}"
+    lines = ["# Humanoid I/O benchmark", "",
+             f"Command: `oxygen-bench humanoid-io {shlex.join(args)}`", "",
+             f"`/proc/loadavg` before: `{load0}`; after: `{load1}` ({os.cpu_count()} CPUs; a shared "
+             "machine distorts absolute numbers).", "",
+             "Fake humanoid: 30 joints (best effort), 640x480 cameras at 30 Hz; oxygen mode, k=1, N=30, a "
+             f"memory request every frame; chunk step rate {CHUNK_HZ:g} Hz, commands interpolated. "
+             "`base`: joint states at 50 Hz and commands at 50 Hz (the run without the input load).", "",
+             "## Rates and timing", "",
+             "| run | cmd Hz (nominal) | period p50 / p99 / max ms | gaps > 4 periods | executor stall ms "
+             "| control tick late max ms | joint age at command p50 / p99 ms | joint age at inference "
+             "p50 / p99 ms | image age at inference p50 / p99 ms | action Hz (x base) | tokens/s (x base) "
+             "| node CPU s/s |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        b = by.get(RUNS[r["run"]].baseline)
+        xa = f" ({r['action_hz'] / b['action_hz']:.2f}x)" if b and b["action_hz"] else ""
+        xt = f" ({r['tokens_per_s'] / b['tokens_per_s']:.2f}x)" if b and b["tokens_per_s"] else ""
+        a, i, im = r["age_at_command_ms"], r["age_at_inference_ms"], r["image_age_at_inference_ms"]
+        lines.append(
+            f"| {r['run']} | {f(r['command_hz'])} ({r['control_hz']:g}) | {f(r['period_ms_p50'], 2)} / "
+            f"{f(r['period_ms_p99'], 2)} / {f(r['period_ms_max'])} | {r['gaps_over_4_periods']} | "
+            f"{f(r['executor_stall_ms'])} | {f(r['tick_late_max_ms'])} | {f(a[0], 2)} / {f(a[1], 2)} | "
+            f"{f(i[0])} / {f(i[1])} | {f(im[0])} / {f(im[1])} | {f(r['action_hz'], 2)}{xa} | "
+            f"{f(r['tokens_per_s'])}{xt} | {f(r['node_cpu_s_per_s'], 2)} |")
+    lines += ["", "## Streams: received by the node vs sent, and CPU by callback kind", "",
+              "| run | joint states received / sent | joint sender's longest pause ms "
+              "| cameras received / sent | CPU s/s: joint states (taken) "
+              "| camera callbacks | control ticks | inference | other (executor, middleware, GC) |",
+              "|---|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        st = list(r["streams"].items())
+        js = st[0][1]
+        cams = ", ".join(f"{v['received'] if v['received'] is not None else 'n/a'} / {v['sent']}" for _, v in st[1:])
+        c = r["cpu_s_per_s"]
+        known = [v for v in c.values() if v is not None]
+        other = r["node_cpu_s_per_s"] - sum(known) if len(known) == len(c) else None
+        lines.append(f"| {r['run']} | {js['received'] if js['received'] is not None else 'n/a'} / {js['sent']} | "
+                     f"{f(js.get('sender_max_gap_ms'))} | {cams} | {f(c['joint_states'], 3)} | {f(c['camera_callbacks'], 3)} | "
+                     f"{f(c['control_ticks'], 3)} | {f(c['inference'], 3)} | {f(other, 3)} |")
+    lines += ["", "## What `oxygen: inputs` said (1 Hz reports: OK / WARN, the most frequent message)", "",
+              "| run | part | OK | WARN | most said | warnings (count) |", "|---|---|---|---|---|---|"]
+    for r in results:
+        for label, s in r["inputs_diagnostic"].items():
+            warned = "; ".join(f"{m} ({n})" for m, n in s.get("warnings", {}).items())
+            lines.append(f"| {r['run']} | {label} | {s['ok']} | {s['warn']} | {s['most_said']} | {warned} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seconds", type=float, default=60.0, help="measured seconds per configuration")
+    ap.add_argument("--warmup", type=float, default=5.0, help="seconds after the first frame before measuring")
+    ap.add_argument("--runs", nargs="+", default=DEFAULT_RUNS, choices=list(RUNS), metavar="RUN",
+                    help=f"configurations (default: {len(DEFAULT_RUNS)} of them): {', '.join(RUNS)}")
+    ap.add_argument("--dds-profile", default=str(ROOT / "config" / "fastdds_big_images.xml"),
+                    help="FASTDDS_DEFAULT_PROFILES_FILE for this process and the node ('' = defaults)")
+    ap.add_argument("--out", default=None, help="folder for README.md (the report) and results.json")
+    args = ap.parse_args(argv)
+    if args.dds_profile:
+        os.environ["FASTDDS_DEFAULT_PROFILES_FILE"] = args.dds_profile
+    os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    os.environ.setdefault("ROS_DOMAIN_ID", str(101 + os.getpid() % 100))
+    load0 = Path("/proc/loadavg").read_text().strip()
+    tmp = Path(tempfile.mkdtemp(prefix="oxygen_humanoid_io_"))
+    runs = [RUNS[n] for n in args.runs]
+    ck = checkpoint(tmp) if any(r.cameras == 3 for r in runs) else None
+    results = []
+    for run in runs:
+        print(f"== {run.name}", flush=True)
+        res = measure(run, args.seconds, args.warmup, ck, tmp / f"{run.name}.log")
+        print(json.dumps(res, default=float), flush=True)
+        results.append(res)
+    load1 = Path("/proc/loadavg").read_text().strip()
+    text = report(results, argv, load0, load1)
+    print(text)
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "README.md").write_text(text)
+        (out / "results.json").write_text(json.dumps(results, indent=1, default=float) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
