@@ -53,7 +53,7 @@ def record_episode(env, seed: int, frame_stride: int = 1, after: int = 8) -> dic
             break
     return {"images": np.stack(images), "state": np.stack(states), "target": np.stack(targets),
             "step": np.asarray(steps, dtype=np.int32), "captions": captions,
-            "success": success_at is not None, "steps": step}
+            "success": success_at is not None, "success_step": success_at, "steps": step}
 
 
 def record(task_names: list[str], episodes: int, seed: int, frame_stride: int = 1,
