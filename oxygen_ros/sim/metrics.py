@@ -136,9 +136,17 @@ def _memory_counts(checks: list[MemoryCheck], success_ns: dict[int, int | None] 
            "names_task": sum(c.names_task for c in checks) / n if n else None}
     if success_ns is not None:
         claims = [c for c in checks if c.claims_done]
-        true = sum(claim_is_true(c, success_ns) for c in claims)
-        out.update({"claims": len(claims), "false_claims": len(claims) - true,
-                    "claim_precision": true / len(claims) if claims else None})
+        false = [c for c in claims if not claim_is_true(c, success_ns)]
+        by_stage: dict[str, int] = {}
+        for c in false:
+            by_stage[c.caption] = by_stage.get(c.caption, 0) + 1
+        out.update({"claims": len(claims), "false_claims": len(false),
+                    "claim_precision": (len(claims) - len(false)) / len(claims) if claims else None,
+                    # where the false ones were made: episodes that never succeeded, and the
+                    # true stage of the scene each was said about
+                    "false_claims_in_failed_episodes": sum(success_ns.get(c.episode) is None
+                                                           for c in false),
+                    "false_claims_by_true_stage": by_stage})
     return out
 
 

@@ -81,7 +81,8 @@ def train(data: str | Path, out: str | Path, epochs: float = 8.0, batch_size: in
     config = policy_config(**(model_kw or {}))
     tokenizer = build_tokenizer(demos.instructions + demos.captions, config.vocab_size)
     codec = PromptCodec(config, tokenizer)
-    stats = norm_stats(demos, train_idx)
+    # statistics of the robot's real motions: a caption-only frame's target is wrong on purpose
+    stats = norm_stats(demos, train_idx[~demos.caption_only[train_idx]])
     batcher = Batcher(demos, codec, stats)
     model = init_model(config, seed=seed).train().requires_grad_(True)
     params = [p for p in model.parameters()]
@@ -150,6 +151,7 @@ def train(data: str | Path, out: str | Path, epochs: float = 8.0, batch_size: in
     summary = {
         "command": command, "data": str(data), "data_meta": demos.meta,
         "frames": len(demos), "episodes": int(len(np.unique(demos.episode))),
+        "caption_only_frames": int(demos.caption_only.sum()),
         "train_frames": int(len(train_idx)), "held_out_frames": int(len(held_idx)),
         "held_out_episodes": sorted(int(e) for e in np.unique(demos.episode[held_idx])),
         "tasks": demos.tasks, "instructions": demos.instructions, "captions": demos.captions,
