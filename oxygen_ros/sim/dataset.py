@@ -99,11 +99,16 @@ class Demos:
         """Frame indices (train, held-out) by whole episodes, per task, seeded."""
         rng = np.random.default_rng(seed)
         eps = np.unique(self.episode)
+        only = np.zeros(len(self.episode_task), dtype=bool)  # caption-only episodes
+        only[np.unique(self.episode[self.caption_only])] = True
         held = []
-        for t in np.unique(self.episode_task):
-            mine = eps[self.episode_task[eps] == t]
-            k = int(round(held_out * len(mine)))
-            held += list(rng.choice(mine, size=k, replace=False)) if k else []
+        # the expert's episodes drawn exactly as before caption-only episodes existed (the same
+        # layouts are held out with or without them), then the caption-only ones apart
+        for pick_only, r in ((False, rng), (True, np.random.default_rng(seed + 1))):
+            for t in np.unique(self.episode_task):
+                mine = eps[(self.episode_task[eps] == t) & (only[eps] == pick_only)]
+                k = int(round(held_out * len(mine)))
+                held += list(r.choice(mine, size=k, replace=False)) if k else []
         mask = np.isin(self.episode, held)
         return np.flatnonzero(~mask), np.flatnonzero(mask)
 

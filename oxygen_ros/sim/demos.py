@@ -14,8 +14,8 @@ Captions: a frame's caption is the simulator's stage of the scene in its image (
 success caption starts exactly at the frame whose state the simulator reports successful.
 
 `--miss-episodes M` adds M caption-only episodes per task (layout seeds from episode 5000 on):
-the expert aims beside the object or too high (miss_offset) and makes its motions there,
-missing, as a failing policy does, for at most `--miss-steps` steps. Their frames
+the expert aims too high, beside the object or far from it (miss_offset) and makes its motions
+there, missing, as a failing policy does, for at most `--miss-steps` steps. Their frames
 are labelled with the stage they show (never the success caption unless the simulator reports
 success) and carry `caption_only` (no action loss: their targets are wrong on purpose). Why: the
 expert's successful episodes alone teach that "the hand came down / pushed past the object"
@@ -43,13 +43,19 @@ def layout_seed(seed: int, task_index: int, episode: int) -> int:
 
 
 def miss_offset(seed: int) -> np.ndarray:
-    """Where a missing episode's expert aims, relative to the object (m), drawn from the seed:
-    half the episodes beside it (3-8 cm away in x-y, 0-3 cm up: the hand comes down or pushes
-    next to the object), half short of it (within 1.5 cm in x-y, 2-4 cm up: the hand reaches
-    the object and pushes too high, so the button or lock moves part of the way or not at all)."""
+    """Where a missing episode's expert aims, relative to the object (m), drawn from the seed.
+    A third each: short (within 1.5 cm in x-y, 2-4 cm up: the hand reaches the object and pushes
+    too high, so the button or lock moves part of the way or not at all); beside (3-8 cm away in
+    x-y, 0-3 cm up: it comes down or pushes next to the object); far (8-20 cm away in any
+    direction: where a failing policy's hand was seen when it claimed success, e.g. 13 cm in
+    front of and below the button, 18 cm past the lock)."""
     rng = np.random.default_rng(seed)
+    kind = rng.integers(3)
+    if kind == 2:
+        v = rng.normal(size=3)
+        return v / np.linalg.norm(v) * rng.uniform(0.08, 0.20)
     angle = rng.uniform(0, 2 * np.pi)
-    if rng.random() < 0.5:
+    if kind == 1:
         dist, up = rng.uniform(0.03, 0.08), rng.uniform(0.0, 0.03)
     else:
         dist, up = rng.uniform(0.0, 0.015), rng.uniform(0.02, 0.04)
@@ -88,7 +94,7 @@ def record_episode(env, seed: int, frame_stride: int = 1, after: int = 8,
 
 def record(task_names: list[str], episodes: int, seed: int, frame_stride: int = 1,
            image_size: int = IMAGE_SIZE, camera: str | None = None, after: int = 8,
-           progress: bool = True, miss_episodes: int = 0, miss_steps: int = 100) -> tuple[Demos, dict]:
+           progress: bool = True, miss_episodes: int = 0, miss_steps: int = 80) -> tuple[Demos, dict]:
     """Record `episodes` expert episodes per task (successful ones kept) and `miss_episodes`
     caption-only missing episodes per task (all kept); returns the dataset and a summary."""
     from . import DEFAULT_CAMERA, SimEnv, get_task
@@ -172,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--after", type=int, default=8, help="steps recorded after success")
     p.add_argument("--miss-episodes", type=int, default=0,
                    help="caption-only episodes per task whose expert aims beside the object")
-    p.add_argument("--miss-steps", type=int, default=100, help="steps of a missing episode")
+    p.add_argument("--miss-steps", type=int, default=80, help="steps of a missing episode")
     p.add_argument("--out", required=True, help="dataset file (.npz)")
     a = p.parse_args(argv)
     names = list(TASKS) if a.tasks == "all" else a.tasks.split(",")
