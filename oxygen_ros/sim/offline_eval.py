@@ -102,7 +102,10 @@ def _missing_captions(built, demos, frames_idx: np.ndarray, frames: int) -> dict
         outputs.append(engine.step(_observation(built, demos.images[i], demos.state[i],
                                                 demos.instructions[int(demos.task[i])], float(f))))
     outputs += engine.drain(max_frames=200)
-    texts = {r["frame"]: engine.tokenizer.decode(r["tokens"]).strip() for r in collect_requests(outputs)}
+    # the engine's frame numbers go on from the open-loop check's: key the texts by this part's
+    first = outputs[0].frame
+    texts = {r["frame"] - first: engine.tokenizer.decode(r["tokens"]).strip()
+             for r in collect_requests(outputs)}
     truth = [demos.captions[int(demos.caption[i])] for i in pick]
     said = [texts.get(f, "") for f in range(len(pick))]
     done = [get_task(demos.tasks[int(demos.task[i])]).done for i in pick]
