@@ -7,7 +7,8 @@ For every setting (default: the scripted expert as the ceiling, then isolated, o
 oxygen-k5, each with memory every frame, N = --N, under every --blends entry) it starts a node
 process, runs E episodes per task on the same seeded layouts, and writes into --out:
 results.json (everything), table.md (success [95% Wilson interval], time to success, action Hz,
-tokens/s, memory correctness), progress.png (task progress against wall time per setting),
+tokens/s, memory correctness: stage named and completion claims' precision, per task too),
+progress.png (task progress against wall time per setting),
 bags/<setting>/ (the node's recording of each run) and the node's log and parameters per run.
 """
 from __future__ import annotations
@@ -80,7 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     from ..sim.evaluate import NodeOptions, Setting, run_all
     from ..sim.node import SimConfig
-    from ..sim.report import progress_plot, table
+    from ..sim.metrics import CLAIM_SLACK_S
+    from ..sim.report import memory_table, progress_plot, table
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -129,6 +131,12 @@ def main(argv: list[str] | None = None) -> int:
                                                  for k, v in vars(sim_cfg).items()},
          "settings": summaries}, indent=1))
     md = table(summaries, args.tasks)
+    mem_md = memory_table(summaries, args.tasks)
+    if mem_md.count("\n") > 2:  # any setting with memory texts
+        md += ("\nMemory per task (stage: the text names the stage of the scene it was generated "
+               "from; a completion claim is false when its observation came more than "
+               f"{CLAIM_SLACK_S:g} s before the episode's success, or the episode never "
+               "succeeded):\n\n" + mem_md)
     (out / "table.md").write_text(md)
     progress_plot(runs, args.tasks, out / "progress.png")
     print(md)

@@ -7,6 +7,8 @@ File layout (every array has one row per recorded frame unless said otherwise):
   episode int32 [F], step int32 [F] (env step of the frame), task int16 [F], caption int16 [F]
   tasks, instructions [T] str; captions [C] str; episode_success [E] bool; episode_task [E];
   meta: a JSON string (seed, frame stride in env steps, image size, recorder version)
+  caption_only bool [F] (recorder version 2; all False when absent): frames of an episode whose
+  expert aimed beside the object on purpose: their caption is trained, their targets are not
 A frame's action chunk is the targets of the frames ACTION_PERIOD_STEPS env steps apart from it
 on (held at the episode's last target past its end: a finished task holds still).
 """
@@ -41,6 +43,14 @@ class Demos:
     episode_success: np.ndarray
     episode_task: np.ndarray
     meta: dict
+    caption_only: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if self.caption_only is None:
+            self.caption_only = np.zeros(len(self.images), dtype=bool)
+        if self.caption_only.shape != (len(self.images),):
+            raise ValueError(f"caption_only has shape {self.caption_only.shape}, expected "
+                             f"({len(self.images)},)")
 
     def __len__(self) -> int:
         return int(self.images.shape[0])
@@ -55,7 +65,8 @@ class Demos:
         np.savez(path, **{k: getattr(self, k) for k in ARRAYS},
                  tasks=np.array(self.tasks), instructions=np.array(self.instructions),
                  captions=np.array(self.captions), episode_success=self.episode_success,
-                 episode_task=self.episode_task, meta=np.array(json.dumps(self.meta)))
+                 episode_task=self.episode_task, meta=np.array(json.dumps(self.meta)),
+                 caption_only=self.caption_only)
         return path
 
     @classmethod
@@ -65,7 +76,8 @@ class Demos:
                        instructions=[str(s) for s in z["instructions"]],
                        captions=[str(s) for s in z["captions"]],
                        episode_success=z["episode_success"], episode_task=z["episode_task"],
-                       meta=json.loads(str(z["meta"])))
+                       meta=json.loads(str(z["meta"])),
+                       caption_only=z["caption_only"] if "caption_only" in z.files else None)
 
     def chunk_index(self, horizon: int) -> np.ndarray:
         """[F, horizon] frame indices of each frame's action chunk (held at the episode end)."""
@@ -87,11 +99,16 @@ class Demos:
         """Frame indices (train, held-out) by whole episodes, per task, seeded."""
         rng = np.random.default_rng(seed)
         eps = np.unique(self.episode)
+        only = np.zeros(len(self.episode_task), dtype=bool)  # caption-only episodes
+        only[np.unique(self.episode[self.caption_only])] = True
         held = []
-        for t in np.unique(self.episode_task):
-            mine = eps[self.episode_task[eps] == t]
-            k = int(round(held_out * len(mine)))
-            held += list(rng.choice(mine, size=k, replace=False)) if k else []
+        # the expert's episodes drawn exactly as before caption-only episodes existed (the same
+        # layouts are held out with or without them), then the caption-only ones apart
+        for pick_only, r in ((False, rng), (True, np.random.default_rng(seed + 1))):
+            for t in np.unique(self.episode_task):
+                mine = eps[(self.episode_task[eps] == t) & (only[eps] == pick_only)]
+                k = int(round(held_out * len(mine)))
+                held += list(r.choice(mine, size=k, replace=False)) if k else []
         mask = np.isin(self.episode, held)
         return np.flatnonzero(~mask), np.flatnonzero(mask)
 
@@ -159,7 +176,8 @@ class Batcher:
         return Batch(images=images_to_model(d.images[frames]), prompt=prompt,
                      prompt_len=torch.tensor([len(p) for p in prompts]), lang=lang,
                      lang_len=torch.tensor([len(x[0]) for x in langs]), lang_target=target,
-                     actions=torch.from_numpy(self.norm_actions[self.chunks[frames]]))
+                     actions=torch.from_numpy(self.norm_actions[self.chunks[frames]]),
+                     action_mask=torch.from_numpy(~d.caption_only[frames]))
 
 
 def images_to_model(images: np.ndarray) -> torch.Tensor:

@@ -9,6 +9,18 @@ After the simulator reports success the expert goes on for `--after` more steps,
 the success caption, so the policy learns to hold still and say the task is done. Episodes that
 time out are left out (counted in the summary). Layout seeds: seed * 1_000_000 + task * 10_000 +
 episode, so evaluation seeds elsewhere (oxygen_ros/sim/offline_eval.py) never overlap them.
+
+Captions: a frame's caption is the simulator's stage of the scene in its image (env.info), so the
+success caption starts exactly at the frame whose state the simulator reports successful.
+
+`--miss-episodes M` adds M caption-only episodes per task (layout seeds from episode 5000 on):
+the expert aims too high, beside the object or far from it (miss_offset) and makes its motions
+there, missing, as a failing policy does, for at most `--miss-steps` steps. Their frames
+are labelled with the stage they show (never the success caption unless the simulator reports
+success) and carry `caption_only` (no action loss: their targets are wrong on purpose). Why: the
+expert's successful episodes alone teach that "the hand came down / pushed past the object"
+means success, and a policy whose hand did that beside the object then claimed a success that
+had not happened (docs/simulation.md, "Memory that never claims what has not happened").
 """
 from __future__ import annotations
 
@@ -22,21 +34,45 @@ import numpy as np
 from .dataset import Demos
 from .policy import IMAGE_SIZE
 
-RECORDER_VERSION = 1
+RECORDER_VERSION = 2  # 2: caption-only missing episodes (caption_only), success_step
+MISS_SEED_OFFSET = 5000  # layout seeds of the missing episodes: never the successful ones'
 
 
 def layout_seed(seed: int, task_index: int, episode: int) -> int:
     return seed * 1_000_000 + task_index * 10_000 + episode
 
 
-def record_episode(env, seed: int, frame_stride: int = 1, after: int = 8) -> dict:
-    """One expert episode -> arrays (images, state, target, step, caption text) and success."""
+def miss_offset(seed: int) -> np.ndarray:
+    """Where a missing episode's expert aims, relative to the object (m), drawn from the seed.
+    A third each: short (within 1.5 cm in x-y, 2-4 cm up: the hand reaches the object and pushes
+    too high, so the button or lock moves part of the way or not at all); beside (3-8 cm away in
+    x-y, 0-3 cm up: it comes down or pushes next to the object); far (8-20 cm away in any
+    direction: where a failing policy's hand was seen when it claimed success, e.g. 13 cm in
+    front of and below the button, 18 cm past the lock)."""
+    rng = np.random.default_rng(seed)
+    kind = rng.integers(3)
+    if kind == 2:
+        v = rng.normal(size=3)
+        return v / np.linalg.norm(v) * rng.uniform(0.08, 0.20)
+    angle = rng.uniform(0, 2 * np.pi)
+    if kind == 1:
+        dist, up = rng.uniform(0.03, 0.08), rng.uniform(0.0, 0.03)
+    else:
+        dist, up = rng.uniform(0.0, 0.015), rng.uniform(0.02, 0.04)
+    return np.array([dist * np.cos(angle), dist * np.sin(angle), up])
+
+
+def record_episode(env, seed: int, frame_stride: int = 1, after: int = 8,
+                   aim_offset: np.ndarray | None = None, max_steps: int | None = None) -> dict:
+    """One expert episode -> arrays (images, state, target, step, caption text), success and
+    the step whose state the simulator first reported successful. With `aim_offset` the expert
+    aims beside the object (env.expert_target); `max_steps` ends the episode early."""
     env.reset(seed)
     images, states, targets, steps, captions = [], [], [], [], []
     success_at = None
     step = 0
     while True:
-        target = env.expert_target()
+        target = env.expert_target(aim_offset)
         if step % frame_stride == 0:
             images.append(env.render())
             states.append(env.state().astype(np.float32))
@@ -49,18 +85,18 @@ def record_episode(env, seed: int, frame_stride: int = 1, after: int = 8) -> dic
             success_at = step
         if success_at is not None and step >= success_at + after:
             break
-        if success_at is None and info.timed_out:
+        if success_at is None and (info.timed_out or (max_steps is not None and step >= max_steps)):
             break
     return {"images": np.stack(images), "state": np.stack(states), "target": np.stack(targets),
             "step": np.asarray(steps, dtype=np.int32), "captions": captions,
-            "success": success_at is not None, "steps": step}
+            "success": success_at is not None, "success_step": success_at, "steps": step}
 
 
 def record(task_names: list[str], episodes: int, seed: int, frame_stride: int = 1,
            image_size: int = IMAGE_SIZE, camera: str | None = None, after: int = 8,
-           progress: bool = True) -> tuple[Demos, dict]:
-    """Record `episodes` expert episodes per task; returns the dataset (successful episodes
-    only) and a summary."""
+           progress: bool = True, miss_episodes: int = 0, miss_steps: int = 80) -> tuple[Demos, dict]:
+    """Record `episodes` expert episodes per task (successful ones kept) and `miss_episodes`
+    caption-only missing episodes per task (all kept); returns the dataset and a summary."""
     from . import DEFAULT_CAMERA, SimEnv, get_task
 
     camera = camera or DEFAULT_CAMERA
@@ -68,46 +104,58 @@ def record(task_names: list[str], episodes: int, seed: int, frame_stride: int = 
     captions = sorted({c for t in tasks for c in t.captions})
     cap_index = {c: i for i, c in enumerate(captions)}
     parts: dict[str, list] = {k: [] for k in ("images", "state", "target", "step", "episode",
-                                              "task", "caption")}
+                                              "task", "caption", "caption_only")}
     ep_success, ep_task, summary = [], [], {}
     t0 = time.perf_counter()
     bar = None
     if progress:
         from tqdm import tqdm
 
-        bar = tqdm(total=episodes * len(tasks), desc="demos", unit="ep")
+        bar = tqdm(total=(episodes + miss_episodes) * len(tasks), desc="demos", unit="ep")
     kept = 0
     for ti, task in enumerate(tasks):
         env = SimEnv(task, image_size=image_size, camera=camera)
-        ok, lengths = 0, []
+        ok, lengths, missed, miss_frames = 0, [], 0, 0
         try:
-            for e in range(episodes):
-                ep = record_episode(env, layout_seed(seed, ti, e), frame_stride, after)
+            for e in range(episodes + miss_episodes):
+                miss = e >= episodes
+                lseed = layout_seed(seed, ti, MISS_SEED_OFFSET + e - episodes if miss else e)
+                ep = record_episode(env, lseed, frame_stride, after,
+                                    aim_offset=miss_offset(lseed) if miss else None,
+                                    max_steps=miss_steps if miss else None)
                 if bar is not None:
                     bar.update(1)
-                if not ep["success"]:
+                if not (ep["success"] or miss):
                     continue
-                ok += 1
-                lengths.append(ep["steps"])
                 n = len(ep["step"])
+                if miss:
+                    missed += not ep["success"]
+                    miss_frames += n
+                else:
+                    ok += 1
+                    lengths.append(ep["steps"])
                 for k in ("images", "state", "target", "step"):
                     parts[k].append(ep[k])
                 parts["episode"].append(np.full(n, kept, dtype=np.int32))
                 parts["task"].append(np.full(n, ti, dtype=np.int16))
                 parts["caption"].append(np.array([cap_index[c] for c in ep["captions"]],
                                                  dtype=np.int16))
-                ep_success.append(True)
+                parts["caption_only"].append(np.full(n, miss, dtype=bool))
+                ep_success.append(bool(ep["success"]))
                 ep_task.append(ti)
                 kept += 1
         finally:
             env.close()
         summary[task.name] = {"episodes": episodes, "successes": ok,
-                              "median_steps": float(np.median(lengths)) if lengths else None}
+                              "median_steps": float(np.median(lengths)) if lengths else None,
+                              "miss_episodes": miss_episodes, "missed": missed,
+                              "miss_frames": miss_frames}
     if bar is not None:
         bar.close()
     meta = {"seed": seed, "frame_stride": frame_stride, "image_size": image_size, "camera": camera,
             "after_success_steps": after, "recorder_version": RECORDER_VERSION,
-            "episodes_per_task": episodes, "seconds": round(time.perf_counter() - t0, 1)}
+            "episodes_per_task": episodes, "miss_episodes_per_task": miss_episodes,
+            "miss_steps": miss_steps, "seconds": round(time.perf_counter() - t0, 1)}
     demos = Demos(**{k: np.concatenate(v) for k, v in parts.items()},
                   tasks=[t.name for t in tasks], instructions=[t.instruction for t in tasks],
                   captions=captions, episode_success=np.asarray(ep_success, dtype=bool),
@@ -128,6 +176,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--image-size", type=int, default=IMAGE_SIZE)
     p.add_argument("--camera", default=None, help="Meta-World camera (default: the sim's)")
     p.add_argument("--after", type=int, default=8, help="steps recorded after success")
+    p.add_argument("--miss-episodes", type=int, default=0,
+                   help="caption-only episodes per task whose expert aims beside the object")
+    p.add_argument("--miss-steps", type=int, default=80, help="steps of a missing episode")
     p.add_argument("--out", required=True, help="dataset file (.npz)")
     a = p.parse_args(argv)
     names = list(TASKS) if a.tasks == "all" else a.tasks.split(",")
@@ -136,8 +187,12 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"unknown tasks {unknown}; known: {', '.join(ALL_TASKS)}")
     if a.episodes < 1:
         p.error("--episodes must be >= 1")
+    if a.miss_episodes < 0 or a.miss_episodes > MISS_SEED_OFFSET or a.miss_steps < 1:
+        p.error(f"--miss-episodes must be 0..{MISS_SEED_OFFSET} and --miss-steps >= 1")
+    if a.episodes > MISS_SEED_OFFSET:
+        p.error(f"--episodes must be <= {MISS_SEED_OFFSET} (the missing episodes' seeds follow)")
     demos, summary = record(names, a.episodes, a.seed, a.frame_stride, a.image_size, a.camera,
-                            a.after)
+                            a.after, miss_episodes=a.miss_episodes, miss_steps=a.miss_steps)
     out = demos.save(a.out)
     print(json.dumps({"out": str(out), **summary}, indent=2))
     return 0

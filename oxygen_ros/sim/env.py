@@ -206,17 +206,23 @@ class SimEnv:
         return self.camera.render()
 
     # -- labels and the reference policy ----------------------------------------------------------
-    def expert_action(self) -> np.ndarray:
-        """The scripted expert's Meta-World action at the current state."""
+    def expert_action(self, aim_offset: np.ndarray | None = None) -> np.ndarray:
+        """The scripted expert's Meta-World action at the current state. `aim_offset` (m, x y z)
+        makes it aim at a point beside the object (it believes the object is there): the same
+        motions, missing, as a failing policy does (demos.py's caption-only episodes)."""
         self._need_obs()
+        obs = self._obs
+        if aim_offset is not None:
+            obs = obs.copy()
+            obs[4:7] += np.asarray(aim_offset, dtype=np.float64)
         with warnings.catch_warnings():
             # the experts warn that their gains saturate the [-1, 1] action (they are meant to)
             warnings.filterwarnings("ignore", message=r"Constant\(s\) may be too high")
-            return np.asarray(self._expert.get_action(self._obs), dtype=np.float32)
+            return np.asarray(self._expert.get_action(obs), dtype=np.float32)
 
-    def expert_target(self) -> np.ndarray:
+    def expert_target(self, aim_offset: np.ndarray | None = None) -> np.ndarray:
         """The scripted expert's action as an absolute target (target_from_expert)."""
-        return target_from_expert(self.state(), self.expert_action(), self.gain)
+        return target_from_expert(self.state(), self.expert_action(aim_offset), self.gain)
 
     @property
     def info(self) -> StepInfo:

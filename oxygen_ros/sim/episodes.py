@@ -56,6 +56,9 @@ class Status:
     done: bool  # the episode ended (success or timeout); the next status is a new episode
     timed_out: bool
     late_steps: int  # control steps this episode that ran behind the wall clock (caught up)
+    # the stamp (ns, wall clock) of the scene this status describes: the stamp its step's joint
+    # state and image carry, so a memory text's source stamp finds its scene exactly (0: unknown)
+    stamp_ns: int = 0
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))

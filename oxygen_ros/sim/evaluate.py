@@ -117,6 +117,8 @@ class RunResult:
     wall_s: float
     bag: str
     error: str = ""
+    # episode -> stamp (ns) of its first successful status, None if it ended without success
+    success_ns: dict[int, int | None] = field(default_factory=dict)
 
     def summary(self) -> dict[str, Any]:
         from .metrics import summarize_memory, wilson
@@ -150,7 +152,7 @@ class RunResult:
                 "commands_per_s": self.commands_per_s,
                 "late_step_fraction": self.late_steps / self.steps if self.steps else None,
                 "lost_s": self.lost_s, "wall_s": self.wall_s, "bag": self.bag, "error": self.error,
-                "memory": summarize_memory(self.memory)}
+                "memory": summarize_memory(self.memory, success_ns=self.success_ns)}
 
 
 def node_parameters(setting: Setting, opts: NodeOptions, sim: SimConfig, bag: Path,
@@ -233,7 +235,9 @@ def run_setting(setting: Setting, sim_cfg: SimConfig, out: Path, opts: NodeOptio
     def on_status(s: Status) -> None:
         with lock:
             statuses.append(s)
-            timeline.add(time.time_ns(), s.task, s.caption)
+            # the scene's own stamp: a memory text's source stamp is its step's stamp exactly
+            # (the arrival time here is later, and would give the previous status's scene)
+            timeline.add(s.stamp_ns or time.time_ns(), s.task, s.caption, s.episode, s.success)
         if s.done:
             log(f"  [{setting.name}] episode {s.episode:3d} {s.task:22s} "
                 f"{'success' if s.success else 'timeout'} {s.t:5.2f} s")
@@ -277,9 +281,9 @@ def run_setting(setting: Setting, sim_cfg: SimConfig, out: Path, opts: NodeOptio
                     return
                 stamp = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
                 with lock:
-                    where = timeline.at(stamp)
+                    where = timeline.scene_at(stamp)
                 if where is not None:
-                    memory.append(check_memory(msg.text, where))
+                    memory.append(check_memory(msg.text, where, stamp))
 
             monitor.create_subscription(FrameStats, "/oxygen/frame_stats", on_stats, 100)
             monitor.create_subscription(TextMemory, "/oxygen/memory", on_memory, 1000)
@@ -328,8 +332,10 @@ def run_setting(setting: Setting, sim_cfg: SimConfig, out: Path, opts: NodeOptio
             n.destroy_node()
         rclpy.try_shutdown(context=context)
     cps = st.episode_commands / st.episode_s if st.episode_s > 0 else None
+    success_ns = {r.episode: timeline.success_ns.get(r.episode) for r in st.results}
     return RunResult(setting, list(st.results), statuses, frame_ms, hz, tps, memory, cps,
-                     st.late_steps, st.steps, st.lost_s, wall, "" if expert else newest_bag(bag), error)
+                     st.late_steps, st.steps, st.lost_s, wall, "" if expert else newest_bag(bag), error,
+                     success_ns)
 
 
 def newest_bag(path: Path) -> str:

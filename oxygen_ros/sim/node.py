@@ -258,7 +258,7 @@ class SimNode(Node):
                 image_msg.header.stamp = stamp
                 self._pub_image.publish(image_msg)
                 self._publish_state(state, stamp, ep, env)
-                self._publish_status(ep, env, 0, 0.0, late)
+                self._publish_status(ep, env, 0, 0.0, late, stamp=stamp)
                 next_pub += cam_every * dt
             self._stop.wait(max(0.0, min(hold_end, next_pub) - now))
         with self._lock:
@@ -307,7 +307,7 @@ class SimNode(Node):
                 self._render.submit(env.camera, stamp)  # published when drawn, with this stamp
                 if self._render.error is not None:
                     raise RuntimeError(f"rendering failed: {self._render.error}") from self._render.error
-                self._publish_status(ep, env, step, t, late, done=done)
+                self._publish_status(ep, env, step, t, late, done=done, stamp=stamp)
             if done:
                 self.stats.episode_s += time.monotonic() - start
                 self.stats.episode_commands += self.stats.commands - commands0
@@ -353,11 +353,12 @@ class SimNode(Node):
                 {"episode": ep.index, "task": ep.task, "obs": env.raw_obs.tolist()})))
 
     def _publish_status(self, ep: Episode, env: SimEnv, step: int, t: float, late: int,
-                        done: bool = False) -> None:
+                        done: bool = False, stamp: Time | None = None) -> None:
         info = env.info
+        stamp_ns = stamp.sec * 1_000_000_000 + stamp.nanosec if stamp is not None else 0
         status = Status(ep.index, ep.task, ep.seed, ep.instruction, step, round(t, 4),
                         round(info.progress, 4), info.stage, info.caption, info.success, done,
-                        info.timed_out and not info.success, late)
+                        info.timed_out and not info.success, late, stamp_ns)
         self._pub_status.publish(String(data=status.to_json()))
         if done:
             self.stats.results.append(status)

@@ -43,7 +43,9 @@ def open_loop(checkpoint: str | Path, data: str | Path, frames: int = 200, seed:
 
     demos = Demos.load(data)
     info = json.loads((Path(checkpoint) / "training.json").read_text())
-    held = np.flatnonzero(np.isin(demos.episode, info["held_out_episodes"]))
+    held_all = np.isin(demos.episode, info["held_out_episodes"])
+    # the expert's own frames: a caption-only (missing) frame's target is wrong on purpose
+    held = np.flatnonzero(held_all & ~demos.caption_only)
     if not len(held):
         raise ValueError("the checkpoint's training.json lists no held-out episodes in this data")
     pick = held[np.linspace(0, len(held) - 1, min(frames, len(held))).astype(int)]
@@ -80,7 +82,37 @@ def open_loop(checkpoint: str | Path, data: str | Path, frames: int = 200, seed:
         "caption_accuracy": round(float(np.mean([s == c for s, c in zip(said, truth)])), 3),
         "caption_examples": [[c, s] for c, s in list(zip(truth, said))[:: max(1, len(pick) // 8)]],
         "per_task": per_task,
+        "missing": _missing_captions(built, demos, np.flatnonzero(held_all & demos.caption_only),
+                                     frames),
     }
+
+
+def _missing_captions(built, demos, frames_idx: np.ndarray, frames: int) -> dict | None:
+    """On held-out caption-only frames (the expert aiming beside the object): how often the
+    memory text is the frame's caption, and how often it claims success that did not happen."""
+    from ..cli.demo import collect_requests
+    from .tasks import get_task
+
+    if not len(frames_idx):
+        return None
+    pick = frames_idx[np.linspace(0, len(frames_idx) - 1, min(frames, len(frames_idx))).astype(int)]
+    engine = built.engine
+    outputs = []
+    for f, i in enumerate(pick):
+        outputs.append(engine.step(_observation(built, demos.images[i], demos.state[i],
+                                                demos.instructions[int(demos.task[i])], float(f))))
+    outputs += engine.drain(max_frames=200)
+    # the engine's frame numbers go on from the open-loop check's: key the texts by this part's
+    first = outputs[0].frame
+    texts = {r["frame"] - first: engine.tokenizer.decode(r["tokens"]).strip()
+             for r in collect_requests(outputs)}
+    truth = [demos.captions[int(demos.caption[i])] for i in pick]
+    said = [texts.get(f, "") for f in range(len(pick))]
+    done = [get_task(demos.tasks[int(demos.task[i])]).done for i in pick]
+    false = sum(s == d and c != d for s, c, d in zip(said, truth, done))
+    return {"frames": int(len(pick)),
+            "caption_accuracy": round(float(np.mean([s == c for s, c in zip(said, truth)])), 3),
+            "success_claimed_without_success": int(false)}
 
 
 PROBES = {  # what the camera feeds the policy: the image as is, or a plumbing fault

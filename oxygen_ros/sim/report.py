@@ -20,10 +20,11 @@ def _num(x: float | None, fmt: str = "{:.2f}") -> str:
 
 def table(summaries: Sequence[dict[str, Any]], tasks: Sequence[str]) -> str:
     """Success rate per task [95% Wilson interval] (successes/episodes), all tasks, time to
-    success (median over successful episodes, s of wall time), action rate, tokens/s and how
-    often the memory text names the current stage / the task."""
+    success (median over successful episodes, s of wall time), action rate, tokens/s, how
+    often the memory text names the current stage / the task, and the completion claims'
+    precision (true claims / claims; memory_table has them per task)."""
     head = ["setting", *tasks, "all tasks", "time to success (s)", "action Hz", "tokens/s",
-            "memory names stage", "memory names task"]
+            "memory names stage", "memory names task", "claims precise"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for s in summaries:
         cells = [s["setting"]]
@@ -39,8 +40,40 @@ def table(summaries: Sequence[dict[str, Any]], tasks: Sequence[str]) -> str:
         cells += [_num(a["time_to_success_s"]), _num(s.get("action_rate_hz"), "{:.1f}"),
                   _num(s.get("tokens_per_s"), "{:.0f}"),
                   _pct(mem.get("names_stage")) if mem.get("count") else "-",
-                  _pct(mem.get("names_task")) if mem.get("count") else "-"]
+                  _pct(mem.get("names_task")) if mem.get("count") else "-",
+                  _claims(mem)]
         lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _claims(mem: dict[str, Any]) -> str:
+    """'99.0 (99/100)': precise claims in % (true/claims); '- (0)' without claims."""
+    if mem.get("claims") is None:
+        return "-"
+    n = mem["claims"]
+    if not n:
+        return "- (0)"
+    true = n - mem["false_claims"]
+    return f"{_pct(true / n)} ({true}/{n})"
+
+
+def memory_table(summaries: Sequence[dict[str, Any]], tasks: Sequence[str]) -> str:
+    """Per setting and task: memory texts checked, the share naming the true stage of the scene
+    they were generated from, and the completion claims' precision (a claim whose observation
+    came more than metrics.CLAIM_SLACK_S before the episode's success, or in an episode that
+    never succeeded, or naming another task's success, is false)."""
+    head = ["setting", "task", "memory texts", "names stage", "completion claims", "claims precise",
+            "false claims"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for s in summaries:
+        per = (s.get("memory") or {}).get("per_task") or {}
+        for t in tasks:
+            m = per.get(t)
+            if not m or not m.get("count"):
+                continue
+            lines.append("| " + " | ".join([
+                s["setting"], t, str(m["count"]), _pct(m.get("names_stage")),
+                str(m.get("claims", "-")), _claims(m), str(m.get("false_claims", "-"))]) + " |")
     return "\n".join(lines) + "\n"
 
 

@@ -70,8 +70,10 @@ def train(data: str | Path, out: str | Path, epochs: float = 8.0, batch_size: in
           lr: float = 3e-4, weight_decay: float = 0.01, warmup: int = 200, seed: int = 0,
           held_out: float = 0.1, caption_weight: float = 0.25, threads: int = 1,
           log_every: int = 20, max_minutes: float = 0.0, model_kw: dict | None = None,
-          progress: bool = True, command: str = "") -> dict:
-    """Train and write the checkpoint folder; returns the summary written to training.json."""
+          progress: bool = True, command: str = "", init: str | Path | None = None) -> dict:
+    """Train and write the checkpoint folder; returns the summary written to training.json.
+    `init`: start from that checkpoint's weights, tokenizer and normalisation (fine-tuning; its
+    shape must be policy_config(**model_kw)'s) instead of fresh ones."""
     torch.set_num_threads(threads)
     torch.manual_seed(seed)
     out = Path(out)
@@ -79,11 +81,20 @@ def train(data: str | Path, out: str | Path, epochs: float = 8.0, batch_size: in
     demos = Demos.load(data)
     train_idx, held_idx = demos.split(held_out, seed)
     config = policy_config(**(model_kw or {}))
-    tokenizer = build_tokenizer(demos.instructions + demos.captions, config.vocab_size)
+    if init:
+        from ..engine.model import load_checkpoint
+
+        model, loaded, tokenizer, stats = load_checkpoint(init)
+        if loaded.to_dict() != config.to_dict() or stats is None:
+            raise ValueError(f"--init {init}: not a simulator policy of this shape (with statistics)")
+        model = model.train().requires_grad_(True)
+    else:
+        tokenizer = build_tokenizer(demos.instructions + demos.captions, config.vocab_size)
+        # statistics of the robot's real motions: a caption-only frame's target is wrong on purpose
+        stats = norm_stats(demos, train_idx[~demos.caption_only[train_idx]])
+        model = init_model(config, seed=seed).train().requires_grad_(True)
     codec = PromptCodec(config, tokenizer)
-    stats = norm_stats(demos, train_idx)
     batcher = Batcher(demos, codec, stats)
-    model = init_model(config, seed=seed).train().requires_grad_(True)
     params = [p for p in model.parameters()]
     decay = [p for p in params if p.dim() >= 2]
     no_decay = [p for p in params if p.dim() < 2]
@@ -150,6 +161,7 @@ def train(data: str | Path, out: str | Path, epochs: float = 8.0, batch_size: in
     summary = {
         "command": command, "data": str(data), "data_meta": demos.meta,
         "frames": len(demos), "episodes": int(len(np.unique(demos.episode))),
+        "caption_only_frames": int(demos.caption_only.sum()), "init": str(init) if init else None,
         "train_frames": int(len(train_idx)), "held_out_frames": int(len(held_idx)),
         "held_out_episodes": sorted(int(e) for e in np.unique(demos.episode[held_idx])),
         "tasks": demos.tasks, "instructions": demos.instructions, "captions": demos.captions,
@@ -196,6 +208,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--horizon", type=int, default=None,
                    help="action chunk steps (default policy.ACTION_HORIZON); a chunk must cover the "
                         "deployment's observation -> next chunk time (latency + period)")
+    p.add_argument("--init", default=None,
+                   help="start from this checkpoint (weights, tokenizer, statistics): fine-tuning")
     p.add_argument("--no-progress", action="store_true")
     a = p.parse_args(argv)
     model_kw = {k: v for k, v in (("width", a.width), ("expert_width", a.expert_width),
@@ -205,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
                                                             (argv if argv is not None else sys.argv[1:]))
     summary = train(a.data, a.out, a.epochs, a.batch_size, a.lr, a.weight_decay, a.warmup, a.seed,
                     a.held_out, a.caption_weight, a.threads, max_minutes=a.max_minutes,
-                    model_kw=model_kw, progress=not a.no_progress, command=command)
+                    model_kw=model_kw, progress=not a.no_progress, command=command, init=a.init)
     print(json.dumps({k: summary[k] for k in ("steps", "epochs", "seconds", "final",
                                                "stopped_early")}, indent=2))
     return 0

@@ -74,7 +74,8 @@ class Batch:
 
     images [B, 3, S, S]; prompt [B, Lp] (padded), prompt_len [B]; lang [B, Lc] = memory prompt +
     caption (padded), lang_len [B], lang_target [B, Lc] (the next token, IGNORE where none);
-    actions [B, H, A]."""
+    actions [B, H, A]; action_mask [B] bool (None: all): the samples whose chunk is trained (a
+    caption-only frame's targets are not)."""
 
     images: torch.Tensor
     prompt: torch.Tensor
@@ -83,6 +84,7 @@ class Batch:
     lang_len: torch.Tensor
     lang_target: torch.Tensor
     actions: torch.Tensor
+    action_mask: torch.Tensor | None = None
 
     @property
     def size(self) -> int:
@@ -167,7 +169,12 @@ def losses(model: MoTModel, batch: Batch, gen: torch.Generator,
     x_t = tt * noise + (1.0 - tt) * actions
     u = noise - actions
     v = velocity(model, prefix, x_t, t)
-    flow = F.mse_loss(v, u.to(v.device))
+    if batch.action_mask is None or bool(batch.action_mask.all()):
+        flow = F.mse_loss(v, u.to(v.device))
+    else:  # the mean over the samples whose chunk is trained (0 when none is)
+        per = ((v - u.to(v.device)) ** 2).mean(dim=(1, 2))
+        mask = batch.action_mask.to(per.device, torch.float32)
+        flow = (per * mask).sum() / mask.sum().clamp(min=1.0)
     logits = model.lm_logits(prefix.lang_hidden.reshape(-1, prefix.lang_hidden.shape[-1])).float()
     caption = F.cross_entropy(logits, batch.lang_target.reshape(-1).to(logits.device),
                               ignore_index=IGNORE)

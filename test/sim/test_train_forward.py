@@ -98,3 +98,26 @@ def test_training_forward_has_gradients(setup):
     out.total.backward()
     assert m.vision.tower.embeddings.patch_embedding.weight.grad.abs().sum() > 0
     assert m.action_heads[0].time_mlp_in.weight.grad.abs().sum() > 0
+
+
+def test_caption_only_samples_train_no_action(setup):
+    """A caption-only frame (a missing episode: its targets are wrong on purpose) adds nothing
+    to the flow loss; each trained sample's loss is its own; all masked: flow 0, caption kept."""
+    import dataclasses
+
+    from oxygen_ros.sim.train_forward import losses
+
+    config, tok, model, codec = setup
+    batch, *_ = make_batch(config, codec, np.random.default_rng(2))
+    batch.lang_target[:, -1] = 5  # a caption target, so the caption loss is defined
+    m = init_model(config, seed=3).train()
+
+    def run(mask):
+        b = batch if mask is None else dataclasses.replace(batch, action_mask=torch.tensor(mask))
+        return losses(m, b, torch.Generator().manual_seed(0))  # the same noise and times
+
+    full, first, second, none = run(None), run([True, False]), run([False, True]), run([False, False])
+    assert float(first.flow) != pytest.approx(float(second.flow))
+    assert float(full.flow) == pytest.approx((float(first.flow) + float(second.flow)) / 2, rel=1e-5)
+    assert float(first.caption) == pytest.approx(float(full.caption))
+    assert float(none.flow) == 0.0 and float(none.total) == pytest.approx(0.25 * float(none.caption))

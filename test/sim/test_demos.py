@@ -1,0 +1,65 @@
+"""The recorder's caption labelling rule on recorded episodes: the success caption only from the
+frame whose state the simulator reports successful; a missing episode (the expert aiming beside
+the object) is labelled with the stages it shows, never success, and trains no action."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from oxygen_ros.sim import get_task, metaworld_available, unavailable_reason
+
+pytestmark = pytest.mark.skipif(not metaworld_available(), reason=str(unavailable_reason()))
+
+
+@pytest.fixture(scope="module")
+def env():
+    from oxygen_ros.sim import SimEnv
+
+    e = SimEnv("button-press-topdown")
+    yield e
+    e.close()
+
+
+def test_success_caption_starts_at_the_frame_the_simulator_reports_success(env):
+    from oxygen_ros.sim.demos import record_episode
+
+    task = get_task("button-press-topdown")
+    ep = record_episode(env, seed=3, frame_stride=1, after=4)
+    assert ep["success"] and ep["success_step"] is not None
+    done = np.array([c == task.done for c in ep["captions"]])
+    # frame f shows the state after f steps: done exactly from the success step on
+    np.testing.assert_array_equal(done, ep["step"] >= ep["success_step"])
+    assert ep["steps"] == ep["success_step"] + 4
+    # replaying the recorded targets reaches success at the same step (the label is the sim's)
+    env.reset(3)
+    for i, target in enumerate(ep["target"]):
+        info = env.step(target)
+        if info.success:
+            break
+    assert i + 1 == ep["success_step"]
+
+
+def test_missing_episode_is_labelled_with_what_it_shows_and_trains_no_action(env):
+    from oxygen_ros.sim.demos import miss_offset, record, record_episode
+
+    task = get_task("button-press-topdown")
+    beside = np.array([0.06, 0.0, 0.0])  # the expert presses 6 cm beside the button
+    ep = record_episode(env, seed=3, frame_stride=2, aim_offset=beside, max_steps=60)
+    assert not ep["success"] and ep["success_step"] is None and ep["steps"] == 60
+    assert task.done not in ep["captions"]
+    assert set(ep["captions"]) <= set(task.stages)
+    # the hand did come down as far as in a press (a picture a policy must not call success)
+    pressed = record_episode(env, seed=3, frame_stride=2)
+    assert ep["state"][:, 2].min() < pressed["state"][pressed["step"] < pressed["success_step"], 2].min() + 0.02
+
+    off = miss_offset(12)
+    np.testing.assert_array_equal(off, miss_offset(12))  # seeded
+    offs = np.array([miss_offset(s) for s in range(60)])
+    assert np.linalg.norm(offs, axis=1).max() <= 0.2 and (np.linalg.norm(offs, axis=1) > 0.08).any()
+    assert (offs[:, 2] < 0).any() and (np.hypot(offs[:, 0], offs[:, 1]) < 0.015).any()
+
+    demos, summary = record(["button-press-topdown"], 1, seed=0, frame_stride=4, progress=False,
+                            miss_episodes=1, miss_steps=40)
+    first = demos.episode == demos.episode[0]
+    assert not demos.caption_only[first].any() and demos.caption_only[~first].all()
+    assert summary["button-press-topdown"]["miss_frames"] == int((~first).sum())
