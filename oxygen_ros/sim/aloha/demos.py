@@ -62,7 +62,7 @@ def record_episode(env: AlohaEnv, scene: EndEffectorScene, seed: int, frame_stri
 
 def record(task_names: list[str], episodes: int, seed: int = 0, frame_stride: int = FRAME_STRIDE,
            image_size: int = DEFAULT_IMAGE_SIZE, cameras: tuple[str, ...] = DEFAULT_CAMERAS,
-           after: int = 10) -> tuple[Demos, dict]:
+           after: int = 10, first_episode: int = 0) -> tuple[Demos, dict]:
     tasks = [get_task(n) for n in task_names]
     captions = sorted({c for t in tasks for c in t.captions})
     cap_index = {c: i for i, c in enumerate(captions)}
@@ -73,7 +73,7 @@ def record(task_names: list[str], episodes: int, seed: int = 0, frame_stride: in
         env, scene = AlohaEnv(task, image_size, cameras), EndEffectorScene(task)
         ok, when, failed = 0, [], []
         try:
-            for e in range(episodes):
+            for e in range(first_episode, first_episode + episodes):
                 s = layout_seed(seed, list(TASKS).index(task.name), e)
                 ep = record_episode(env, scene, s, frame_stride, after)
                 if not ep["success"]:
@@ -99,6 +99,7 @@ def record(task_names: list[str], episodes: int, seed: int = 0, frame_stride: in
             "action_period_steps": ACTION_PERIOD_STEPS, "control_period_s": CONTROL_PERIOD_S,
             "joint_names": list(JOINT_NAMES), "after_success_steps": after, "simulator": "aloha",
             "recorder_version": RECORDER_VERSION, "episodes_per_task": episodes,
+            "first_episode": first_episode,
             "seconds": round(time.perf_counter() - t0, 1)}
     demos = Demos(**{k: np.concatenate(v) for k, v in parts.items()}, tasks=[t.name for t in tasks],
                   instructions=[t.instruction for t in tasks], captions=captions,
@@ -141,6 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
     p.add_argument("--episodes", type=int, default=50, help="episodes per task")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--first-episode", type=int, default=0,
+                   help="episode index of the first (to add episodes to an earlier recording)")
     p.add_argument("--frame-stride", type=int, default=FRAME_STRIDE, help="control periods per frame")
     p.add_argument("--image-size", type=int, default=DEFAULT_IMAGE_SIZE)
     p.add_argument("--after", type=int, default=10, help="control periods recorded after success")
@@ -158,7 +161,8 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--episodes must be >= 1")
     if ACTION_PERIOD_STEPS % a.frame_stride:
         p.error(f"--frame-stride must divide the action period ({ACTION_PERIOD_STEPS})")
-    demos, summary = record(a.tasks, a.episodes, a.seed, a.frame_stride, a.image_size, after=a.after)
+    demos, summary = record(a.tasks, a.episodes, a.seed, a.frame_stride, a.image_size, after=a.after,
+                            first_episode=a.first_episode)
     out = demos.save(a.out)
     print(json.dumps({"out": str(out), **summary}, indent=1))
     return 0

@@ -106,6 +106,11 @@ class AlohaSimConfig:
     def image_topic(self, camera: str) -> str:
         return f"{self.topic_prefix.rstrip('/')}/{camera}/image_raw"
 
+    @property
+    def image_topics(self) -> list[str]:
+        """The cameras' topics in `cameras` order: the node's camera_topics (the policy's order)."""
+        return [self.image_topic(c) for c in self.cameras]
+
 
 @dataclass
 class RunStats:
@@ -118,7 +123,13 @@ class RunStats:
     render_s: float = 0.0
     commands: int = 0
     bad_commands: int = 0
+    episode_s: float = 0.0  # wall time inside episodes (holds excluded)
+    episode_commands: int = 0  # commands received inside episodes
     results: list = field(default_factory=list)
+
+    @property
+    def steps(self) -> int:  # the evaluation's name (late_steps / steps)
+        return self.physics_steps
 
 
 class _Rig:
@@ -259,6 +270,7 @@ class AlohaSimNode(Node):
         if fresh and target is not None:
             env.set_target(target)
         start = next_t = time.monotonic()
+        commands0 = self.stats.commands
         steps = 0
         while not self._stop.is_set():
             now = time.monotonic()
@@ -298,6 +310,8 @@ class AlohaSimNode(Node):
                     raise RuntimeError(f"rendering failed: {self._render.error}") from self._render.error
                 self._publish_status(ep, env, steps * PHYSICS_DT, late, done=done)
             if done:
+                self.stats.episode_s += time.monotonic() - start
+                self.stats.episode_commands += self.stats.commands - commands0
                 return
 
     # -- messages --------------------------------------------------------------------------------
