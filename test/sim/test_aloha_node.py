@@ -98,3 +98,25 @@ def test_topics_of_the_bimanual_robot(ctx, fault):
     # joint states at the physics rate: at real-time factor 0.5, 250 per wall second when on time
     assert sim.stats.joint_states >= 0.5 * sim.stats.physics_steps
     assert status
+
+
+def test_the_evaluation_wires_the_node_to_the_bimanual_robot(tmp_path):
+    """oxygen-sim-eval --robot aloha: three camera topics in the policy's order, the 14 joint
+    names, the robot's own faults; Meta-World's settings unchanged."""
+    from oxygen_ros.cli.sim_eval import make_sim_config, parse_args
+    from oxygen_ros.sim.aloha.env import JOINT_NAMES
+    from oxygen_ros.sim.evaluate import NodeOptions, Setting, node_parameters
+
+    cfg = make_sim_config(parse_args(["--robot", "aloha", "--out", str(tmp_path), "--tasks", "insertion"]))
+    assert type(cfg).__name__ == "AlohaSimConfig" and cfg.tasks == ("insertion",) and cfg.camera_rate_hz == 25.0
+    p = node_parameters(Setting.parse("isolated+wrists-swapped"), NodeOptions("ckpt", control_rate_hz=25.0),
+                        cfg, tmp_path / "bag", "insert the peg into the socket")
+    assert p["camera_topics"] == ["/aloha/top/image_raw", "/aloha/left_wrist/image_raw",
+                                  "/aloha/right_wrist/image_raw"]
+    assert p["joint_names"] == list(JOINT_NAMES) and p["joint_state_topic"] == "/aloha/joint_states"
+    mw = make_sim_config(parse_args(["--out", str(tmp_path)]))
+    assert mw.camera_rate_hz == 20.0
+    assert node_parameters(Setting.parse("isolated"), NodeOptions("ckpt"), mw, tmp_path / "b", "x")[
+        "joint_names"] == ["ee_x", "ee_y", "ee_z", "gripper"]
+    with pytest.raises(ValueError, match="unknown tasks"):
+        make_sim_config(parse_args(["--out", str(tmp_path), "--tasks", "transfer-cube"]))
