@@ -28,6 +28,7 @@ setup(
             "oxygen-inspect=oxygen_ros.cli.inspect_checkpoint:main",
             "oxygen-sim=oxygen_ros.cli.sim:main",
             "oxygen-sim-eval=oxygen_ros.cli.sim_eval:main",
+            "oxygen-aloha-sim=oxygen_ros.cli.aloha_sim:main",
         ],
     },
     zip_safe=False,

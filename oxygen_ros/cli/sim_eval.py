@@ -34,7 +34,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                      help="write and use a random-weight checkpoint shaped for the sim (plumbing only)")
     p.add_argument("--tokenizer", default="", help="model.tokenizer (default: next to the checkpoint)")
     p.add_argument("--out", required=True, help="results folder")
-    p.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(ALL_TASKS))
+    p.add_argument("--robot", default="metaworld", choices=["metaworld", "aloha"],
+                   help="the simulated robot: Meta-World's arm (docs/simulation.md) or the bimanual "
+                        "ALOHA (docs/aloha.md: 3 cameras, 14 joints; tasks transfer-cube, insertion)")
+    p.add_argument("--tasks", nargs="+", default=None,
+                   help=f"Meta-World: {', '.join(ALL_TASKS)} (default {' '.join(TASKS)}); "
+                        "ALOHA: transfer-cube, insertion (default both)")
     p.add_argument("--episodes", type=int, default=10, help="episodes per task and setting")
     p.add_argument("--seed", type=int, default=1_000_000,
                    help="base layout seed (default far from the seeds demonstrations use, 0..)")
@@ -55,7 +60,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=0,
                    help="model.num_threads of the node (0: its default, every core but one)")
     p.add_argument("--image-size", type=int, default=64)
-    p.add_argument("--camera-rate", type=float, default=20.0)
+    p.add_argument("--camera-rate", type=float, default=0.0, help="Hz (default: Meta-World 20, ALOHA 25)")
     p.add_argument("--reset-hold", type=float, default=0.5)
     p.add_argument("--param", action="append", default=[], metavar="NAME=JSON",
                    help="another node parameter, e.g. --param crossfade_s=0.05 (repeatable)")
@@ -77,10 +82,31 @@ def control_rate(requested: float, checkpoint: str) -> float:
     return named or 1.0 / CONTROL_PERIOD_S
 
 
+def make_sim_config(args: argparse.Namespace):
+    """The simulated robot's config from the arguments (ValueError on bad ones)."""
+    from ..sim.tasks import ALL_TASKS, TASKS
+
+    if args.robot == "aloha":
+        from ..sim.aloha.node import AlohaSimConfig
+        from ..sim.aloha.tasks import TASKS as ALOHA_TASKS
+
+        return AlohaSimConfig(tasks=tuple(args.tasks or ALOHA_TASKS), episodes_per_task=args.episodes,
+                              base_seed=args.seed, image_size=args.image_size,
+                              camera_rate_hz=args.camera_rate or 25.0, reset_hold_s=args.reset_hold)
+    from ..sim.node import SimConfig
+
+    tasks = tuple(args.tasks or TASKS)
+    unknown = [t for t in tasks if t not in ALL_TASKS]
+    if unknown:
+        raise ValueError(f"unknown tasks {unknown}; Meta-World has {', '.join(ALL_TASKS)}")
+    return SimConfig(tasks=tasks, episodes_per_task=args.episodes, base_seed=args.seed,
+                     image_size=args.image_size, camera_rate_hz=args.camera_rate or 20.0,
+                     reset_hold_s=args.reset_hold)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     from ..sim.evaluate import NodeOptions, Setting, run_all
-    from ..sim.node import SimConfig
     from ..sim.metrics import CLAIM_SLACK_S
     from ..sim.report import memory_table, progress_plot, table
 
@@ -93,9 +119,7 @@ def main(argv: list[str] | None = None) -> int:
                 settings.append(Setting.parse(text))
             else:
                 settings += [Setting.parse(text, blend) for blend in args.blends]
-        sim_cfg = SimConfig(tasks=tuple(args.tasks), episodes_per_task=args.episodes, base_seed=args.seed,
-                            image_size=args.image_size, camera_rate_hz=args.camera_rate,
-                            reset_hold_s=args.reset_hold)
+        sim_cfg = make_sim_config(args)
         extra = {}
         for item in args.param:
             name, sep, value = item.partition("=")
@@ -110,6 +134,10 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     checkpoint = args.checkpoint or ""
+    if args.random_checkpoint and args.robot == "aloha":
+        print("oxygen-sim-eval: --random-checkpoint is shaped for Meta-World's robot; for ALOHA pass "
+              "--checkpoint (docs/aloha.md)", file=sys.stderr)
+        return 2
     if args.random_checkpoint:
         from ..sim.checkpoint import write_random_checkpoint
 
@@ -130,15 +158,21 @@ def main(argv: list[str] | None = None) -> int:
          "checkpoint": opts.checkpoint, "sim": {k: (list(v) if isinstance(v, tuple) else v)
                                                  for k, v in vars(sim_cfg).items()},
          "settings": summaries}, indent=1))
-    md = table(summaries, args.tasks)
-    mem_md = memory_table(summaries, args.tasks)
+    md = table(summaries, list(sim_cfg.tasks))
+    mem_md = memory_table(summaries, list(sim_cfg.tasks))
     if mem_md.count("\n") > 2:  # any setting with memory texts
         md += ("\nMemory per task (stage: the text names the stage of the scene it was generated "
                "from; a completion claim is false when its observation came more than "
                f"{CLAIM_SLACK_S:g} s before the episode's success, or the episode never "
                "succeeded):\n\n" + mem_md)
     (out / "table.md").write_text(md)
-    progress_plot(runs, args.tasks, out / "progress.png")
+    horizon_s = None
+    if args.robot == "aloha":
+        from ..sim.aloha.env import CONTROL_PERIOD_S as ALOHA_PERIOD_S
+        from ..sim.aloha.tasks import get_task as aloha_task
+
+        horizon_s = max(aloha_task(t).horizon for t in sim_cfg.tasks) * ALOHA_PERIOD_S
+    progress_plot(runs, list(sim_cfg.tasks), out / "progress.png", horizon_s=horizon_s)
     print(md)
     print(f"written: {out}/results.json, table.md, progress.png, bags/")
     return 1 if any(r.error for r in runs) else 0

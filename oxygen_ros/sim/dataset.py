@@ -1,16 +1,17 @@
 """The demonstration dataset: one .npz of recorded expert frames, and training batches from it.
 
 File layout (every array has one row per recorded frame unless said otherwise):
-  images uint8 [F, S, S, 3]   the camera, RGB, as the policy sees it
-  state float32 [F, 4]        [ee_x, ee_y, ee_z, gripper] (robot units)
-  target float32 [F, 4]       the expert's ABSOLUTE target at that frame (target_from_expert)
+  images uint8 [F, S, S, 3]   the camera, RGB, as the policy sees it; [F, C, S, S, 3] with C
+                              cameras (meta "cameras" names them, in the policy's order)
+  state float32 [F, D]        Meta-World: [ee_x, ee_y, ee_z, gripper] (robot units); ALOHA: 14 joints
+  target float32 [F, D]       the expert's ABSOLUTE target at that frame (target_from_expert)
   episode int32 [F], step int32 [F] (env step of the frame), task int16 [F], caption int16 [F]
   tasks, instructions [T] str; captions [C] str; episode_success [E] bool; episode_task [E];
   meta: a JSON string (seed, frame stride in env steps, image size, recorder version)
   caption_only bool [F] (recorder version 2; all False when absent): frames of an episode whose
   expert aimed beside the object on purpose: their caption is trained, their targets are not
-A frame's action chunk is the targets of the frames ACTION_PERIOD_STEPS env steps apart from it
-on (held at the episode's last target past its end: a finished task holds still).
+A frame's action chunk is the targets of the frames `action_period_steps` env steps apart from it
+on (meta "action_period_steps", else Meta-World's ACTION_PERIOD_STEPS) (held at the episode's last target past its end: a finished task holds still).
 """
 from __future__ import annotations
 
@@ -59,6 +60,14 @@ class Demos:
     def frame_stride(self) -> int:
         return int(self.meta["frame_stride"])
 
+    @property
+    def action_period_steps(self) -> int:
+        return int(self.meta.get("action_period_steps", ACTION_PERIOD_STEPS))
+
+    @property
+    def num_cameras(self) -> int:
+        return 1 if self.images.ndim == 4 else int(self.images.shape[1])
+
     def save(self, path: str | Path) -> Path:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -81,10 +90,11 @@ class Demos:
 
     def chunk_index(self, horizon: int) -> np.ndarray:
         """[F, horizon] frame indices of each frame's action chunk (held at the episode end)."""
-        if ACTION_PERIOD_STEPS % self.frame_stride:
+        period = self.action_period_steps
+        if period % self.frame_stride:
             raise ValueError(f"frame stride {self.frame_stride} does not divide the action period "
-                             f"{ACTION_PERIOD_STEPS} env steps")
-        per = ACTION_PERIOD_STEPS // self.frame_stride
+                             f"{period} env steps")
+        per = period // self.frame_stride
         idx = np.arange(len(self))[:, None] + per * np.arange(horizon)[None]
         # last frame of each frame's episode (episodes are stored contiguously)
         ends = np.zeros(len(self), dtype=np.int64)
@@ -182,6 +192,8 @@ class Batcher:
 
 def images_to_model(images: np.ndarray) -> torch.Tensor:
     """uint8 [B, S, S, 3] -> float [B, 3, S, S] in [-1, 1], the engine's arithmetic
-    (engine/core/images.py prepare: / 255, * 2, - 1) for model-size images."""
-    x = torch.from_numpy(np.ascontiguousarray(images)).permute(0, 3, 1, 2).to(torch.float32)
+    (engine/core/images.py prepare: / 255, * 2, - 1) for model-size images; several cameras
+    [B, C, S, S, 3] -> [B, C, 3, S, S]."""
+    x = torch.from_numpy(np.ascontiguousarray(images))
+    x = (x.permute(0, 3, 1, 2) if x.dim() == 4 else x.permute(0, 1, 4, 2, 3)).to(torch.float32)
     return x.div_(255.0).mul_(2.0).sub_(1.0)

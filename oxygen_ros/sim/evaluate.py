@@ -32,6 +32,7 @@ from oxygen_ros.robot.command_config import BLENDS
 from .env import CONTROL_PERIOD_S, JOINT_NAMES
 from .episodes import Status
 from .metrics import MemoryCheck, Timeline, check_memory
+from .aloha.node import FAULTS as ALOHA_FAULTS
 from .node import FAULTS as SIM_FAULTS
 from .node import SimConfig
 
@@ -39,7 +40,7 @@ from .node import SimConfig
 #   stale  chunk_skip_latency false: every chunk plays from its first step, one inference latency
 #          late, instead of skipping the steps whose time passed since its observation
 NODE_FAULTS: dict[str, dict[str, Any]] = {"stale": {"chunk_skip_latency": False}}
-FAULTS = (*SIM_FAULTS, *NODE_FAULTS)
+FAULTS = tuple(dict.fromkeys((*SIM_FAULTS, *ALOHA_FAULTS, *NODE_FAULTS)))  # each sim checks its own
 
 
 @dataclass(frozen=True)
@@ -155,16 +156,31 @@ class RunResult:
                 "memory": summarize_memory(self.memory, success_ns=self.success_ns)}
 
 
-def node_parameters(setting: Setting, opts: NodeOptions, sim: SimConfig, bag: Path,
+def _is_aloha(sim: Any) -> bool:
+    return type(sim).__name__ == "AlohaSimConfig"
+
+
+def robot_io(sim: Any) -> tuple[list[str], list[str]]:
+    """(camera topics in the policy's order, joint names) of the simulated robot: Meta-World's
+    one camera and 4 values, or ALOHA's cameras and 14 joints (sim/aloha)."""
+    if _is_aloha(sim):
+        from .aloha.env import JOINT_NAMES as ALOHA_JOINTS
+
+        return sim.image_topics, list(ALOHA_JOINTS)
+    return [sim.image_topic], list(JOINT_NAMES)
+
+
+def node_parameters(setting: Setting, opts: NodeOptions, sim: Any, bag: Path,
                     instruction: str) -> dict[str, Any]:
     """The node's parameters for one run (its parameter names, docs/node.md)."""
+    cameras, joints = robot_io(sim)
     p: dict[str, Any] = {
         "autostart": True,
         "model.checkpoint": opts.checkpoint,
         "model.num_threads": opts.num_threads,
-        "camera_topics": [sim.image_topic],
+        "camera_topics": cameras,
         "joint_state_topic": sim.joint_state_topic,
-        "joint_names": list(JOINT_NAMES),
+        "joint_names": joints,
         "control_rate_hz": float(opts.control_rate_hz),
         "mode": setting.mode,
         "decode_steps_per_frame": setting.k,
@@ -176,7 +192,7 @@ def node_parameters(setting: Setting, opts: NodeOptions, sim: SimConfig, bag: Pa
         "record.enabled": True,
         "record.path": str(bag),
         # the node's own inputs/outputs and the sim's episode status (success and progress)
-        "record.topics": [sim.image_topic, sim.joint_state_topic, "/oxygen/joint_command",
+        "record.topics": [*cameras, sim.joint_state_topic, "/oxygen/joint_command",
                           "/oxygen/action_chunk", "/oxygen/memory", "/oxygen/frame_stats",
                           "/oxygen/instruction", "/diagnostics", sim.episode_topic],
     }
@@ -208,7 +224,7 @@ def node_command(params_file: Path) -> list[str]:
     return base + ["--ros-args", "--params-file", str(params_file)]
 
 
-def run_setting(setting: Setting, sim_cfg: SimConfig, out: Path, opts: NodeOptions | None = None,
+def run_setting(setting: Setting, sim_cfg: Any, out: Path, opts: NodeOptions | None = None,
                 ready_timeout_s: float = 300.0, log=print) -> RunResult:
     """Run the sim's episodes under one setting; returns everything measured."""
     import rclpy
@@ -222,9 +238,24 @@ def run_setting(setting: Setting, sim_cfg: SimConfig, out: Path, opts: NodeOptio
     safe = setting.name.replace("/", "_").replace("+", "_")
     bag = out / "bags" / safe
     expert = setting.mode == "expert"
-    sim_fault = setting.fault if setting.fault in SIM_FAULTS else ""  # the node makes the others
-    sim_cfg = SimConfig(**{**asdict(sim_cfg), "privileged": expert, "fault": sim_fault,
-                           "tasks": tuple(sim_cfg.tasks)})
+    aloha = _is_aloha(sim_cfg)
+    if aloha:  # the bimanual robot (sim/aloha): its own faults, the expert reads the episode status
+        from dataclasses import replace
+
+        from .aloha.metrics import check_memory as check
+        from .aloha.node import FAULTS as ALOHA_FAULTS
+        from .aloha.node import AlohaSimNode as SimNode  # noqa: F811
+
+        if setting.fault and setting.fault not in ALOHA_FAULTS and setting.fault not in NODE_FAULTS:
+            raise ValueError(f"fault {setting.fault!r} is not one of the bimanual robot's "
+                             f"{', '.join(f for f in ALOHA_FAULTS if f)} or {', '.join(NODE_FAULTS)}")
+        sim_fault = setting.fault if setting.fault in ALOHA_FAULTS else ""
+        sim_cfg = replace(sim_cfg, fault=sim_fault)
+    else:
+        check = check_memory
+        sim_fault = setting.fault if setting.fault in SIM_FAULTS else ""  # the node makes the others
+        sim_cfg = SimConfig(**{**asdict(sim_cfg), "privileged": expert, "fault": sim_fault,
+                               "tasks": tuple(sim_cfg.tasks)})
     if not expert and opts is None:
         raise ValueError("a node setting needs NodeOptions (the checkpoint)")
 
@@ -258,7 +289,13 @@ def run_setting(setting: Setting, sim_cfg: SimConfig, out: Path, opts: NodeOptio
     try:
         sim = SimNode(sim_cfg, context=context, on_status=on_status)
         nodes.append(sim)
-        if expert:
+        if expert and aloha:
+            from .aloha.expert_node import AlohaExpertNode
+
+            nodes.append(AlohaExpertNode(context=context, episode_topic=sim_cfg.episode_topic,
+                                         command_topic=sim_cfg.command_topic))
+            ready.set()
+        elif expert:
             from .expert import ExpertNode
 
             nodes.append(ExpertNode(context=context, command_topic=sim_cfg.command_topic))
@@ -283,7 +320,7 @@ def run_setting(setting: Setting, sim_cfg: SimConfig, out: Path, opts: NodeOptio
                 with lock:
                     where = timeline.scene_at(stamp)
                 if where is not None:
-                    memory.append(check_memory(msg.text, where, stamp))
+                    memory.append(check(msg.text, where, stamp))
 
             monitor.create_subscription(FrameStats, "/oxygen/frame_stats", on_stats, 100)
             monitor.create_subscription(TextMemory, "/oxygen/memory", on_memory, 1000)
@@ -368,7 +405,7 @@ def _log_error(path: Path) -> str:
     return lines[0].split("]: ", 1)[-1] if lines else "no error in its log"
 
 
-def run_all(settings: Sequence[Setting], sim_cfg: SimConfig, out: Path, opts: NodeOptions | None,
+def run_all(settings: Sequence[Setting], sim_cfg: Any, out: Path, opts: NodeOptions | None,
             log=print) -> list[RunResult]:
     results = []
     for s in settings:

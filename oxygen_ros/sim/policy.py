@@ -41,14 +41,18 @@ MEMORY_PROMPT: str = EngineConfig().memory_prompt
 
 def policy_config(name: str = "sim-policy", width: int = 64, expert_width: int = 64,
                   depth: int = 4, vision_width: int = 64, vision_depth: int = 2,
-                  horizon: int = ACTION_HORIZON, patch: int = 16) -> ModelConfig:
-    """The trainable simulator policy (see the module docstring for the sizes' reasons)."""
+                  horizon: int = ACTION_HORIZON, patch: int = 16, num_cameras: int = 1,
+                  action_dim: int = ACTION_DIM, image_size: int = IMAGE_SIZE,
+                  max_prompt_tokens: int = 64) -> ModelConfig:
+    """The trainable simulator policy (see the module docstring for the sizes' reasons; ALOHA
+    passes 3 cameras, 14-D actions and a longer prompt for its 14 state values)."""
     return ModelConfig(
         name=name, vocab_size=VOCAB_SIZE, depth=depth, num_heads=4, num_kv_heads=1, head_dim=32,
         vlm=ExpertConfig(width, 2 * width), action_experts=(ExpertConfig(expert_width, 2 * expert_width),),
-        vision=VisionConfig(image_size=IMAGE_SIZE, patch_size=patch, width=vision_width,
+        vision=VisionConfig(image_size=image_size, patch_size=patch, width=vision_width,
                             depth=vision_depth, num_heads=2, mlp_dim=2 * vision_width),
-        num_cameras=1, max_prompt_tokens=64, action_horizon=horizon, action_dim=ACTION_DIM)
+        num_cameras=num_cameras, max_prompt_tokens=max_prompt_tokens, action_horizon=horizon,
+        action_dim=action_dim)
 
 
 def corpus(texts: Iterable[str]) -> list[str]:

@@ -77,15 +77,17 @@ def memory_table(summaries: Sequence[dict[str, Any]], tasks: Sequence[str]) -> s
     return "\n".join(lines) + "\n"
 
 
-def progress_plot(runs: Sequence[Any], tasks: Sequence[str], path: Path, dt: float = 0.025) -> Path:
+def progress_plot(runs: Sequence[Any], tasks: Sequence[str], path: Path, dt: float = 0.025,
+                  horizon_s: float | None = None) -> Path:
     """Mean task progress against wall time since the episode's start, one line per setting,
-    one panel per task (and all tasks together)."""
+    one panel per task (and all tasks together). `horizon_s` (default: the longest Meta-World
+    task's horizon) sets the time axis."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    horizon = max(get_task(t).horizon for t in tasks) * 0.0125
+    horizon = horizon_s if horizon_s is not None else max(get_task(t).horizon for t in tasks) * 0.0125
     grid = np.arange(0.0, horizon + dt, dt)
     panels = [*tasks, "all tasks"]
     fig, axes = plt.subplots(1, len(panels), figsize=(3.2 * len(panels), 3.0), sharey=True)

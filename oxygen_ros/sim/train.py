@@ -28,7 +28,7 @@ import torch
 
 from ..engine.model import init_model, save_lerobot_checkpoint
 from .dataset import Batcher, Demos, norm_stats
-from .policy import ACTION_PERIOD_STEPS, MEMORY_PROMPT, PromptCodec, build_tokenizer, policy_config
+from .policy import MEMORY_PROMPT, PromptCodec, build_tokenizer, policy_config
 from .train_forward import losses
 
 LOG_FIELDS = ("step", "epoch", "seconds", "lr", "loss", "flow", "caption")
@@ -80,6 +80,10 @@ def train(data: str | Path, out: str | Path, epochs: float = 8.0, batch_size: in
     out.mkdir(parents=True, exist_ok=True)
     demos = Demos.load(data)
     train_idx, held_idx = demos.split(held_out, seed)
+    # the data decide the cameras, the action size and the image size (Meta-World: 1, 4, 64;
+    # ALOHA: 3, 14, 64)
+    model_kw = {"num_cameras": demos.num_cameras, "action_dim": int(demos.target.shape[1]),
+                "image_size": int(demos.images.shape[-2]), **(model_kw or {})}
     config = policy_config(**(model_kw or {}))
     if init:
         from ..engine.model import load_checkpoint
@@ -171,17 +175,17 @@ def train(data: str | Path, out: str | Path, epochs: float = 8.0, batch_size: in
         "weight_decay": weight_decay, "warmup": warmup, "seed": seed, "threads": threads,
         "caption_weight": caption_weight, "seconds": round(time.perf_counter() - t0, 1),
         "final": last, "memory_prompt": MEMORY_PROMPT,
-        "action_period_steps": ACTION_PERIOD_STEPS,
-        "control_rate_hz": 1.0 / (ACTION_PERIOD_STEPS * 0.0125),
+        "action_period_steps": demos.action_period_steps,
+        "control_rate_hz": 1.0 / (demos.action_period_steps * demos.meta.get("control_period_s", 0.0125)),
     }
     (out / "training.json").write_text(json.dumps(summary, indent=2))
     return summary
 
 
 def save(model, config, out: Path, tokenizer, stats, demos: Demos) -> None:
-    camera = demos.meta.get("camera", "camera0")
+    cameras = demos.meta.get("cameras") or [demos.meta.get("camera", "camera0")]
     save_lerobot_checkpoint(model, config, out, tokenizer=tokenizer, norm_stats=stats,
-                            camera_keys=[f"observation.images.{camera}"],
+                            camera_keys=[f"observation.images.{c}" for c in cameras],
                             n_action_steps=config.action_horizon)
 
 
@@ -210,10 +214,13 @@ def main(argv: list[str] | None = None) -> int:
                         "deployment's observation -> next chunk time (latency + period)")
     p.add_argument("--init", default=None,
                    help="start from this checkpoint (weights, tokenizer, statistics): fine-tuning")
+    p.add_argument("--max-prompt-tokens", type=int, default=None,
+                   help="prompt length limit (default 64; ALOHA's 14 state values need about 100)")
     p.add_argument("--no-progress", action="store_true")
     a = p.parse_args(argv)
     model_kw = {k: v for k, v in (("width", a.width), ("expert_width", a.expert_width),
-                                  ("depth", a.depth), ("patch", a.patch), ("horizon", a.horizon))
+                                  ("depth", a.depth), ("patch", a.patch), ("horizon", a.horizon),
+                                  ("max_prompt_tokens", a.max_prompt_tokens))
                 if v is not None}
     command = "python -m oxygen_ros.sim.train " + " ".join(shlex.quote(x) for x in
                                                             (argv if argv is not None else sys.argv[1:]))

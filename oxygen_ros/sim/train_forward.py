@@ -72,7 +72,7 @@ class BatchContext:
 class Batch:
     """One training batch (model units: images in [-1, 1], actions normalised).
 
-    images [B, 3, S, S]; prompt [B, Lp] (padded), prompt_len [B]; lang [B, Lc] = memory prompt +
+    images [B, 3, S, S] (or [B, C, 3, S, S] with C cameras); prompt [B, Lp] (padded), prompt_len [B]; lang [B, Lc] = memory prompt +
     caption (padded), lang_len [B], lang_target [B, Lc] (the next token, IGNORE where none);
     actions [B, H, A]; action_mask [B] bool (None: all): the samples whose chunk is trained (a
     caption-only frame's targets are not)."""
@@ -105,7 +105,11 @@ def run_prefix(model: MoTModel, batch: Batch) -> Prefix:
     """Images + prompt + language suffix through expert 0 (see the module docstring)."""
     b, dev = batch.size, model.device
     w = model.config.vlm.width
-    img = model.embed_images(batch.images.to(dev))  # [B, N, W]
+    images = batch.images.to(dev)
+    if images.dim() == 5:  # [B, C, 3, S, S]: every camera's tokens in camera order, as prefill_prefix
+        img = model.embed_images(images.flatten(0, 1)).reshape(b, -1, w)
+    else:
+        img = model.embed_images(images)  # [B, N, W]
     n = img.shape[1]
     lp, lc = batch.prompt.shape[1], batch.lang.shape[1]
     txt = model.embed_tokens(batch.prompt.reshape(-1)).view(b, lp, w).to(img.dtype)

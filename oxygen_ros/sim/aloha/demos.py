@@ -1,0 +1,172 @@
+"""Record the scripted bimanual expert into a demonstration file (oxygen_ros/sim/dataset.py format).
+
+    nice -n 10 python -m oxygen_ros.sim.aloha.demos --episodes 50 --out data/aloha_demos.npz
+
+Per episode: the expert's joint trajectory for a layout seed (expert.joint_trajectory), replayed
+in the joint-space robot; every `frame_stride` control periods the three cameras, the 14-value
+state, the expert's absolute target and the stage caption of what the cameras show are recorded.
+After success the replay goes on `after` periods, recorded with the success caption; before it,
+no frame carries the success caption (the caption is the simulator's stage of that very
+observation). Episodes that never succeed are left out (counted). Deterministic per seed: the
+layout comes from the seed alone, the physics is deterministic, nothing else is random.
+Layout seeds: seed * 1_000_000 + task index * 10_000 + episode (evaluations use 1_000_000 + ...).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import numpy as np
+
+from ..dataset import Demos
+from .env import CONTROL_PERIOD_S, DEFAULT_CAMERAS, DEFAULT_IMAGE_SIZE, JOINT_NAMES, AlohaEnv
+from .expert import EndEffectorScene, joint_trajectory
+from .tasks import TASKS, get_task
+
+RECORDER_VERSION = 1
+FRAME_STRIDE = 2  # control periods per frame: 25 Hz frames
+ACTION_PERIOD_STEPS = 2  # control periods per chunk target: 25 Hz targets (the policy's rate)
+
+
+def layout_seed(seed: int, task_index: int, episode: int) -> int:
+    return seed * 1_000_000 + task_index * 10_000 + episode
+
+
+def record_episode(env: AlohaEnv, scene: EndEffectorScene, seed: int, frame_stride: int = FRAME_STRIDE,
+                   after: int = 10) -> dict:
+    """One expert episode -> images [F, C, S, S, 3], state, target, step, captions, success."""
+    traj, _ = joint_trajectory(env.task, seed, scene)
+    env.reset(seed)
+    images, states, targets, steps, captions = [], [], [], [], []
+    success_at = None
+    for step in range(len(traj) + after):
+        target = traj[min(step, len(traj) - 1)]
+        if step % frame_stride == 0:
+            images.append(env.render())
+            states.append(env.state().astype(np.float32))
+            targets.append(target.astype(np.float32))
+            steps.append(step)
+            captions.append(env.info.caption)
+        info = env.step(target)
+        if info.success and success_at is None:
+            success_at = step + 1
+        if success_at is not None and step + 1 >= success_at + after:
+            break
+        if success_at is None and step + 1 >= len(traj):
+            break
+    return {"images": np.stack(images), "state": np.stack(states), "target": np.stack(targets),
+            "step": np.asarray(steps, dtype=np.int32), "captions": captions,
+            "success": success_at is not None, "success_step": success_at}
+
+
+def record(task_names: list[str], episodes: int, seed: int = 0, frame_stride: int = FRAME_STRIDE,
+           image_size: int = DEFAULT_IMAGE_SIZE, cameras: tuple[str, ...] = DEFAULT_CAMERAS,
+           after: int = 10, first_episode: int = 0) -> tuple[Demos, dict]:
+    tasks = [get_task(n) for n in task_names]
+    captions = sorted({c for t in tasks for c in t.captions})
+    cap_index = {c: i for i, c in enumerate(captions)}
+    parts: dict[str, list] = {k: [] for k in ("images", "state", "target", "step", "episode", "task", "caption")}
+    ep_task, summary, kept = [], {}, 0
+    t0 = time.perf_counter()
+    for ti, task in enumerate(tasks):
+        env, scene = AlohaEnv(task, image_size, cameras), EndEffectorScene(task)
+        ok, when, failed = 0, [], []
+        try:
+            for e in range(first_episode, first_episode + episodes):
+                s = layout_seed(seed, list(TASKS).index(task.name), e)
+                ep = record_episode(env, scene, s, frame_stride, after)
+                if not ep["success"]:
+                    failed.append(s)
+                    continue
+                ok += 1
+                when.append(ep["success_step"])
+                n = len(ep["step"])
+                for k in ("images", "state", "target", "step"):
+                    parts[k].append(ep[k])
+                parts["episode"].append(np.full(n, kept, dtype=np.int32))
+                parts["task"].append(np.full(n, ti, dtype=np.int16))
+                parts["caption"].append(np.array([cap_index[c] for c in ep["captions"]], dtype=np.int16))
+                ep_task.append(ti)
+                kept += 1
+                print(f"{task.name} seed {s}: success at step {ep['success_step']}", flush=True)
+        finally:
+            env.close()
+        summary[task.name] = {"episodes": episodes, "successes": ok, "failed_seeds": failed,
+                              "success_step_min_median_max": [int(min(when)), int(np.median(when)), int(max(when))]
+                              if when else None}
+    meta = {"seed": seed, "frame_stride": frame_stride, "image_size": image_size, "cameras": list(cameras),
+            "action_period_steps": ACTION_PERIOD_STEPS, "control_period_s": CONTROL_PERIOD_S,
+            "joint_names": list(JOINT_NAMES), "after_success_steps": after, "simulator": "aloha",
+            "recorder_version": RECORDER_VERSION, "episodes_per_task": episodes,
+            "first_episode": first_episode,
+            "seconds": round(time.perf_counter() - t0, 1)}
+    demos = Demos(**{k: np.concatenate(v) for k, v in parts.items()}, tasks=[t.name for t in tasks],
+                  instructions=[t.instruction for t in tasks], captions=captions,
+                  episode_success=np.ones(kept, dtype=bool), episode_task=np.asarray(ep_task, dtype=np.int16),
+                  meta=meta)
+    summary["frames"] = len(demos)
+    summary["seconds"] = meta["seconds"]
+    return demos, summary
+
+
+def merge(parts: list[Demos]) -> Demos:
+    """Several recordings (e.g. one per task, recorded in parallel) as one dataset: episodes
+    renumbered in order, task and caption indices mapped onto the union."""
+    tasks = list(dict.fromkeys(t for d in parts for t in d.tasks))
+    instr = {t: i for d in parts for t, i in zip(d.tasks, d.instructions)}
+    captions = sorted({c for d in parts for c in d.captions})
+    out: dict[str, list] = {k: [] for k in ("images", "state", "target", "step", "episode", "task", "caption")}
+    ep_task, offset = [], 0
+    for d in parts:
+        if d.meta["frame_stride"] != parts[0].meta["frame_stride"] or d.images.shape[1:] != parts[0].images.shape[1:]:
+            raise ValueError("recordings differ in frame stride or image layout")
+        tmap = np.array([tasks.index(t) for t in d.tasks], dtype=np.int16)
+        cmap = np.array([captions.index(c) for c in d.captions], dtype=np.int16)
+        for k in ("images", "state", "target", "step"):
+            out[k].append(getattr(d, k))
+        out["episode"].append(d.episode + offset)
+        out["task"].append(tmap[d.task])
+        out["caption"].append(cmap[d.caption])
+        ep_task.append(tmap[d.episode_task])
+        offset += len(d.episode_task)
+    meta = dict(parts[0].meta, merged=[d.meta for d in parts])
+    return Demos(**{k: np.concatenate(v) for k, v in out.items()}, tasks=tasks,
+                 instructions=[instr[t] for t in tasks], captions=captions,
+                 episode_success=np.concatenate([d.episode_success for d in parts]),
+                 episode_task=np.concatenate(ep_task), meta=meta)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
+    p.add_argument("--episodes", type=int, default=50, help="episodes per task")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--first-episode", type=int, default=0,
+                   help="episode index of the first (to add episodes to an earlier recording)")
+    p.add_argument("--frame-stride", type=int, default=FRAME_STRIDE, help="control periods per frame")
+    p.add_argument("--image-size", type=int, default=DEFAULT_IMAGE_SIZE)
+    p.add_argument("--after", type=int, default=10, help="control periods recorded after success")
+    p.add_argument("--out", required=True)
+    p.add_argument("--merge", nargs="+", default=None, metavar="NPZ",
+                   help="instead of recording: merge these recordings into --out")
+    a = p.parse_args(argv)
+    if a.merge:
+        demos = merge([Demos.load(f) for f in a.merge])
+        demos.save(a.out)
+        print(json.dumps({"out": a.out, "frames": len(demos), "tasks": demos.tasks,
+                          "episodes": int(len(demos.episode_task))}))
+        return 0
+    if a.episodes < 1:
+        p.error("--episodes must be >= 1")
+    if ACTION_PERIOD_STEPS % a.frame_stride:
+        p.error(f"--frame-stride must divide the action period ({ACTION_PERIOD_STEPS})")
+    demos, summary = record(a.tasks, a.episodes, a.seed, a.frame_stride, a.image_size, after=a.after,
+                            first_episode=a.first_episode)
+    out = demos.save(a.out)
+    print(json.dumps({"out": str(out), **summary}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

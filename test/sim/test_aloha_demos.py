@@ -1,0 +1,88 @@
+"""Bimanual demonstrations: deterministic per seed, captions that claim success only from the
+simulator's success on, merging recordings, and training batches with three cameras."""
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import pytest
+
+from oxygen_ros.sim import unavailable_reason
+
+_missing = [m for m in ("gym_aloha", "dm_control", "mujoco") if importlib.util.find_spec(m) is None]
+pytestmark = [pytest.mark.skipif(bool(_missing), reason=f"{_missing} not installed"),
+              pytest.mark.skipif(unavailable_reason() is not None, reason=str(unavailable_reason()))]
+
+
+@pytest.fixture(scope="module")
+def recorded():
+    from oxygen_ros.sim.aloha.demos import record
+
+    demos, summary = record(["transfer-cube"], episodes=1, seed=0, frame_stride=2, image_size=16, after=6)
+    return demos, summary
+
+
+def test_an_episode_is_recorded_with_three_cameras_and_14_values(recorded):
+    demos, summary = recorded
+    assert summary["transfer-cube"]["successes"] == 1
+    assert demos.images.shape[1:] == (3, 16, 16, 3) and demos.state.shape[1] == 14
+    assert demos.num_cameras == 3 and demos.action_period_steps == 2
+    assert demos.meta["cameras"] == ["top", "left_wrist", "right_wrist"]
+
+
+def test_the_success_caption_starts_at_the_simulators_success(recorded):
+    demos, summary = recorded
+    success_step = summary["transfer-cube"]["success_step_min_median_max"][0]
+    done = demos.captions.index("the cube is handed over")
+    claims = demos.step[demos.caption == done]
+    assert len(claims) > 0 and claims.min() >= success_step  # never a frame before success
+    # the stages move forward only
+    order = [demos.captions.index(c) for c in ("reaching for the cube", "grasping the cube", "lifting the cube",
+                                               "handing the cube over", "the cube is handed over")]
+    ranks = [order.index(int(c)) for c in demos.caption]
+    assert ranks == sorted(ranks)
+
+
+def test_recording_is_deterministic_per_seed(recorded):
+    from oxygen_ros.sim.aloha.demos import record
+
+    again, _ = record(["transfer-cube"], episodes=1, seed=0, frame_stride=2, image_size=16, after=6)
+    np.testing.assert_array_equal(again.target, recorded[0].target)
+    np.testing.assert_array_equal(again.images, recorded[0].images)
+
+
+def test_merge_renumbers_episodes_and_tasks(recorded):
+    from oxygen_ros.sim.aloha.demos import merge
+
+    d = recorded[0]
+    m = merge([d, d])
+    assert len(m) == 2 * len(d) and list(np.unique(m.episode)) == [0, 1]
+    assert m.tasks == ["transfer-cube"] and list(m.episode_task) == [0, 0]
+
+
+def test_training_batches_carry_three_cameras_and_the_loss_is_finite(recorded):
+    import torch
+
+    from oxygen_ros.engine.model import init_model
+    from oxygen_ros.sim.dataset import Batcher, norm_stats
+    from oxygen_ros.sim.policy import PromptCodec, build_tokenizer, policy_config
+    from oxygen_ros.sim.train_forward import losses, run_prefix
+
+    d = recorded[0]
+    cfg = policy_config(width=32, expert_width=32, depth=1, vision_width=32, vision_depth=1, horizon=4,
+                        patch=8, num_cameras=3, action_dim=14, image_size=16, max_prompt_tokens=128)
+    tok = build_tokenizer(d.instructions + d.captions, cfg.vocab_size)
+    frames = np.arange(len(d))
+    batcher = Batcher(d, PromptCodec(cfg, tok), norm_stats(d, frames))
+    batch = batcher.batch(frames[:4])
+    assert tuple(batch.images.shape) == (4, 3, 3, 16, 16) and tuple(batch.actions.shape) == (4, 4, 14)
+    # a chunk's targets are action_period_steps (2) control periods apart: consecutive frames here
+    np.testing.assert_array_equal(d.chunk_index(4)[0], [0, 1, 2, 3])
+    model = init_model(cfg, seed=0)
+    out = losses(model, batch, torch.Generator().manual_seed(0))
+    assert torch.isfinite(out.total)
+    # the prefix holds every camera's tokens in camera order, as the engine's prefill does
+    per_cam = model.embed_images(batch.images[:, 2])
+    prefix = run_prefix(model, batch)
+    n = per_cam.shape[1]
+    assert int(prefix.prefix_len[0]) == 3 * n + int(batch.prompt_len[0])

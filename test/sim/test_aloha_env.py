@@ -1,0 +1,98 @@
+"""The ALOHA robot without ROS: state layout and names, holding still, seeded layouts, target
+refusals, the cameras (skipped without a renderer), captions that never claim success early."""
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import pytest
+
+from oxygen_ros.sim import unavailable_reason
+
+_missing = [m for m in ("gym_aloha", "dm_control", "mujoco") if importlib.util.find_spec(m) is None]
+pytestmark = pytest.mark.skipif(bool(_missing), reason=f"{_missing} not installed: pip install -r requirements-sim.txt")
+
+
+def test_joint_names_are_the_robots_and_the_state_has_their_order():
+    from oxygen_ros.sim.aloha.env import JOINT_NAMES, AlohaEnv
+
+    assert len(JOINT_NAMES) == 14
+    assert JOINT_NAMES[:7] == ("vx300s_left/waist", "vx300s_left/shoulder", "vx300s_left/elbow",
+                               "vx300s_left/forearm_roll", "vx300s_left/wrist_angle",
+                               "vx300s_left/wrist_rotate", "vx300s_left/gripper")
+    assert JOINT_NAMES[7:] == tuple(n.replace("left", "right") for n in JOINT_NAMES[:7])
+    env = AlohaEnv("transfer-cube", cameras=None)
+    state = env.reset(0)
+    model = env.physics.model
+    # the arm joints are MuJoCo's joints of those names (the gripper is the finger, normalised)
+    for i, name in enumerate(JOINT_NAMES):
+        if not name.endswith("gripper"):
+            assert state[i] == pytest.approx(env.physics.named.data.qpos[name])
+            assert model.name2id(name, "joint") >= 0
+    np.testing.assert_allclose(state[[0, 1, 2, 3, 4, 5]], [0, -0.96, 1.16, 0, -0.3, 0], atol=1e-9)
+    assert 0.0 < state[6] < 0.2 and state[6] == pytest.approx(state[13])
+
+
+def test_holding_the_measured_state_holds_still_and_never_succeeds():
+    from oxygen_ros.sim.aloha.env import AlohaEnv
+
+    env = AlohaEnv("transfer-cube", cameras=None)
+    state = env.reset(3)
+    for _ in range(50):
+        info = env.step(state)
+    assert not info.success and info.stage == 0 and info.caption == "reaching for the cube"
+    np.testing.assert_allclose(env.state(), state, atol=0.02)
+
+
+def test_layouts_come_from_the_seed_alone():
+    from oxygen_ros.sim.aloha.env import AlohaEnv
+
+    env = AlohaEnv("insertion", cameras=None)
+    env.reset(5)
+    a = env.object_poses()
+    env.reset(6)
+    env.reset(5)
+    np.testing.assert_array_equal(env.object_poses(), a)
+    env.reset(6)
+    assert not np.allclose(env.object_poses(), a)
+    peg, socket = a[:3], a[7:10]
+    assert 0.1 <= peg[0] <= 0.2 and -0.2 <= socket[0] <= -0.1
+
+
+def test_bad_targets_are_refused():
+    from oxygen_ros.sim.aloha.env import AlohaEnv
+
+    env = AlohaEnv("transfer-cube", cameras=None)
+    env.reset(0)
+    with pytest.raises(ValueError, match="14 values"):
+        env.step(np.zeros(7))
+    with pytest.raises(ValueError, match="non-finite"):
+        env.step(np.full(14, np.nan))
+
+
+def test_a_joint_target_moves_that_joint():
+    from oxygen_ros.sim.aloha.env import AlohaEnv
+
+    env = AlohaEnv("transfer-cube", cameras=None)
+    target = env.reset(0)
+    target[7] = 0.3  # right waist
+    for _ in range(25):
+        env.step(target)
+    assert env.state()[7] == pytest.approx(0.3, abs=0.02)
+    assert abs(env.state()[0]) < 0.01  # the left waist did not move
+
+
+@pytest.mark.skipif(unavailable_reason() is not None, reason=str(unavailable_reason()))
+def test_three_cameras_render_small_upright_rgb():
+    from oxygen_ros.sim.aloha.env import AlohaEnv
+
+    env = AlohaEnv("transfer-cube", image_size=48)
+    env.reset(0)
+    images = env.render()
+    assert images.shape == (3, 48, 48, 3) and images.dtype == np.uint8
+    top = images[0].astype(int)
+    # the red cube is in the top view, in the lower-middle-right half (x 0..0.2 m, seen from above)
+    red = (top[..., 0] > 150) & (top[..., 1] < 80) & (top[..., 2] < 80)
+    assert red.sum() >= 1
+    assert not np.array_equal(images[1], images[0])
+    env.close()
