@@ -223,6 +223,11 @@ class Family(ABC):
     def prepare(self, model: "torch.nn.Module", linear_layout: str) -> None:
         """Inference-time preparation of loaded weights (fused projections ...)."""
 
+    def pixel_dtype(self, model: "torch.nn.Module", dtype: "torch.dtype") -> "torch.dtype":
+        """The dtype the vision tower takes its pixels in (a model of `dtype`): the model's own,
+        unless the family keeps its vision tower in another (pi0.5 in bf16, as LeRobot does)."""
+        return dtype
+
     def kept_layers(self, config: "ModelConfig") -> tuple[int, ...]:
         """Backbone layers whose prefill hidden states the action stage reads."""
         return ()
@@ -254,6 +259,9 @@ class Family(ABC):
     # the loader opens with this family a folder no family's owns_folder claims (one family:
     # the one whose format reader says best what a folder lacks)
     opens_unclaimed: bool = False
+    # whether open_folder takes a LeRobot version (lerobot_version=...) whose conventions apply
+    # (engine/model/conventions.py); the loader refuses a version for any other family's folder
+    lerobot_conventions: bool = False
 
     def owns_folder(self, folder: Path) -> bool:
         """Whether ``folder`` is a checkpoint of this family's format."""

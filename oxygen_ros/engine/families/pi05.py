@@ -205,6 +205,10 @@ class Pi05Family(Family):
     # every folder no other family claims: formats.read_checkpoint_files says what it is
     # (LeRobot or openpi) or why it is neither
     opens_unclaimed = True
+    lerobot_conventions = True
+
+    def pixel_dtype(self, model, dtype):
+        return model.pixel_dtype  # float32 where LeRobot keeps the vision tower in float32
 
     # lerobot_version: which LeRobot version's conventions apply ("auto": what the folder shows;
     # engine/model/conventions.py); only this family takes it (loader.open_checkpoint)

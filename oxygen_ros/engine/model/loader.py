@@ -73,7 +73,7 @@ def version_options(family: "Family", folder: Path, lerobot_version: str = "auto
     openpi folders) has version conventions; ValueError for another family's folder."""
     if not lerobot_version or lerobot_version == "auto":
         return {}
-    if family.name != "pi05":
+    if not family.lerobot_conventions:
         raise ValueError(f"lerobot_version applies to LeRobot pi0.5 checkpoints; {folder} is a "
                          f"{family.name} folder (leave it auto)")
     return {"lerobot_version": lerobot_version}

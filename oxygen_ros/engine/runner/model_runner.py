@@ -173,7 +173,7 @@ class ModelRunner:
             x = torch.from_numpy(np.ascontiguousarray(img)).to(self.device)
             out[i] = prepare(x, s, resize, self.config.image_pad_value)
         # a float32 vision tower in a bf16 model (LeRobot's convention) takes float32 pixels
-        dtype = getattr(self.model, "pixel_dtype", self.dtype)
+        dtype = self.family.pixel_dtype(self.model, self.dtype)
         return out if dtype == torch.float32 else out.to(dtype)
 
     @torch.inference_mode()

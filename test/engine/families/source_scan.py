@@ -110,6 +110,7 @@ FAMILY_MODULES = (
     "oxygen_ros/engine/families/",
     "oxygen_ros/engine/config/head_config.py",
     "oxygen_ros/engine/model/mot.py",
+    "oxygen_ros/engine/model/chat_template.py",  # the Qwen families' prompt head and tail
     "oxygen_ros/engine/model/vision.py",
     "oxygen_ros/engine/model/checkpoint.py",
     "oxygen_ros/engine/model/formats.py",
