@@ -11,8 +11,8 @@ import numpy as np
 from rosbags.typesys.base import Nodetype
 from rosbags.typesys.store import Typestore
 
-from .typestore import (COMPRESSED_IMAGE, DIAGNOSTICS, FRAME_STATS, IMAGE, JOINT_STATE, TEXT_MEMORY,
-                        TRAJECTORY)
+from .typestore import (COMPRESSED_IMAGE, DIAGNOSTICS, FLOAT64_ARRAY, FRAME_STATS, IMAGE, JOINT_STATE,
+                        TEXT_MEMORY, TRAJECTORY)
 
 _NP = {"bool": np.bool_, "byte": np.uint8, "char": np.uint8, "int8": np.int8, "uint8": np.uint8,
        "int16": np.int16, "uint16": np.uint16, "int32": np.int32, "uint32": np.uint32,
@@ -82,6 +82,11 @@ def joint_state(store: Typestore, names: Sequence[str], positions: Sequence[floa
     """`field`: position, or velocity for velocity commands (as the node's ~/joint_command)."""
     return make(store, JOINT_STATE, header=header(store, ns), name=list(names),
                 **{field: np.asarray(positions, dtype=np.float64)})
+
+
+def float64_array(store: Typestore, values: Sequence[float]) -> Any:
+    """std_msgs/Float64MultiArray (the node's command_type float64_array): values only, no stamp."""
+    return make(store, FLOAT64_ARRAY, data=np.asarray(values, dtype=np.float64))
 
 
 def trajectory(store: Typestore, chunk: np.ndarray, names: Sequence[str], ns: int, dt: float,

@@ -4,6 +4,9 @@ Clocks: a joint_command's header stamp is the node's clock when it was published
 chunk's, a FrameStats' and a TextMemory's header stamp is the SOURCE observation's stamp; log times
 are when the recorder received the message (the node recorder and `ros2 bag record` stamp with
 the receiving clock). So:
+- commands: the node's ~/joint_command as either command_type records it (COMMAND_TYPES):
+  sensor_msgs/JointState, or std_msgs/Float64MultiArray, which has no stamp and no names: its
+  log time stands for its stamp and the action chunks' joint names name its values;
 - command rate and period: from joint_command header stamps (the control loop's own times);
 - action rate: action_chunk log times (one chunk per inference frame);
 - observation -> command latency: for each chunk, the first joint_command recorded after it;
@@ -28,6 +31,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -36,7 +40,7 @@ from oxygen_ros.robot.seam import seam_errors
 
 from .messages import stamp_ns
 from .reader import BagData
-from .typestore import DIAGNOSTICS, FRAME_STATS, JOINT_STATE, TEXT_MEMORY, TRAJECTORY
+from .typestore import DIAGNOSTICS, FLOAT64_ARRAY, FRAME_STATS, JOINT_STATE, TEXT_MEMORY, TRAJECTORY
 
 # the parts of frame_ms (stacked in the plot); FrameStats may gain fields (e.g. a rate
 # controller's chosen k or target): every other numeric field is reported as "other fields"
@@ -44,7 +48,10 @@ STAGES = ("vision_prefill_ms", "denoise_ms", "decode_ms", "kv_ms", "sched_ms")
 KNOWN = {"header", "frame", "mode", "k", "n", "s", "frame_ms", *STAGES, "batch_size",
          "tokens_this_frame", "waiting_requests", "action_rate_hz", "tokens_per_s", "kv_blocks_used",
          "kv_blocks_total", "kv_bytes_used"}
-TYPES = (JOINT_STATE, TRAJECTORY, FRAME_STATS, TEXT_MEMORY, DIAGNOSTICS)  # what evaluate reads
+# every type the node records its ~/joint_command as (node/outputs.py's COMMAND_OUTPUTS), in the
+# order a topic is looked for
+COMMAND_TYPES = (JOINT_STATE, FLOAT64_ARRAY)
+TYPES = (*COMMAND_TYPES, TRAJECTORY, FRAME_STATS, TEXT_MEMORY, DIAGNOSTICS)  # what evaluate reads
 
 
 @dataclass
@@ -60,12 +67,21 @@ class Topics:
 
     def resolve(self, bag: BagData) -> "Topics":
         return Topics(
-            command=bag.find(JOINT_STATE, "joint_command", self.command),
+            command=_command_topic(bag, self.command),
             chunk=bag.find(TRAJECTORY, "action_chunk", self.chunk),
             stats=bag.find(FRAME_STATS, "", self.stats),
             memory=bag.find(TEXT_MEMORY, "memory", self.memory),
             answer=bag.find(TEXT_MEMORY, "answer", self.answer),
             diagnostics=bag.find(DIAGNOSTICS, "diagnostics", self.diagnostics))
+
+
+def _command_topic(bag: BagData, explicit: str | None) -> str | None:
+    """`explicit`, else the first topic in name order ending with joint_command of any
+    COMMAND_TYPES type (as bag.find does for one type)."""
+    if explicit:
+        return explicit if explicit in bag.topics else None
+    cands = sorted(c for ty in COMMAND_TYPES for c in bag.topics_of(ty) if c.endswith("joint_command"))
+    return cands[0] if cands else None
 
 
 @dataclass
@@ -94,6 +110,11 @@ def evaluate(bag: BagData, topics: Topics | None = None) -> Evaluation:
                          "duration_s": (max(ends) - t0) * 1e-9 if ends else 0.0,
                          "errors": list(bag.errors), "topics": vars(t)}
     series: dict[str, Any] = {"t0_ns": t0}
+    s["command_type"] = bag.topics.get(t.command, "") if t.command else ""
+    if t.command and s["command_type"] not in COMMAND_TYPES:  # an explicit topic of another type
+        s["errors"].append(f"command topic {t.command} is {s['command_type']}: oxygen-eval reads "
+                           f"commands of types {list(COMMAND_TYPES)} only")
+        t = dataclasses.replace(t, command=None)
     _commands(bag, t, t0, s, series)
     _chunks(bag, t, t0, s, series)
     _frames(bag, t, t0, s, series)
@@ -103,8 +124,28 @@ def evaluate(bag: BagData, topics: Topics | None = None) -> Evaluation:
     return Evaluation(s, series)
 
 
-def _commands(bag: BagData, t: Topics, t0: int, s: dict, series: dict) -> None:
+def _command_messages(bag: BagData, t: Topics) -> list[tuple[int, Any]]:
+    """The command topic's (log ns, message), each with JointState's header.stamp, name and
+    position: a Float64MultiArray command is read with its log time as stamp and the action
+    chunks' joint names (joint<i> when no chunk names them)."""
     cmds = bag.get(t.command)
+    if bag.topics.get(t.command) != FLOAT64_ARRAY:
+        return cmds
+    chunk = next((m for _, m in bag.get(t.chunk)), None)
+    out = []
+    for ts, m in cmds:
+        values = [float(v) for v in m.data]
+        names = list(chunk.joint_names) if chunk is not None else []
+        if len(names) != len(values):
+            names = [f"joint{i}" for i in range(len(values))]
+        stamp = SimpleNamespace(sec=ts // 1_000_000_000, nanosec=ts % 1_000_000_000)
+        out.append((ts, SimpleNamespace(header=SimpleNamespace(stamp=stamp), name=names,
+                                        position=values)))
+    return out
+
+
+def _commands(bag: BagData, t: Topics, t0: int, s: dict, series: dict) -> None:
+    cmds = _command_messages(bag, t)
     stamps = np.array([stamp_ns(m.header.stamp) for _, m in cmds], dtype=np.int64)
     if len(stamps) and not stamps.any():  # unstamped publisher: fall back to log times
         stamps = np.array([ts for ts, _ in cmds], dtype=np.int64)
@@ -120,7 +161,7 @@ def _chunks(bag: BagData, t: Topics, t0: int, s: dict, series: dict) -> None:
     chunks = bag.get(t.chunk)
     logs = np.array([ts for ts, _ in chunks], dtype=np.int64)
     s.update(action_chunks=len(chunks), action_rate_hz=_rate(logs))
-    cmds = bag.get(t.command)
+    cmds = _command_messages(bag, t)
     cmd_logs = [ts for ts, _ in cmds]
     lat = []
     for ts, m in chunks:
@@ -310,7 +351,7 @@ def _abs_stats(x: np.ndarray) -> tuple[float, float]:
 
 
 def _motion(bag: BagData, t: Topics, t0: int, s: dict, series: dict) -> None:
-    cmds = bag.get(t.command)
+    cmds = _command_messages(bag, t)
     names = list(cmds[0][1].name) if cmds else []
     rows = [(ts, m) for ts, m in cmds if len(m.position) == len(names)]
     s.update(limited_ticks=_counter(bag, t, "limited_ticks"), gated_chunks=_counter(bag, t, "gated_chunks"))

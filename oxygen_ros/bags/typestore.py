@@ -56,6 +56,8 @@ IMAGE = "sensor_msgs/msg/Image"
 COMPRESSED_IMAGE = "sensor_msgs/msg/CompressedImage"
 CAMERA_TYPES = {IMAGE: "raw", COMPRESSED_IMAGE: "compressed"}  # camera message -> transport
 JOINT_STATE = "sensor_msgs/msg/JointState"
+# the node's ~/joint_command with command_type float64_array (forward_command_controller's)
+FLOAT64_ARRAY = "std_msgs/msg/Float64MultiArray"
 TRAJECTORY = "trajectory_msgs/msg/JointTrajectory"
 DIAGNOSTICS = "diagnostic_msgs/msg/DiagnosticArray"
 STRING = "std_msgs/msg/String"

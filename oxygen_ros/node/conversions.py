@@ -37,6 +37,7 @@ from visualization_msgs.msg import Marker, MarkerArray
 
 from oxygen_ros.engine.core.engine import FrameOutput, RequestUpdate
 from oxygen_ros.msg import FrameStats, TextMemory
+from oxygen_ros.robot.frame_stats import frame_stats_fields
 
 from oxygen_ros.robot import images
 from oxygen_ros.robot.images import ENCODINGS, decode_image_numpy
@@ -172,29 +173,11 @@ def chunk_to_trajectory(chunk: np.ndarray, names: Sequence[str], stamp: Time, dt
 # -- engine outputs -----------------------------------------------------------------------------
 def frame_stats(out: FrameOutput, stamp: Time, action_rate_hz: float = 0.0,
                 tokens_per_s: float = 0.0) -> FrameStats:
+    """FrameOutput -> FrameStats through robot/frame_stats.py, the mapping oxygen-replay uses too."""
     msg = FrameStats()
     msg.header = Header(stamp=stamp, frame_id="")
-    msg.frame = int(out.frame)
-    msg.mode = str(out.mode)
-    msg.k, msg.n, msg.s = int(out.k), int(out.n), int(out.s)
-    t = out.timings_ms
-    msg.frame_ms = float(out.frame_ms)
-    msg.vision_prefill_ms = float(t.get("vision_prefill", 0.0))
-    msg.denoise_ms = float(t.get("denoise", 0.0))
-    msg.decode_ms = float(t.get("decode", 0.0))
-    msg.kv_ms = float(t.get("kv", 0.0))
-    msg.sched_ms = float(t.get("sched", 0.0))
-    msg.batch_size = int(out.batch_size)
-    msg.tokens_this_frame = int(out.tokens_this_frame)
-    msg.waiting_requests = int(out.num_waiting)
-    msg.action_rate_hz = float(action_rate_hz)
-    msg.tokens_per_s = float(tokens_per_s)
-    msg.kv_blocks_used = int(out.kv.blocks_used)
-    msg.kv_blocks_total = int(out.kv.blocks_total)
-    msg.kv_bytes_used = int(out.kv.bytes_used)
-    msg.target_action_hz = float(out.target_action_hz)
-    msg.k_chosen = int(out.k_chosen)
-    msg.target_feasible = bool(out.target_feasible)
+    for name, value in frame_stats_fields(out, action_rate_hz, tokens_per_s).items():
+        setattr(msg, name, value)
     return msg
 
 

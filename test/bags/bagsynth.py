@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 
 from oxygen_ros.bags import messages as M
-from oxygen_ros.bags.typestore import (COMPRESSED_IMAGE, DIAGNOSTICS, FRAME_STATS, IMAGE, JOINT_STATE,
-                                       TEXT_MEMORY, TRAJECTORY)
+from oxygen_ros.bags.typestore import (COMPRESSED_IMAGE, DIAGNOSTICS, FLOAT64_ARRAY, FRAME_STATS, IMAGE,
+                                       JOINT_STATE, TEXT_MEMORY, TRAJECTORY)
 from oxygen_ros.bags.writer import BagWriter
 
 T0 = 1_700_000_000 * 10**9
@@ -40,8 +40,9 @@ def state_at(t_s: float) -> np.ndarray:
 
 def write_run(path: Path, storage: str = "mcap", seconds: float = 3.0, image_size: int = 32,
               with_outputs: bool = True, camera: str = "raw",
-              camera_hw: tuple[int, int] | None = None) -> dict:
-    """Write the run; returns the expected evaluation numbers."""
+              camera_hw: tuple[int, int] | None = None, command_type: str = "joint_state") -> dict:
+    """Write the run; returns the expected evaluation numbers. `command_type`: the node's
+    parameter (joint_state, or float64_array: unstamped values, logged at the command's time)."""
     store = None
     n_cam = int(seconds * CAMERA_HZ)
     rng = np.random.default_rng(0)
@@ -64,7 +65,11 @@ def write_run(path: Path, storage: str = "mcap", seconds: float = 3.0, image_siz
         if with_outputs:
             end = T0 + int(seconds * 1e9)
             for ns in range(T0, end, COMMAND_PERIOD_NS):
-                msgs.append((ns, "/oxygen/joint_command", JOINT_STATE, M.joint_state(store, JOINTS, state_at(0), ns)))
+                if command_type == "float64_array":
+                    msgs.append((ns, "/oxygen/joint_command", FLOAT64_ARRAY, M.float64_array(store, state_at(0))))
+                else:
+                    msgs.append((ns, "/oxygen/joint_command", JOINT_STATE,
+                                 M.joint_state(store, JOINTS, state_at(0), ns)))
             for i in range(n_cam):
                 ns = T0 + i * (10**9 // CAMERA_HZ)
                 log = ns + CHUNK_DELAY_NS

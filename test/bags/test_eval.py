@@ -6,7 +6,7 @@ import json
 import pytest
 
 from oxygen_ros.cli.eval import main
-from oxygen_ros.bags.metrics import evaluate
+from oxygen_ros.bags.metrics import Topics, evaluate
 from oxygen_ros.bags.reader import read_bag
 
 from bagsynth import write_run
@@ -174,3 +174,24 @@ def test_command_motion_and_seam_jump(tmp_path):
 
     assert "motion.png" in make_plots(ev, tmp_path)
     assert "| b |" in report([ev], ["run"], [["motion.png"]])
+
+
+def test_float64_array_commands_give_the_same_command_numbers(tmp_path):
+    """A run recorded with command_type float64_array (no stamp, no names) is evaluated like a
+    JointState run, not silently without command metrics."""
+    write_run(tmp_path / "js", "mcap", seconds=2.0)
+    write_run(tmp_path / "fa", "mcap", seconds=2.0, command_type="float64_array")
+    js = evaluate(read_bag(tmp_path / "js")).summary
+    fa = evaluate(read_bag(tmp_path / "fa")).summary
+    assert fa["topics"]["command"] == "/oxygen/joint_command"
+    assert fa["command_type"] == "std_msgs/msg/Float64MultiArray" and fa["commands"] == js["commands"] > 0
+    for key in ("command_rate_hz", "command_period_p50_ms", "obs_to_command_ms_p50", "seam_error",
+                "command_velocity_max"):
+        assert fa[key] == pytest.approx(js[key], nan_ok=True), key
+    assert fa["motion"].keys() == js["motion"].keys() == {"j0", "j1", "j2"}
+
+
+def test_a_command_topic_of_another_type_is_named_not_read(tmp_path):
+    write_run(tmp_path / "run", "mcap", seconds=1.0)
+    s = evaluate(read_bag(tmp_path / "run"), Topics(command="/oxygen/frame_stats")).summary
+    assert s["commands"] == 0 and any("FrameStats" in e and "Float64MultiArray" in e for e in s["errors"])
