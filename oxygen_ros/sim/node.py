@@ -22,9 +22,8 @@ task's horizon; the next one starts at once (episodes.schedule).
 
 Topics (defaults; SimConfig):
 - /sim/camera/image_raw   sensor_msgs/Image rgb8, camera_rate_hz (sensor-data QoS)
-- /sim/joint_states       sensor_msgs/JointState, every step (JOINT_NAMES, absolute): the physics
-                          rate (80 Hz), each stamped at its step's due time, also the steps
-                          stepped at once to catch up
+- /sim/joint_states       sensor_msgs/JointState, every step (JOINT_NAMES, absolute); one for
+                          the steps stepped at once to catch up with the wall clock
 - /oxygen/joint_command   sensor_msgs/JointState in: absolute targets by joint name
 - /sim/episode            std_msgs/String, JSON episodes.Status at camera rate and at the end
 - /oxygen/instruction     std_msgs/String: the task instruction at every episode start
@@ -219,12 +218,6 @@ class SimNode(Node):
     def _stamp(self) -> Time:
         return self.get_clock().now().to_msg()
 
-    def _stamp_at(self, mono: float) -> Time:
-        """The node clock's time at monotonic time `mono` (a step stepped late: its due time)."""
-        now = self.get_clock().now().nanoseconds
-        return Time(sec=0, nanosec=0) if now == 0 else _ns_to_time(
-            now - int((time.monotonic() - mono) * 1e9))
-
     def _episode(self, ep: Episode) -> None:
         cfg = self.config
         env = self._envs[ep.task]
@@ -284,16 +277,9 @@ class SimNode(Node):
                 if self._target is not None:
                     target = self._target
             first = step
-            for i in range(due):
+            for _ in range(due):
                 info = env.step(target if target is not None else hold_target)
                 step += 1
-                # every physics step's joint state, stamped at its due time (simulated time is
-                # wall time): the joint states come at the physics rate, one period apart, also
-                # while the loop catches up (before: one for the whole catch-up, stamped when
-                # sent, a gap in the stamps that looked like lost messages)
-                stamp = self._stamp_at(next_t + i * dt)
-                state = env.state()
-                self._publish_state(state, stamp, ep, env)
                 if info.success or info.timed_out:
                     break
             taken = step - first
@@ -302,6 +288,9 @@ class SimNode(Node):
             self.stats.late_steps += taken - 1
             next_t += due * dt
             t = step * CONTROL_PERIOD_S
+            stamp = self._stamp()
+            state = env.state()
+            self._publish_state(state, stamp, ep, env)
             done = info.success or info.timed_out
             if first // cam_every != step // cam_every or done:  # an image step was crossed
                 self._render.submit(env.camera, stamp)  # published when drawn, with this stamp
@@ -365,6 +354,3 @@ class SimNode(Node):
         if self._on_status is not None:
             self._on_status(status)
 
-
-def _ns_to_time(ns: int) -> Time:
-    return Time(sec=ns // 1_000_000_000, nanosec=ns % 1_000_000_000)
