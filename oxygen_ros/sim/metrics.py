@@ -5,7 +5,7 @@ import bisect
 import math
 import re
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -108,14 +108,22 @@ def completion_claim(text: str) -> str | None:
 
 
 def check_memory(text: str, where: tuple[str, str] | Scene, stamp_ns: int = 0) -> MemoryCheck:
+    return check_scene(text, where, stamp_ns, get_task, completion_claim(text) is not None)
+
+
+def check_scene(text: str, where: tuple[str, str] | Scene, stamp_ns: int,
+                task_of: Callable[[str], Any], claims_done: bool) -> MemoryCheck:
+    """A memory text against the scene of its source observation: does it name that stage, or
+    one of the task's stages or its instruction (`task_of`: the simulator's task lookup; its
+    tasks have `captions` and `instruction`)."""
     scene = where if isinstance(where, Scene) else Scene(*where)
     task, caption = scene.task, scene.caption
-    t = get_task(task)
+    t = task_of(task)
     said = _norm(text)
     named = {_norm(c) for c in t.captions} | {_norm(t.instruction)}
     return MemoryCheck(text, task, caption, said == _norm(caption) or _norm(caption) in said,
                        any(n and (said == n or n in said) for n in named), scene.episode, stamp_ns,
-                       completion_claim(text) is not None)
+                       claims_done)
 
 
 def claim_is_true(check: MemoryCheck, success_ns: dict[int, int | None],
