@@ -38,6 +38,7 @@ class Built:
     warnings: tuple[str, ...] = ()  # for the configure log (a thread count that takes every core)
     load_s: float = 0.0  # configure's time: building the engine (weights read), then warming up
     warmup_s: float = 0.0
+    warmup_note: str = ""  # what warmup ran (Engine.warmup: full frames or one reduced frame)
 
 
 def check_joints(names: list[str], state_dim: int | None, action_dim: int | None, padded: int) -> None:
@@ -84,7 +85,10 @@ def build(p: dict[str, Any]) -> Built:
     slots = camera_slots(cams, list(p["camera_keys"]), b.camera_keys)
     # first frames allocate and pick kernels: pay that now, not in the first control frames
     start = time.perf_counter()
-    b.engine.warmup()  # about one frame when frames take seconds (Engine.warmup's budget)
+    # about one frame when frames take seconds, one reduced frame when a full one would take
+    # longer than the budget on a CPU (Engine.warmup)
+    note = b.engine.warmup()
     return Built(b.engine, b.engine.model_config, b.norm, b.model_name, slots, b.n_action_steps,
                  b.tokenizer_source, transports, b.fps, threads,
-                 (thread_warning,) if thread_warning else (), load_s, time.perf_counter() - start)
+                 (thread_warning,) if thread_warning else (), load_s, time.perf_counter() - start,
+                 note)

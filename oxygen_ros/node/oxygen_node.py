@@ -126,6 +126,8 @@ class OxygenNode(LifecycleNode):
             f"{P.get(self, 'control_rate_hz')} Hz, load {rt.built.load_s:.1f} s + warmup "
             f"{rt.built.warmup_s:.1f} s"
             + (f", tokenizer {rt.built.tokenizer_source}" if rt.built.tokenizer_source else ""))
+        if rt.built.warmup_note:
+            self.get_logger().info(rt.built.warmup_note)
         return TransitionCallbackReturn.SUCCESS
 
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:

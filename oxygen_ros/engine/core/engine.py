@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterator
 
 import numpy as np
@@ -43,6 +43,10 @@ DRAIN_FRAMES = 10_000  # drain()'s default bound on the frames it steps
 # instead of a minute of them; a fast one (a GPU, the tiny preset) runs every warmup frame
 WARMUP_BUDGET_S = 10.0
 _clock = time.perf_counter  # warmup's clock (a test advances its own)
+# warmup() on a CPU without CUDA graphs: a full frame estimated past the budget (estimate_frame_s)
+# warms up with one reduced frame instead: the first camera only, this many denoise steps and
+# no language request (the full pi0.5 at one bf16 thread: a full frame 54 s, configure 85 s)
+REDUCED_WARMUP_DENOISE_STEPS = 1
 # step()'s early hand-off: (the configured head's chunk, every head's chunk by name), model space
 ActionsReady = Callable[[np.ndarray, dict[str, np.ndarray]], None]
 
@@ -157,10 +161,30 @@ class Engine:
         return ec.max_active_requests + frame + 2, frame
 
     @staticmethod
+    def prefix_frames(ec: EngineConfig) -> int:
+        """Frames whose observation prefix running requests may hold at once: a request is
+        admitted on its birth frame or the next (when the pool has room) and decodes at least
+        k tokens a frame (k_min under an action-rate target), so it is done within
+        ceil(N / k) frames of admission; never more than the requests themselves."""
+        k = ec.k_min if ec.target_action_hz else ec.decode_steps_per_frame
+        return min(ec.max_active_requests + 2, -(-ec.max_decode_steps // k) + 1)
+
+    @staticmethod
     def auto_num_blocks(mc: ModelConfig, ec: EngineConfig) -> int:
-        per_request = request_blocks(mc.max_prefix_tokens, mc.max_prompt_tokens,
-                                     ec.max_decode_steps, ec.block_size, with_prefix=True)
-        return (ec.max_active_requests + 2) * per_request + 2 * Engine.frame_blocks(mc, ec)
+        """The pool when num_blocks is 0: what the configured serving needs with prefix sharing.
+        Requests born on one frame fork that frame's prefix (one copy however many), so the
+        pool holds prefix_frames prefixes, each of max_active_requests + 2 requests' own
+        blocks (prompt suffix and N decode slots) and two frames' action paths. A request that
+        lost its fork under pressure (preempted) needs its own prefix copy when admitted again:
+        past this size such requests wait in the queue (the Scheduler admits what fits; the
+        action path's blocks stay reserved); one always fits (Intake refuses a request that
+        cannot). Sizing every request with its own prefix (the worst case) took 3x the blocks
+        at pi0.5's shape: 0.75 GiB in bfloat16 for 32 requests."""
+        prefix = blocks_for(mc.max_prefix_tokens, ec.block_size)
+        own = request_blocks(mc.max_prefix_tokens, mc.max_prompt_tokens, ec.max_decode_steps,
+                             ec.block_size, with_prefix=False)
+        return (Engine.prefix_frames(ec) * prefix + (ec.max_active_requests + 2) * own
+                + 2 * Engine.frame_blocks(mc, ec))
 
     def prefix_tokens(self, images: Any, prompt_ids: list[int]) -> int:
         """Tokens of an observation prefix: each valid camera's tokens, then the prompt
@@ -204,8 +228,29 @@ class Engine:
         self.scheduler.set_max_active(new.max_active_requests)
         self.scheduler.set_max_waiting(new.max_waiting_requests)
 
+    def estimate_frame_s(self) -> float:
+        """A rough, high estimate of one full frame's seconds here, before any frame ran: its
+        prefill's multiply-adds (every weight but the embeddings over every token of the
+        longest prefix, 2 P T) at the speed of a timed [T, width] x [width, width] matmul in the
+        engine's dtype on its device (the prefill dominates a frame of a large model)."""
+        mc, runner = self.model_config, self.runner
+        embeddings = sum(m.weight.numel() for m in self.model.modules()
+                         if isinstance(m, torch.nn.Embedding))
+        weights = sum(p.numel() for p in self.model.parameters()) - embeddings
+        tokens, width = mc.max_prefix_tokens, mc.vlm.width
+        a = torch.randn(tokens, width, dtype=runner.dtype, device=runner.device)
+        b = torch.randn(width, width, dtype=runner.dtype, device=runner.device)
+        best = float("inf")
+        for i in range(3):  # the first call allocates and picks a kernel: not timed
+            start = time.perf_counter()
+            torch.matmul(a, b)  # warmup asks only on a CPU: no device sync needed
+            if i:
+                best = min(best, time.perf_counter() - start)
+        per_s = 2.0 * tokens * width * width / max(best, 1e-9)
+        return 2.0 * weights * tokens / per_s
+
     def warmup(self, frames: int = 2, instruction: str | None = None,
-               budget_s: float | None = WARMUP_BUDGET_S) -> None:
+               budget_s: float | None = WARMUP_BUDGET_S) -> str:
         """Run a few frames on a synthetic observation (action path and one language request),
         then forget them: the first real frame then runs at steady-state speed (first calls
         allocate, pick kernels and, with compile_denoise, compile). Call before serving.
@@ -215,14 +260,25 @@ class Engine:
         The first frame always runs (it pays the allocations); the others (the second action
         frame, the language request's decode frames) only while the warmup has taken less than
         `budget_s` seconds (None: all of them), so warming up costs about one frame when
-        frames are slow."""
+        frames are slow. On a CPU without CUDA graphs, a full frame estimated past `budget_s`
+        (estimate_frame_s) is not run at all: one reduced frame warms up instead (the first
+        camera, REDUCED_WARMUP_DENOISE_STEPS denoise steps, no language request), and the first
+        served frames pay the first-call costs of the shapes it did not run. With CUDA graphs
+        (or on CUDA) the full frames run: capture needs the real shapes. Returns one line
+        saying what ran (the node logs it at configure)."""
         from .synthetic import SyntheticStream
 
         if budget_s is not None and budget_s < 0:
             raise ValueError(f"warmup budget_s must be >= 0 seconds or None, got {budget_s}")
         if self.frame or self.has_unfinished() or self.ops.outbox:
             raise RuntimeError("warmup() must run before the engine serves any frame")
+        reduce = (budget_s is not None and self.runner.device.type == "cpu"
+                  and not self.config.cuda_graphs)
+        estimate = self.estimate_frame_s() if reduce else 0.0
+        if reduce and estimate > budget_s:
+            return self._reduced_warmup(estimate, budget_s, instruction)
         start = _clock()
+        ran = 0
 
         def spent() -> bool:
             return budget_s is not None and _clock() - start >= budget_s
@@ -236,15 +292,47 @@ class Engine:
                 if i and spent():
                     break
                 self.step(stream.frame(i))
+                ran += 1
             self.config = saved
             if not spent():
                 for _ in self.drain(stream.frame, max_frames=4 * saved.max_decode_steps):
+                    ran += 1
                     if spent():
                         break
-            for r in self.scheduler.running + self.scheduler.waiting:
-                self.scheduler.abort(r.id)
         finally:
-            self.config = saved
+            self._forget_warmup(saved)
+        return (f"warmup: {ran} full frame(s) in {_clock() - start:.1f} s"
+                + (f" (a full frame estimated at {estimate:.1f} s)" if reduce else ""))
+
+    def _reduced_warmup(self, estimate: float, budget_s: float, instruction: str | None) -> str:
+        """warmup's one reduced frame (see warmup): first camera, fewer denoise steps, no
+        language request."""
+        from .synthetic import SyntheticStream
+
+        start = time.perf_counter()
+        stream = SyntheticStream(self.model_config, seed=self.config.seed)
+        stream.instruction = self.config.instruction if instruction is None else instruction
+        obs = stream.frame(0)
+        cams = len(obs.camera_images())
+        obs = replace(obs, camera_valid=(True,) + (False,) * (cams - 1))
+        saved = self.config
+        steps = min(REDUCED_WARMUP_DENOISE_STEPS, saved.denoise_steps)
+        self.config = saved.replace(denoise_steps=steps, memory_every_n_frames=0)
+        try:
+            self.step(obs)
+        finally:
+            self._forget_warmup(saved)
+        return (f"warmup: one reduced frame (1 of {cams} cameras, {steps} of "
+                f"{saved.denoise_steps} denoise steps, no language request) in "
+                f"{time.perf_counter() - start:.1f} s: a full frame is estimated at "
+                f"{estimate:.0f} s, over the {budget_s:g} s warmup budget; the first frames "
+                f"served pay the first-call costs of the shapes it did not run")
+
+    def _forget_warmup(self, saved: EngineConfig) -> None:
+        """Drop what warmup's frames left: requests, counters, outbox, the KV peak."""
+        for r in self.scheduler.running + self.scheduler.waiting:
+            self.scheduler.abort(r.id)
+        self.config = saved
         self.frame = 0
         self._last_obs = None
         self.intake.reset()

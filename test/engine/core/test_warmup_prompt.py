@@ -104,3 +104,60 @@ def test_warmup_budget_is_checked():
     engine, _ = short_prompt_engine()
     with pytest.raises(ValueError, match="budget_s"):
         engine.warmup(budget_s=-1.0)
+
+
+def recorded_engine(monkeypatch, estimate_s: float, **config) -> tuple[Engine, list[tuple]]:
+    """A tiny engine whose full frame is estimated at `estimate_s` seconds; records each warmup
+    step's (valid cameras, denoise steps, memory every n frames)."""
+    mc = PRESETS["tiny"]
+    cfg = EngineConfig(denoise_steps=3, max_decode_steps=4, **config)
+    engine = Engine(mc, cfg, model=init_model(mc, seed=0), tokenizer=build_tiny_tokenizer(mc.vocab_size))
+    monkeypatch.setattr(engine, "estimate_frame_s", lambda: estimate_s)
+    steps: list[tuple] = []
+    step = engine._step
+
+    def recorded(obs, *args, **kwargs):
+        steps.append((len(obs.valid_images()), engine.config.denoise_steps,
+                      engine.config.memory_every_n_frames))
+        return step(obs, *args, **kwargs)
+
+    monkeypatch.setattr(engine, "_step", recorded)
+    return engine, steps
+
+
+def test_warmup_of_a_frame_past_the_budget_is_one_reduced_frame(monkeypatch):
+    """A full frame estimated at 60 s on a CPU (the full pi0.5 at one thread: 54 s): one frame
+    of the first camera, one denoise step, no language request; then the engine is as new."""
+    engine, steps = recorded_engine(monkeypatch, 60.0)
+    saved = engine.config
+    note = engine.warmup()
+    assert steps == [(1, 1, 0)]
+    assert "one reduced frame" in note and "estimated at 60 s" in note
+    assert engine.config == saved and engine.frame == 0 and not engine.has_unfinished()
+    out = engine.step(SyntheticStream(engine.model_config).frame(0))
+    assert out.s == 3 and out.frame == 0
+
+
+def test_warmup_within_the_budget_runs_full_frames(monkeypatch):
+    engine, steps = recorded_engine(monkeypatch, 5.0)
+    note = engine.warmup()
+    cams = engine.model_config.num_cameras
+    assert steps[0] == (cams, 3, 1) and len(steps) >= 2
+    assert note.startswith(f"warmup: {len(steps)} full frame(s)") and "estimated at 5.0 s" in note
+
+
+def test_warmup_with_cuda_graphs_runs_the_real_shapes(monkeypatch):
+    """Capture needs the real shapes: no reduced frame with cuda_graphs (CPU stand-in here)."""
+    engine, steps = recorded_engine(monkeypatch, 60.0, cuda_graphs=True)
+    engine.warmup()
+    assert steps[0] == (engine.model_config.num_cameras, 3, 1)
+    unbounded, steps2 = recorded_engine(monkeypatch, 60.0)
+    unbounded.warmup(budget_s=None)  # no budget: every frame, full
+    assert steps2[0] == (unbounded.model_config.num_cameras, 3, 1) and len(steps2) >= 2
+
+
+def test_estimate_frame_s_is_small_for_the_tiny_model():
+    mc = PRESETS["tiny"]
+    engine = Engine(mc, EngineConfig(), model=init_model(mc, seed=0),
+                    tokenizer=build_tiny_tokenizer(mc.vocab_size))
+    assert 0.0 < engine.estimate_frame_s() < 1.0
