@@ -15,7 +15,9 @@ block at a time; safetensors' own reader opens it.
 
 The node's part runs in a fresh process (its peak resident set is its own): node/build.build on
 the node's default parameters plus the checkpoint, bfloat16 on the CPU, then one frame of the
-engine on a synthetic observation. Peak RSS (ru_maxrss, touched pages of the file's mapping
+engine on a synthetic observation; or, with --node, the lifecycle node itself (OxygenNode
+in-process: configure, activate, its camera and joint-state topics fed by a publisher in the
+same process, spun by an executor) until its first chunk arrives on ~/action_chunk. Peak RSS (ru_maxrss, touched pages of the file's mapping
 included) is compared with the engine's parameter bytes: the goal is within 1.2x. The folder is
 deleted afterwards unless --keep. Timings depend on the machine's load: the command line and
 /proc/loadavg are printed before and after.
@@ -171,7 +173,7 @@ def _child(folder: str, tokenizer: str, threads: int, frames: int, params: dict)
     peak = peak_rss_bytes()
     pool = engine.runner.pool  # the KV pool, sized from max_active_requests and the prompt lengths
     print(json.dumps({
-        "kv_pool_bytes": pool.numel() * pool.element_size(),
+        "warmup_note": built.warmup_note, "kv_pool_bytes": pool.numel() * pool.element_size(),
         "max_active_requests": engine.config.max_active_requests, "peak_rss_before_warmup": at_warmup["peak"],
         "threads": torch.get_num_threads(), "params": sum(t.numel() for t in params),
         "param_bytes": param_bytes, "param_dtypes": sorted({str(t.dtype) for t in params}),
@@ -180,6 +182,137 @@ def _child(folder: str, tokenizer: str, threads: int, frames: int, params: dict)
         "configure_s": configure_s, "load_s": built.load_s, "warmup_s": built.warmup_s,
         "frame_s": frame_s, "actions_finite": bool(torch.isfinite(torch.as_tensor(out.actions)).all()),
     }))
+
+
+CHUNK_WAIT_S = 600.0  # --node: how long to wait for the first chunk after activation
+INPUT_HZ = 5.0  # --node: the rate the cameras and joint states are published at
+
+
+def _node_child(folder: str, tokenizer: str, threads: int, params: dict) -> None:
+    """The lifecycle node in this process: configure (the engine built and warmed up as
+    node/build.build does), activate, cameras and joint states published on its topics until
+    its first chunk arrives on ~/action_chunk."""
+    import threading
+
+    import numpy as np
+    import rclpy
+    from rclpy.executors import MultiThreadedExecutor
+    from rclpy.lifecycle import TransitionCallbackReturn
+    from rclpy.parameter import Parameter
+    from sensor_msgs.msg import Image, JointState
+    from trajectory_msgs.msg import JointTrajectory
+
+    from oxygen_ros.bench.timing import peak_rss_bytes, rss_bytes
+    from oxygen_ros.node.oxygen_node import NODE_NAME, OxygenNode
+
+    joints = [f"joint_{i}" for i in range(STATE_DIM)]
+    cams = [f"/full_size/camera{i}/image_raw" for i in range(3)]  # the pi05 preset's 3 cameras
+    values = {"model.checkpoint": folder, "model.tokenizer": tokenizer, "model.device": "cpu",
+              "model.dtype": "bfloat16", "joint_names": joints, "camera_topics": cams, **params}
+    if threads:
+        values["model.num_threads"] = threads
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx)
+    before = rss_bytes()
+    node = OxygenNode(context=ctx, parameter_overrides=[Parameter(k, value=v) for k, v in values.items()])
+    feed = rclpy.create_node("full_size_feed", context=ctx)
+    got: list[tuple[float, JointTrajectory]] = []
+    feed.create_subscription(JointTrajectory, f"/{NODE_NAME}/action_chunk",
+                             lambda m: got.append((time.perf_counter(), m)), 10)
+    image_pubs = [feed.create_publisher(Image, c, 10) for c in cams]
+    joint_pub = feed.create_publisher(JointState, "/joint_states", 10)
+    rng = np.random.default_rng(0)
+    pixels = [rng.integers(0, 255, (224, 224, 3), dtype=np.uint8).tobytes() for _ in cams]
+
+    def publish() -> None:
+        stamp = feed.get_clock().now().to_msg()
+        for pub, data in zip(image_pubs, pixels):
+            msg = Image(height=224, width=224, encoding="rgb8", step=224 * 3, data=data)
+            msg.header.stamp = stamp
+            pub.publish(msg)
+        js = JointState(name=joints, position=[0.0] * len(joints))
+        js.header.stamp = stamp
+        joint_pub.publish(js)
+
+    t0 = time.perf_counter()
+    ok = node.trigger_configure() == TransitionCallbackReturn.SUCCESS
+    configure_s = time.perf_counter() - t0
+    peak_configure = peak_rss_bytes()
+    if not ok:
+        raise RuntimeError("the node's configure failed (its log above says why)")
+    built, rt = node.rt.built, node.rt
+    executor = MultiThreadedExecutor(num_threads=2, context=ctx)
+    executor.add_node(node)
+    executor.add_node(feed)
+    feed.create_timer(1.0 / INPUT_HZ, publish)
+    spinner = threading.Thread(target=executor.spin, daemon=True)
+    spinner.start()
+    ok = node.trigger_activate() == TransitionCallbackReturn.SUCCESS
+    t1 = time.perf_counter()
+    while ok and not got and time.perf_counter() - t1 < CHUNK_WAIT_S:
+        time.sleep(0.05)
+    first_chunk_s = got[0][0] - t1 if got else None
+    params_ = list(built.engine.model.parameters())
+    param_bytes = sum(t.numel() * t.element_size() for t in params_)
+    peak = peak_rss_bytes()
+    pool = built.engine.runner.pool
+    chunk = got[0][1] if got else None
+    print(json.dumps({
+        "via": "node", "activated": ok, "warmup_note": built.warmup_note,
+        "kv_pool_bytes": pool.numel() * pool.element_size(),
+        "max_active_requests": built.engine.config.max_active_requests,
+        "threads": built.threads, "params": sum(t.numel() for t in params_),
+        "param_bytes": param_bytes, "param_dtypes": sorted({str(t.dtype) for t in params_}),
+        "rss_before": before, "peak_rss_configure": peak_configure, "peak_rss": peak,
+        "peak_over_param_bytes": peak / param_bytes, "configure_s": configure_s,
+        "load_s": built.load_s, "warmup_s": built.warmup_s, "first_chunk_s": first_chunk_s,
+        "chunk_points": len(chunk.points) if chunk else 0,
+        "chunk_joints": list(chunk.joint_names) if chunk else [],
+        "actions_finite": bool(chunk and all(np.isfinite(pt.positions).all() for pt in chunk.points)),
+        "step_errors": rt.worker.step_errors, "frames_seen": rt.worker.frames,
+    }), flush=True)
+    os._exit(0)  # the executor's threads and a 9 GB heap: no orderly teardown needed to report
+
+
+def report(r: dict, params: dict, wall: float) -> tuple[list[str], bool]:
+    """The child's JSON `r` as the report's lines, and whether both goals are met (peak RSS
+    within 1.2x the parameter bytes, configure under a minute; --node: a chunk published)."""
+    gib = 2 ** 30
+    ratio = r["peak_over_param_bytes"]
+    extra = "".join(f", {k} {v}" for k, v in params.items())
+    node = r.get("via") == "node"
+    what = ("the lifecycle node (OxygenNode in-process, topics fed)" if node
+            else "node build path (node/build.build")
+    lines = [
+        f"{what}, cpu, bfloat16, {r['threads']} threads{extra}{'' if node else ')'}, a fresh "
+        f"process ({wall:.0f} s with imports):",
+        f"parameters      {r['params']:,}, {r['param_bytes'] / gib:.2f} GiB in memory "
+        f"{r['param_dtypes']}",
+        f"KV pool         {r['kv_pool_bytes'] / gib:.2f} GiB (max_active_requests "
+        f"{r['max_active_requests']})",
+        f"peak RSS        {r['peak_rss'] / gib:.2f} GiB = {ratio:.2f}x the parameter bytes: "
+        f"{'within' if ratio <= 1.2 else 'OVER'} 1.2x; {r['rss_before'] / gib:.2f} GiB before "
+        f"configure (interpreter, torch)"
+        + (f", {r['peak_rss_before_warmup'] / gib:.2f} GiB when the weights were read and the "
+           f"engine made" if "peak_rss_before_warmup" in r else "")
+        + f", {r['peak_rss_configure'] / gib:.2f} after configure",
+        f"configure       {r['configure_s']:.1f} s: load {r['load_s']:.1f} s, warmup "
+        f"{r['warmup_s']:.1f} s: {'under' if r['configure_s'] < 60 else 'OVER'} a minute",
+        f"warmup          {r.get('warmup_note') or '(not reported)'}",
+    ]
+    met = ratio <= 1.2 and r["configure_s"] < 60
+    if node:
+        published = r["first_chunk_s"] is not None
+        lines.append(
+            "first chunk     " + (f"on ~/action_chunk {r['first_chunk_s']:.1f} s after activate: "
+                                   f"{r['chunk_points']} points x {len(r['chunk_joints'])} joints"
+                                   if published else "NONE published")
+            + f"; actions finite: {r['actions_finite']}; inference errors {r['step_errors']}")
+        met = met and published and r["actions_finite"]
+    else:
+        lines.append("frames          " + ", ".join(f"{x:.1f} s" for x in r["frame_s"])
+                     + f"; actions finite: {r['actions_finite']}")
+    return lines, met
 
 
 def _node_params(ap: argparse.ArgumentParser, items: list[str]) -> dict:
@@ -219,6 +352,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="another node parameter, e.g. --param max_active_requests=4 (repeatable)")
     ap.add_argument("--reuse", action="store_true",
                     help="use the checkpoint a --keep run left in --dir instead of writing one")
+    ap.add_argument("--node", action="store_true",
+                    help="run the lifecycle node (configure, activate, topics) to its first "
+                         "published chunk instead of the build path and --frames engine frames")
     ap.add_argument("--child", nargs=2, metavar=("CKPT", "TOKENIZER"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.frames < 1 or args.threads < 0:
@@ -226,6 +362,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.reuse and not args.dir:
         ap.error("--reuse needs --dir")
     params = _node_params(ap, args.param)
+    if args.child and args.node:
+        _node_child(args.child[0], args.child[1], args.threads, params)
+        return 0
     if args.child:
         _child(args.child[0], args.child[1], args.threads, args.frames, params)
         return 0
@@ -251,7 +390,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.flush()
         cmd = [sys.executable, "-m", "oxygen_ros.bench.suite.full_size", "--child", str(folder),
                str(tokenizer), "--threads", str(args.threads), "--frames", str(args.frames),
-               *(f"--param={item}" for item in args.param)]
+               *(["--node"] if args.node else []), *(f"--param={item}" for item in args.param)]
         t0 = time.perf_counter()
         # the child's stderr holds the loader's progress bar: shown only when the child fails
         proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -261,25 +400,10 @@ def main(argv: list[str] | None = None) -> int:
             raise RuntimeError(f"the node's build path failed (exit status {proc.returncode})")
         out = proc.stdout
         r = json.loads(out.strip().splitlines()[-1])
-        gib = 2 ** 30
-        ratio = r["peak_over_param_bytes"]
-        extra = "".join(f", {k} {v}" for k, v in params.items())
-        print(f"\nnode build path (node/build.build, cpu, bfloat16, {r['threads']} threads{extra}), "
-              f"a fresh process ({wall:.0f} s with imports):")
-        print(f"parameters      {r['params']:,}, {r['param_bytes'] / gib:.2f} GiB in memory "
-              f"{r['param_dtypes']}")
-        print(f"KV pool         {r['kv_pool_bytes'] / gib:.2f} GiB (max_active_requests "
-              f"{r['max_active_requests']})")
-        print(f"peak RSS        {r['peak_rss'] / gib:.2f} GiB = {ratio:.2f}x the parameter bytes: "
-              f"{'within' if ratio <= 1.2 else 'OVER'} 1.2x; {r['rss_before'] / gib:.2f} GiB before "
-              f"configure (interpreter, torch), {r['peak_rss_before_warmup'] / gib:.2f} GiB when the "
-              f"weights were read and the engine made, {r['peak_rss_configure'] / gib:.2f} after warmup")
-        print(f"configure       {r['configure_s']:.1f} s: load {r['load_s']:.1f} s, warmup "
-              f"{r['warmup_s']:.1f} s: {'under' if r['configure_s'] < 60 else 'OVER'} a minute")
-        print(f"frames          " + ", ".join(f"{s:.1f} s" for s in r["frame_s"])
-              + f"; actions finite: {r['actions_finite']}")
+        lines, met = report(r, params, wall)
+        print("\n" + "\n".join(lines))
         print(json.dumps({**w, **r, "inspect_status": inspect_status}))
-        status = 0 if inspect_status == 0 and ratio <= 1.2 and r["configure_s"] < 60 else 1
+        status = 0 if inspect_status == 0 and met else 1
     finally:
         print(f"loadavg after: {_machine()}")
         if not args.keep:
