@@ -90,8 +90,9 @@ ENGINE_KNOBS: tuple[Knob, ...] = (
     # fixed once the engine is built
     Knob("block_size", int, 16, "KV cache block size", choices=(1, 2, 4, 8, 16, 32, 64, 128, 256),
          unit="tokens", live=False),
-    Knob("num_blocks", int, 0, "KV pool blocks (0 = sized from the model, max_decode_steps and "
-         "max_active_requests when the engine is built)", (0, None), live=False,
+    Knob("num_blocks", int, 0, "KV pool blocks (0 = sized when the engine is built from the "
+         "model, max_decode_steps, decode_steps_per_frame and max_active_requests, requests born "
+         "on one frame sharing its prefix: Engine.auto_num_blocks)", (0, None), live=False,
          param="kv.num_blocks", param_range=(0, 10_000_000)),
     Knob("action_head", str, "", "the action head whose chunk is FrameOutput.actions (what the "
          "node commands and sends on ~/action_chunk): one of the model's heads (action for pi0.5 "
