@@ -269,7 +269,7 @@ def _node_child(folder: str, tokenizer: str, threads: int, params: dict) -> None
         "chunk_points": len(chunk.points) if chunk else 0,
         "chunk_joints": list(chunk.joint_names) if chunk else [],
         "actions_finite": bool(chunk and all(np.isfinite(pt.positions).all() for pt in chunk.points)),
-        "step_errors": rt.worker.step_errors, "frames_seen": rt.worker.frames,
+        "step_errors": rt.worker.step_errors,
     }), flush=True)
     os._exit(0)  # the executor's threads and a 9 GB heap: no orderly teardown needed to report
 
