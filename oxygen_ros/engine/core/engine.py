@@ -173,8 +173,8 @@ class Engine:
     def auto_num_blocks(mc: ModelConfig, ec: EngineConfig) -> int:
         """The pool when num_blocks is 0: what the configured serving needs with prefix sharing.
         Requests born on one frame fork that frame's prefix (one copy however many), so the
-        pool holds prefix_frames prefixes, each of max_active_requests + 2 requests' own
-        blocks (prompt suffix and N decode slots) and two frames' action paths. A request that
+        pool holds prefix_frames prefixes, the own blocks (prompt suffix, N decode slots, one
+        copy-on-write block) of max_active_requests + 2 requests and two frames' action paths. A request that
         lost its fork under pressure (preempted) needs its own prefix copy when admitted again:
         past this size such requests wait in the queue (the Scheduler admits what fits; the
         action path's blocks stay reserved); one always fits (Intake refuses a request that
