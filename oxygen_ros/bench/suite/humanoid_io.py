@@ -79,6 +79,8 @@ def _runs() -> list[Run]:
     runs.append(Run("3cam-raw-base-fifo", 3, "raw", 50, 50, priority=20))
     runs += [Run(f"3cam-raw-js{int(j)}-cmd{int(c)}-fifo", 3, "raw", j, c, priority=20)
              for j in (500, 1000) for c in (200, 500)]
+    runs += [Run("3cam-compressed-base-fifo", 3, "compressed", 50, 50, priority=20),
+             Run("3cam-compressed-js500-cmd200-fifo", 3, "compressed", 500, 200, priority=20)]
     return runs
 
 
@@ -310,7 +312,7 @@ def report(results: list[dict], args, load0: str, load1: str) -> str:
              "The joint driver and the camera rig are processes of their own; the joint driver's "
              f"scheduling: {', '.join(sorted({r.get('joint_driver_scheduling', '?') for r in results}))}. "
              "Sender's floor: at each command's time, the age of the newest joint state the driver had "
-             "stamped (the youngest any receiver could use); stamp -> arrival: a taken joint state's "
+             "published (the youngest any receiver could use); stamp -> arrival: a taken joint state's "
              "stamp to its arrival in the node's middleware (the node's `delivery_ms`).", "",
              "## Rates and timing", "",
              "| run | cmd Hz (nominal) | period p50 / p99 / max ms | gaps > 4 periods | executor stall ms "
