@@ -140,8 +140,6 @@ def _camera_rig(topics: list[str], transport: str, size, hz: float, every, stop,
     from rclpy.qos import qos_profile_sensor_data
     from sensor_msgs.msg import CompressedImage, Image
 
-    from oxygen_ros.node import conversions as conv
-
     rclpy.init()
     node = rclpy.create_node("fake_humanoid_cameras")
     mtype = CompressedImage if transport == "compressed" else Image
@@ -152,9 +150,7 @@ def _camera_rig(topics: list[str], transport: str, size, hz: float, every, stop,
     frames = []
     for _ in topics:
         img = rng.integers(0, 256, (h, w, 3), dtype=np.uint8)
-        frames.append([conv.encode_image(np.roll(img, 7 * k, axis=1), "rgb8") if transport == "raw"
-                       else conv.encode_compressed(np.roll(img, 7 * k, axis=1), "jpeg")
-                       for k in range(3)])
+        frames.append([_frame(np.roll(img, 7 * k, axis=1), transport) for k in range(3)])
     clock = node.get_clock()
     records: dict[str, tuple[list[float], list[int]]] = {t: ([], []) for t in topics}
     tick = 0
@@ -182,6 +178,20 @@ def _camera_rig(topics: list[str], transport: str, size, hz: float, every, stop,
     conn.close()
     node.destroy_node()
     rclpy.try_shutdown()
+
+
+def _frame(rgb: np.ndarray, transport: str):
+    """One camera message: rgb8, or jpeg through node/conversions.py (which imports the engine:
+    seconds, so a raw rig does without it)."""
+    if transport != "raw":
+        from oxygen_ros.node import conversions as conv
+
+        return conv.encode_compressed(rgb, "jpeg")
+    from sensor_msgs.msg import Image
+
+    h, w = rgb.shape[:2]
+    return Image(height=h, width=w, encoding="rgb8", is_bigendian=0, step=3 * w,
+                 data=np.ascontiguousarray(rgb, dtype=np.uint8).tobytes())
 
 
 class FakeHumanoid:
