@@ -142,6 +142,9 @@ class Inputs:
         self.age_at_command = Samples()  # seconds: the newest joint state when a tick took it
         self.age_at_inference = {t: Samples(256) for t in (*self.camera_topics, joint_topic)}
         self.executor_delay = Samples()  # seconds: a camera message's wait for its callback
+        # seconds: a taken joint state's stamp -> its arrival in this process's middleware (the
+        # part of its age at use that the sender and the transport made)
+        self.joint_delivery = Samples()
         self._newest_state: float | None = None  # the newest joint state's stamp (node clock s)
         self._poll_lock = threading.Lock()
         self._polled_at = float("-inf")  # monotonic
@@ -314,11 +317,13 @@ class Inputs:
 
     def _joint_cb(self, msg: JointState, info: Any = None) -> None:
         """One joint state taken (poll; tests call it directly)."""
-        seq, pub, _ = _info(info)
+        seq, pub, arrived_ns = _info(info)
         t, stamp, reason, lag = self._stamp_of(msg.header)
         if reason:
             self._refuse(self.joint_topic, reason)
             return
+        if arrived_ns and lag is not None:
+            self.joint_delivery.add(time.monotonic(), arrived_ns * 1e-9 - t)
         try:
             vec = joint_state_to_vector(msg, self._joint_names)
         except ValueError as exc:
@@ -367,6 +372,7 @@ class Inputs:
             if state:
                 used = self.age_at_command.window(now, HEALTH_WINDOW_S)
                 values[f"{topic} age_at_command_ms"] = _ms(used)
+                values[f"{topic} delivery_ms"] = _ms(self.joint_delivery.window(now, HEALTH_WINDOW_S))
             if topic in self.camera_topics:
                 i = self.camera_topics.index(topic)
                 values[f"{topic} qos"] = "reliable" if self.camera_reliable[i] else "best effort"

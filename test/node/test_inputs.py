@@ -15,6 +15,7 @@ from sensor_msgs.msg import JointState  # noqa: E402
 import oxygen_ros.robot.images as images_mod  # noqa: E402
 from oxygen_ros.node import conversions as conv  # noqa: E402
 from oxygen_ros.node.inference_worker import InferenceWorker  # noqa: E402
+from oxygen_ros.bench.fake_humanoid import age_floor_ms  # noqa: E402
 from oxygen_ros.node.inputs import Inputs  # noqa: E402
 
 JOINTS = [f"joint_{i}" for i in range(1, 7)]
@@ -315,6 +316,9 @@ class _Sender:
     def __init__(self, node, inputs, pub, lag: float = 0.0) -> None:
         self.node, self.inputs, self.pub, self.lag = node, inputs, pub, lag
         self.sent: list[float] = []
+        self.stamps_ns: list[int] = []  # each message's header stamp
+        self.out_ns: list[int] = []  # node clock when its publish() returned
+        self.polled: list[tuple[float, int]] = []  # (monotonic, node clock ns) of every take
         self.taken = 0
 
     def run(self, schedule) -> None:
@@ -325,7 +329,9 @@ class _Sender:
         def poller():
             nxt = time.monotonic()
             while not stop.is_set():
-                if self.inputs.poll(self.node.get_clock().now().nanoseconds * 1e-9):
+                now_ns = self.node.get_clock().now().nanoseconds
+                self.polled.append((time.monotonic(), now_ns))
+                if self.inputs.poll(now_ns * 1e-9):
                     self.taken += 1
                 nxt += 1.0 / POLL_HZ
                 time.sleep(max(0.0, nxt - time.monotonic()))
@@ -340,6 +346,8 @@ class _Sender:
             js.header.stamp = _stamp_at(_node_s(self.node) - self.lag)
             self.pub.publish(js)
             self.sent.append(time.monotonic())
+            self.stamps_ns.append(js.header.stamp.sec * 10**9 + js.header.stamp.nanosec)
+            self.out_ns.append(self.node.get_clock().now().nanoseconds)
         time.sleep(2.0 / POLL_HZ)  # the last one taken
         stop.set()
         th.join()
@@ -381,6 +389,16 @@ def test_a_fast_joint_stream_taken_newest_only_is_fresh_and_its_figures_are_what
     assert values[f"{topic} counted_by"] == "sequence numbers"
     p50, p99 = (float(x) for x in values[f"{topic} age_at_command_ms"].split(" / "))
     assert 0.0 <= p50 <= p99 < 50.0, values  # the newest, ms old (a loaded machine: < 50)
+    # ... and what the sender knows: at each take, the age of the newest message it had
+    # published by then (the takes of the diagnostic's window)
+    end = time.monotonic()
+    takes = np.array([ns for mono, ns in s.polled if end - mono < WINDOW_S], dtype=np.int64)
+    truth = age_floor_ms(s.stamps_ns, s.out_ns, takes)
+    truth = np.sort(truth[~np.isnan(truth)])
+    assert p50 == pytest.approx(truth[len(truth) // 2], abs=1.0), (p50, truth[len(truth) // 2])
+    # the stamp -> arrival of what was taken: in this process, well under the age at use
+    d50, d99 = (float(x) for x in values[f"{topic} delivery_ms"].split(" / "))
+    assert 0.0 <= d50 <= min(d99, p50 + 1.0), values
 
 
 def test_a_bursty_joint_stream_is_counted_by_what_it_sent_not_its_stamp_gaps(node, load_inputs):
@@ -451,3 +469,7 @@ def test_a_joint_stream_below_its_set_rate_or_stamped_late_is_named(node, load_i
     old = float(re.search(rf"joint states {topic} ([\d.]+) ms old when used", message).group(1))
     assert level == "WARN" and "joint_state_max_age_s 0.05" in message, message
     assert 200.0 <= old < 260.0, message  # stamped 200 ms behind, + at most a take's wait
+    # delivery (stamp -> arrival in the middleware): the 200 ms the sender stamped behind, and
+    # not the wait for a take
+    d50, d99 = (float(x) for x in values[f"{topic} delivery_ms"].split(" / "))
+    assert 200.0 <= d50 <= d99 < 230.0, values

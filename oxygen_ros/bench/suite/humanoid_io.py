@@ -1,7 +1,8 @@
 """Humanoid I/O: does one node hold a humanoid's rates while the model runs? (Not a CI test.)
 
-A fake humanoid in this process (bench/fake_humanoid.py) sends 30 joint positions at 500 Hz
-or 1 kHz and three 640x480 cameras at 30 Hz (raw rgb8, then jpeg) to an `oxygen_node` process
+A fake humanoid (bench/fake_humanoid.py: a joint driver process at SCHED_FIFO, a camera rig
+process) sends 30 joint positions at 500 Hz or 1 kHz and three 640x480 cameras at 30 Hz (raw
+rgb8, then jpeg) to an `oxygen_node` process
 (oxygen mode, k=1, N=30, a memory request every frame; commands at 200 or 500 Hz played from
 50 Hz chunks by interpolation). The model is `balanced` with three cameras and 32 action dims
 (random weights written to a temporary checkpoint with 30-joint statistics), or, for the
@@ -13,7 +14,9 @@ Per configuration: the command period's p50 / p99 / max from the commands' heade
 node's tick times) and the ticks more than 4 periods apart; the longest executor stall (a
 callback's start after its message arrived in the middleware, the node's `executor_delay`); the
 age of the joint state each command and each inference used and the images' age at inference
-(the node's diagnostics, p50 of the 2-s windows and the worst window's p99); messages received
+(the node's diagnostics, p50 of the 2-s windows and the worst window's p99), beside the truth
+the sender knows: the age of the newest joint state it had stamped when each command was made
+(the floor any receiver could reach) and its own longest pause; messages received
 vs sent per stream (the node's counters against what this process sent); action Hz and tokens/s
 (~/frame_stats) against the run without the input load; CPU time by callback kind (the node's
 `cpu_s` counters; "other": the executor, the middleware's threads, the collector); what the
@@ -39,7 +42,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..fake_humanoid import JOINT_TOPIC, JOINTS, FakeHumanoid, NodeOutputs
+from ..fake_humanoid import JOINT_PRIORITY, JOINT_TOPIC, JOINTS, FakeHumanoid, NodeOutputs, age_floor_ms
+from oxygen_ros.node.inputs import HEALTH_WINDOW_S
+
 from .node_process import ROOT, close_client, spin_client, start_node, stop_node
 
 CHUNK_HZ = 50.0  # the chunk's step rate: commands at 200 / 500 Hz interpolate between steps
@@ -74,6 +79,8 @@ def _runs() -> list[Run]:
     runs.append(Run("3cam-raw-base-fifo", 3, "raw", 50, 50, priority=20))
     runs += [Run(f"3cam-raw-js{int(j)}-cmd{int(c)}-fifo", 3, "raw", j, c, priority=20)
              for j in (500, 1000) for c in (200, 500)]
+    runs += [Run("3cam-compressed-base-fifo", 3, "compressed", 50, 50, priority=20),
+             Run("3cam-compressed-js500-cmd200-fifo", 3, "compressed", 500, 200, priority=20)]
     return runs
 
 
@@ -148,6 +155,21 @@ def _window_stats(diags: list, status: str, key: str) -> tuple[float, float]:
     return (statistics.median(p50s) if p50s else float("nan"), max(p99s) if p99s else float("nan"))
 
 
+def _by_windows(times_ns: np.ndarray, values: np.ndarray, seconds: float) -> tuple[float, float]:
+    """(median of the windows' p50, worst window's p99) of `values` at `times_ns`, in
+    consecutive windows of `seconds` (the node's diagnostics' way); nan values are left out."""
+    if not len(times_ns):
+        return float("nan"), float("nan")
+    win = (times_ns - times_ns[0]) // int(seconds * 1e9)
+    p50s, p99s = [], []
+    for w in np.unique(win):
+        v = values[(win == w) & ~np.isnan(values)]
+        if len(v):
+            p50s.append(_pct(v, 50))
+            p99s.append(_pct(v, 99))
+    return (statistics.median(p50s) if p50s else float("nan"), max(p99s) if p99s else float("nan"))
+
+
 def _counter(diags: list, status: str, key: str) -> float | None:
     """Last minus first value of a cumulative counter over the diagnostics received."""
     vals = [(t, _num(d.get(status, (None, None, {}))[2].get(key))) for t, d in diags]
@@ -159,12 +181,13 @@ def _counter_span(diags: list) -> tuple[float, float] | None:
     return (diags[0][0], diags[-1][0]) if len(diags) >= 2 else None
 
 
-def measure(run: Run, seconds: float, warm: float, ck: Path | None, log_path: Path) -> dict:
+def measure(run: Run, seconds: float, warm: float, ck: Path | None, log_path: Path,
+            joint_priority: int) -> dict:
     import rclpy
 
     rclpy.init()
     node = rclpy.create_node("oxygen_humanoid_io_bench")
-    robot = FakeHumanoid(node, run.joint_hz, run.cameras, run.transport)
+    robot = FakeHumanoid(run.joint_hz, run.cameras, run.transport, joint_priority=joint_priority)
     outs = NodeOutputs(node)
     ex = spin_client(node)
     log = open(log_path, "wb")
@@ -188,14 +211,20 @@ def measure(run: Run, seconds: float, warm: float, ck: Path | None, log_path: Pa
             if run.slow == "camera":  # the rig's last camera at a tenth
                 robot.slow_camera(len(robot.cams) - 1, 10)
             else:
-                robot.joints.hz /= 10.0
+                robot.slow_joints(10.0)
             time.sleep(seconds / 2)
         else:
             time.sleep(seconds)
             t_half = None
         t1, c1 = time.monotonic(), cpu_s(proc.pid)
+        robot.stop()  # its records: what it sent
         res.update(summarise(run, robot, outs, t0, t1, t_half))
         res["node_cpu_s_per_s"] = (c1 - c0) / (t1 - t0)
+        res["joint_driver_scheduling"] = robot.joint_scheduling
+        pub_ms = (np.asarray(robot.joint_published_ns, dtype=np.float64)
+                  - np.asarray(robot.joints.sent_stamps, dtype=np.float64)) * 1e-6
+        res["joint_driver_publish_ms"] = (_pct(pub_ms, 50), _pct(pub_ms, 99),
+                                          float(pub_ms.max()) if len(pub_ms) else float("nan"))
     finally:
         robot.stop()
         outs.close()
@@ -224,6 +253,11 @@ def summarise(run: Run, robot: FakeHumanoid, outs: NodeOutputs, t0: float, t1: f
         "frame_ms_mean": statistics.mean(m.frame_ms for m in frames) if frames else float("nan"),
     }
     r["age_at_command_ms"] = _window_stats(diags, "inputs", f"{JOINT_TOPIC} age_at_command_ms")
+    r["joint_delivery_ms"] = _window_stats(diags, "inputs", f"{JOINT_TOPIC} delivery_ms")
+    # the truth: at each command's time, the age of the newest joint state the driver had stamped
+    # (in 2-s windows as the node's figure: the median window's p50, the worst window's p99)
+    r["sender_age_floor_at_command_ms"] = _by_windows(
+        stamps, age_floor_ms(robot.joints.sent_stamps, robot.joint_published_ns, stamps), HEALTH_WINDOW_S)
     r["age_at_inference_ms"] = _window_stats(diags, "inputs", f"{JOINT_TOPIC} age_at_inference_ms")
     r["image_age_at_inference_ms"] = _window_stats(diags, "inputs",
                                                    f"{robot.topics[0]} age_at_inference_ms")
@@ -239,9 +273,8 @@ def summarise(run: Run, robot: FakeHumanoid, outs: NodeOutputs, t0: float, t1: f
     for s in (robot.joints, *robot.cams):
         got = _counter(diags, "inputs", f"{s.topic} received")
         sent = robot.sent_between(s, *span) if span else 0
-        times = [t for t in list(s.sent_times) if t0 <= t < t1]
         # the sender's own longest pause: an age at use beyond it is the node's doing
-        gap = max((b - a for a, b in zip(times, times[1:])), default=float("nan")) * 1e3
+        gap = s.max_pause_ms(t0, t1)
         streams[s.topic] = {"sent": sent, "received": got, "sender_max_gap_ms": gap}
     r["streams"] = streams
     cpu = {}
@@ -275,37 +308,47 @@ def report(results: list[dict], args, load0: str, load1: str) -> str:
              "machine distorts absolute numbers).", "",
              "Fake humanoid: 30 joints (best effort), 640x480 cameras at 30 Hz; oxygen mode, k=1, N=30, a "
              f"memory request every frame; chunk step rate {CHUNK_HZ:g} Hz, commands interpolated. "
-             "`base`: joint states at 50 Hz and commands at 50 Hz (the run without the input load).", "",
+             "`base`: joint states at 50 Hz and commands at 50 Hz (the run without the input load). "
+             "The joint driver and the camera rig are processes of their own; the joint driver's "
+             f"scheduling: {', '.join(sorted({r.get('joint_driver_scheduling', '?') for r in results}))}. "
+             "Sender's floor: at each command's time, the age of the newest joint state the driver had "
+             "published (the youngest any receiver could use); stamp -> arrival: a taken joint state's "
+             "stamp to its arrival in the node's middleware (the node's `delivery_ms`).", "",
              "## Rates and timing", "",
              "| run | cmd Hz (nominal) | period p50 / p99 / max ms | gaps > 4 periods | executor stall ms "
-             "| control tick late max ms | joint age at command p50 / p99 ms | joint age at inference "
-             "p50 / p99 ms | image age at inference p50 / p99 ms | action Hz (x base) | tokens/s (x base) "
-             "| node CPU s/s |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| control tick late max ms | joint age at command p50 / p99 ms (sender's floor; stamp -> arrival) | joint age "
+             "at inference p50 / p99 ms | image age at inference p50 / p99 ms | action Hz (x base) "
+             "| tokens/s (x base) | node CPU s/s |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         b = by.get(RUNS[r["run"]].baseline)
         xa = f" ({r['action_hz'] / b['action_hz']:.2f}x)" if b and b["action_hz"] else ""
         xt = f" ({r['tokens_per_s'] / b['tokens_per_s']:.2f}x)" if b and b["tokens_per_s"] else ""
         a, i, im = r["age_at_command_ms"], r["age_at_inference_ms"], r["image_age_at_inference_ms"]
+        fl = r.get("sender_age_floor_at_command_ms", (None, None))
+        dl = r.get("joint_delivery_ms", (None, None))
         lines.append(
             f"| {r['run']} | {f(r['command_hz'])} ({r['control_hz']:g}) | {f(r['period_ms_p50'], 2)} / "
             f"{f(r['period_ms_p99'], 2)} / {f(r['period_ms_max'])} | {r['gaps_over_4_periods']} | "
-            f"{f(r['executor_stall_ms'])} | {f(r['tick_late_max_ms'])} | {f(a[0], 2)} / {f(a[1], 2)} | "
+            f"{f(r['executor_stall_ms'])} | {f(r['tick_late_max_ms'])} | {f(a[0], 2)} / {f(a[1], 2)} "
+            f"({f(fl[0], 2)} / {f(fl[1], 2)}; {f(dl[0], 2)} / {f(dl[1], 2)}) | "
             f"{f(i[0])} / {f(i[1])} | {f(im[0])} / {f(im[1])} | {f(r['action_hz'], 2)}{xa} | "
             f"{f(r['tokens_per_s'])}{xt} | {f(r['node_cpu_s_per_s'], 2)} |")
     lines += ["", "## Streams: received by the node vs sent, and CPU by callback kind", "",
               "| run | joint states received / sent | joint sender's longest pause ms "
+              "| joint driver's publish() p99 / max ms "
               "| cameras received / sent | CPU s/s: joint states (taken) "
               "| camera callbacks | control ticks | inference | other (executor, middleware, GC) |",
-              "|---|---|---|---|---|---|---|---|---|"]
+              "|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         st = list(r["streams"].items())
         js = st[0][1]
         cams = ", ".join(f"{v['received'] if v['received'] is not None else 'n/a'} / {v['sent']}" for _, v in st[1:])
         c = r["cpu_s_per_s"]
+        pb = r.get("joint_driver_publish_ms", (None, None, None))
         known = [v for v in c.values() if v is not None]
         other = r["node_cpu_s_per_s"] - sum(known) if len(known) == len(c) else None
         lines.append(f"| {r['run']} | {js['received'] if js['received'] is not None else 'n/a'} / {js['sent']} | "
-                     f"{f(js.get('sender_max_gap_ms'))} | {cams} | {f(c['joint_states'], 3)} | {f(c['camera_callbacks'], 3)} | "
+                     f"{f(js.get('sender_max_gap_ms'))} | {f(pb[1], 2)} / {f(pb[2], 1)} | {cams} | {f(c['joint_states'], 3)} | {f(c['camera_callbacks'], 3)} | "
                      f"{f(c['control_ticks'], 3)} | {f(c['inference'], 3)} | {f(other, 3)} |")
     lines += ["", "## What `oxygen: inputs` said (1 Hz reports: OK / WARN, the most frequent message)", "",
               "| run | part | OK | WARN | most said | warnings (count) |", "|---|---|---|---|---|---|"]
@@ -325,6 +368,8 @@ def main(argv: list[str] | None = None) -> int:
                     help=f"configurations (default: {len(DEFAULT_RUNS)} of them): {', '.join(RUNS)}")
     ap.add_argument("--dds-profile", default=str(ROOT / "config" / "fastdds_big_images.xml"),
                     help="FASTDDS_DEFAULT_PROFILES_FILE for this process and the node ('' = defaults)")
+    ap.add_argument("--joint-priority", type=int, default=JOINT_PRIORITY,
+                    help="SCHED_FIFO priority of the fake joint driver (0: normal), as a robot's is")
     ap.add_argument("--out", default=None, help="folder for README.md (the report) and results.json")
     args = ap.parse_args(argv)
     if args.dds_profile:
@@ -338,7 +383,7 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     for run in runs:
         print(f"== {run.name}", flush=True)
-        res = measure(run, args.seconds, args.warmup, ck, tmp / f"{run.name}.log")
+        res = measure(run, args.seconds, args.warmup, ck, tmp / f"{run.name}.log", args.joint_priority)
         print(json.dumps(res, default=float), flush=True)
         results.append(res)
     load1 = Path("/proc/loadavg").read_text().strip()
