@@ -5,7 +5,7 @@ expert's frames and on its own (ROS-free; the simulator waits for the model).
 
 A completion claim is a caption that says the task is done (the task's `done` caption). It is
 false when its observation was taken more than CLAIM_SLACK_S before the simulator reported
-success, or in an episode that never succeeds (metrics.claim_verdicts). Three checks, each per
+success, or in an episode that never succeeds (metrics.claim_verdicts). The checks, each per
 task, on layouts no demonstration used (offline_eval's seeds + 500):
 
 - labels: scripted-expert episodes recorded exactly as demos.record_episode records them; how
@@ -15,6 +15,8 @@ task, on layouts no demonstration used (offline_eval's seeds + 500):
   its claims, and how many come before success / more than CLAIM_SLACK_S before it;
 - own frames: the policy drives (each chunk's first `replan` targets), captioning every frame:
   its claims, the false ones and the true stage they were made in, and the stage accuracy;
+- visibility: how many pixels of the camera image the completion changes at the success step
+  (completion_pixels): whether a memory can see it at all (Task.done_visible);
 - missing frames: the expert aims beside the object or too high (demos.miss_offset), as a
   failing policy does, and the policy captions every frame: a claim there is false unless the
   simulator reported success. This is where the policy's early claims came from through the node
@@ -200,7 +202,46 @@ def audit_missing_frames(built, task_name: str, seeds: list[int], max_steps: int
             "claims": claims, "claims_false": false, "false_claims_by_true_stage": false_stages}
 
 
-CHECKS = ("labels", "expert", "own", "missing")
+def completion_pixels(task_name: str, seeds: list[int], threshold: int = 30) -> dict:
+    """Does the camera show the completion? At each expert episode's success step, the scene is
+    rendered again with the objects' joints put back to their start (the hand unchanged) and the
+    pixels that differ by more than `threshold` (of 255, any channel) are counted: the part of
+    the picture that tells done from not done."""
+    import mujoco
+
+    from . import SimEnv
+
+    env = SimEnv(task_name)
+    sim = env._env.unwrapped
+    arm = 9  # Sawyer's 7 arm joints and 2 fingers come first in qpos; the objects' follow
+    counts = []
+    try:
+        for seed in seeds:
+            env.reset(seed)
+            start = sim.data.qpos.copy()
+            while not (env.info.success or env.info.timed_out):
+                env.step(env.expert_target())
+            if not env.info.success:
+                continue
+            done_img = env.render().astype(np.int16)
+            now = sim.data.qpos.copy()
+            sim.data.qpos[arm:] = start[arm:]
+            mujoco.mj_forward(sim.model, sim.data)
+            start_img = env.render().astype(np.int16)
+            sim.data.qpos[:] = now
+            mujoco.mj_forward(sim.model, sim.data)
+            counts.append(int((np.abs(done_img - start_img).max(axis=2) > threshold).sum()))
+    finally:
+        env.close()
+    return {"episodes": len(counts),
+            "changed_pixels_median": float(np.median(counts)) if counts else None,
+            "changed_pixels_min": min(counts, default=None),
+            "changed_pixels_max": max(counts, default=None),
+            "image_pixels": int(done_img.shape[0] * done_img.shape[1]) if counts else None,
+            "done_visible": env.task.done_visible}
+
+
+CHECKS = ("labels", "expert", "own", "missing", "visibility")
 
 
 def _ns(stamp) -> int:
@@ -283,15 +324,15 @@ def main(argv: list[str] | None = None) -> int:
             Path(a.out).parent.mkdir(parents=True, exist_ok=True)
             Path(a.out).write_text(json.dumps({**summary, "claims": rows}, indent=1))
         return 0
-    if not a.checkpoint:
-        p.error("--checkpoint (or --bag) is needed")
+    if not a.checkpoint and a.checks != ["visibility"]:
+        p.error("--checkpoint (or --bag, or --checks visibility alone) is needed")
     if a.episodes < 1:
         p.error("--episodes must be >= 1")
     names = list(TASKS) if a.tasks == "all" else a.tasks.split(",")
     unknown = [n for n in names if n not in TASKS]
     if unknown:
         p.error(f"unknown tasks {unknown}; known: {', '.join(TASKS)}")
-    built = _memory_engine(a.checkpoint)
+    built = _memory_engine(a.checkpoint) if a.checkpoint else None
     t0 = time.perf_counter()
     result: dict = {"checkpoint": a.checkpoint, "claim_slack_s": CLAIM_SLACK_S, "tasks": {}}
     for ti, name in enumerate(names):
@@ -305,6 +346,8 @@ def main(argv: list[str] | None = None) -> int:
             row["own_frames"] = audit_own_frames(built, name, seeds, a.replan)
         if "missing" in a.checks:
             row["missing_frames"] = audit_missing_frames(built, name, seeds)
+        if "visibility" in a.checks:
+            row["visibility"] = completion_pixels(name, seeds)
         result["tasks"][name] = row
         print(json.dumps({name: row}, indent=1, default=_plain), flush=True)
     result["seconds"] = round(time.perf_counter() - t0, 1)

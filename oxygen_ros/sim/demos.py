@@ -11,7 +11,12 @@ time out are left out (counted in the summary). Layout seeds: seed * 1_000_000 +
 episode, so evaluation seeds elsewhere (oxygen_ros/sim/offline_eval.py) never overlap them.
 
 Captions: a frame's caption is the simulator's stage of the scene in its image (env.info), so the
-success caption starts exactly at the frame whose state the simulator reports successful.
+success caption starts exactly at the frame whose state the simulator reports successful; except
+where the camera does not show the success (Task.done_visible False: the door tasks, whose lock
+changes 5-16 of 4096 pixels, under the gripper): there the frame keeps the last stage's caption
+(Task.memory_caption), because a memory cannot know what its picture does not show, and a
+memory taught to claim it anyway claimed it in failed episodes. `--relabel IN` applies this rule
+to a dataset recorded before it (nothing else changes).
 
 `--miss-episodes M` adds M caption-only episodes per task (layout seeds from episode 5000 on):
 the expert aims too high, beside the object or far from it (miss_offset) and makes its motions
@@ -34,7 +39,7 @@ import numpy as np
 from .dataset import Demos
 from .policy import IMAGE_SIZE
 
-RECORDER_VERSION = 2  # 2: caption-only missing episodes (caption_only), success_step
+RECORDER_VERSION = 3  # 2: caption-only missing episodes (caption_only), success_step; 3: memory_caption
 MISS_SEED_OFFSET = 5000  # layout seeds of the missing episodes: never the successful ones'
 
 
@@ -78,7 +83,7 @@ def record_episode(env, seed: int, frame_stride: int = 1, after: int = 8,
             states.append(env.state().astype(np.float32))
             targets.append(target.astype(np.float32))
             steps.append(step)
-            captions.append(env.info.caption)
+            captions.append(env.task.memory_caption(env.info.caption))
         info = env.step(target)
         step += 1
         if info.success and success_at is None:
@@ -165,6 +170,30 @@ def record(task_names: list[str], episodes: int, seed: int, frame_stride: int = 
     return demos, summary
 
 
+def relabel(demos: Demos) -> tuple[Demos, dict]:
+    """The dataset with every frame's caption as Task.memory_caption labels it now (recorder
+    version 3), and per task how many frames changed."""
+    from . import get_task
+
+    caption = demos.caption.copy()
+    index = {c: i for i, c in enumerate(demos.captions)}
+    changed: dict[str, int] = {}
+    for ti, name in enumerate(demos.tasks):
+        task = get_task(name)
+        mine = demos.task == ti
+        n = 0
+        for c in task.captions:
+            new = task.memory_caption(c)
+            if new != c and c in index:
+                hit = mine & (demos.caption == index[c])
+                caption[hit] = index[new]
+                n += int(hit.sum())
+        changed[name] = n
+    meta = {**demos.meta, "recorder_version": RECORDER_VERSION, "relabelled": changed}
+    fields = {k: getattr(demos, k) for k in demos.__dataclass_fields__}
+    return Demos(**{**fields, "caption": caption, "meta": meta}), changed
+
+
 def main(argv: list[str] | None = None) -> int:
     from . import ALL_TASKS, TASKS
 
@@ -180,7 +209,18 @@ def main(argv: list[str] | None = None) -> int:
                    help="caption-only episodes per task whose expert aims beside the object")
     p.add_argument("--miss-steps", type=int, default=80, help="steps of a missing episode")
     p.add_argument("--out", required=True, help="dataset file (.npz)")
+    p.add_argument("--relabel", default=None,
+                   help="instead of recording: this dataset with today's memory labels")
     a = p.parse_args(argv)
+    if a.relabel:
+        demos, changed = relabel(Demos.load(a.relabel))
+        out = demos.save(a.out)
+        done = {t: int(sum(((demos.task == i) & (demos.caption == demos.captions.index(c))).sum()
+                       for c in demos.captions if c == ALL_TASKS[t].done))
+                for i, t in enumerate(demos.tasks)}
+        print(json.dumps({"out": str(out), "from": a.relabel, "frames_relabelled": changed,
+                          "frames_with_success_caption": done, "frames": len(demos)}, indent=2))
+        return 0
     names = list(TASKS) if a.tasks == "all" else a.tasks.split(",")
     unknown = [n for n in names if n not in ALL_TASKS]
     if unknown:

@@ -81,6 +81,12 @@ class Task:
     # the end of the reach part of `progress`
     contact: tuple[float, float, float] = (0.0, 0.0, 0.0)
     horizon: int = 300  # control steps before the episode times out (12.5 ms each)
+    # whether the 64-px camera shows the completion: False where it changes only a few pixels
+    # at the moment of success (`claim_audit --checks visibility --episodes 10`: door-unlock 5-8,
+    # door-lock 6-16 of 4096, the gripper over the lock, vs 16-22 for the button and 21-34 for the
+    # window); then the
+    # memory's label stays the last stage the camera shows (memory_caption), never a claim
+    done_visible: bool = True
 
     def __post_init__(self) -> None:
         if not self.stages:
@@ -95,6 +101,12 @@ class Task:
             return len(self.stages), self.done
         i = min(max(self.stage_of(obs), 0), len(self.stages) - 1)
         return i, self.stages[i]
+
+    def memory_caption(self, caption: str) -> str:
+        """The memory's label for a frame whose simulator caption is `caption`: the caption,
+        except a success the camera does not show, which is labelled with the last stage (what
+        the picture shows: the hand at the object); the memory never learns to claim it."""
+        return self.stages[-1] if caption == self.done and not self.done_visible else caption
 
     @property
     def captions(self) -> tuple[str, ...]:
@@ -120,10 +132,11 @@ TASKS: dict[str, Task] = {t.name: t for t in (
          "the window is open", _stage_window_open, contact=(-0.03, -0.03, -0.08), horizon=300),
     Task("door-unlock", "door-unlock-v3", "unlock the door",
          ("reaching the lock", "turning the lock"), "the door is unlocked",
-         _stage_door_unlock, contact=(-0.04, -0.02, -0.03), horizon=240),
+         _stage_door_unlock, contact=(-0.04, -0.02, -0.03), horizon=240, done_visible=False),
     Task("door-lock", "door-lock-v3", "lock the door",
          ("moving above the lock", "pushing the lock down"),
-         "the door is locked", _stage_door_lock, contact=(-0.02, -0.02, 0.0), horizon=300),
+         "the door is locked", _stage_door_lock, contact=(-0.02, -0.02, 0.0), horizon=300,
+         done_visible=False),
 )}
 
 

@@ -63,3 +63,52 @@ def test_missing_episode_is_labelled_with_what_it_shows_and_trains_no_action(env
     first = demos.episode == demos.episode[0]
     assert not demos.caption_only[first].any() and demos.caption_only[~first].all()
     assert summary["button-press-topdown"]["miss_frames"] == int((~first).sum())
+
+
+def test_a_success_the_camera_does_not_show_is_labelled_with_the_last_stage():
+    """door-unlock's success turns a lock of a few pixels under the gripper: the memory's label
+    stays the stage the picture shows, never the claim; the button's success is labelled."""
+    from oxygen_ros.sim import SimEnv
+    from oxygen_ros.sim.claim_audit import completion_pixels
+    from oxygen_ros.sim.demos import record_episode
+
+    door, button = get_task("door-unlock"), get_task("button-press-topdown")
+    assert not door.done_visible and button.done_visible
+    assert door.memory_caption(door.done) == door.stages[-1]
+    assert button.memory_caption(button.done) == button.done
+    e = SimEnv(door)
+    try:
+        ep = record_episode(e, seed=3, frame_stride=2, after=8)
+    finally:
+        e.close()
+    assert ep["success"]
+    assert door.done not in ep["captions"]
+    after = np.asarray(ep["step"]) >= ep["success_step"]
+    assert after.any() and {c for c, a in zip(ep["captions"], after) if a} == {door.stages[-1]}
+    # the reason, measured: the lock's turn changes fewer pixels than the button's press
+    seen = completion_pixels("button-press-topdown", [3])["changed_pixels_median"]
+    hidden = completion_pixels("door-unlock", [3])["changed_pixels_median"]
+    assert hidden < 10 < seen
+
+
+def test_relabel_maps_only_unseen_successes_to_the_last_stage():
+    from oxygen_ros.sim.dataset import Demos
+    from oxygen_ros.sim.demos import relabel
+
+    names = ["button-press-topdown", "door-lock"]
+    tasks = [get_task(n) for n in names]
+    captions = sorted({c for t in tasks for c in t.captions})
+    rows = [(0, tasks[0].stages[0]), (0, tasks[0].done), (1, tasks[1].stages[0]), (1, tasks[1].done)]
+    n = len(rows)
+    demos = Demos(images=np.zeros((n, 8, 8, 3), np.uint8), state=np.zeros((n, 4), np.float32),
+                  target=np.zeros((n, 4), np.float32), episode=np.array([0, 0, 1, 1], np.int32),
+                  step=np.array([0, 2, 0, 2], np.int32), task=np.array([t for t, _ in rows], np.int16),
+                  caption=np.array([captions.index(c) for _, c in rows], np.int16), tasks=names,
+                  instructions=[t.instruction for t in tasks], captions=captions,
+                  episode_success=np.ones(2, bool), episode_task=np.array([0, 1], np.int16),
+                  meta={"frame_stride": 2})
+    out, changed = relabel(demos)
+    assert [out.captions[c] for c in out.caption] == [tasks[0].stages[0], tasks[0].done,
+                                                      tasks[1].stages[0], tasks[1].stages[-1]]
+    assert changed == {"button-press-topdown": 0, "door-lock": 1}
+    assert out.meta["relabelled"] == changed and demos.caption[3] == captions.index(tasks[1].done)
