@@ -38,8 +38,9 @@ import torch
 
 from ..engine.config import (DTYPES, PRESETS, STARVLA_GR00T, STARVLA_OFT, STARVLA_PI_V3,
                              ModelConfig, frame_unsupported_reason, load_model_config)
-from ..engine.families import HeadParams, ParamCounts, family_of  # noqa: F401 (HeadParams: its old path)
-from ..engine.families.pi05 import MOT_PER_FRAME
+from ..engine.families import HeadParams, ParamCounts  # noqa: F401 (HeadParams: its old path)
+from ..engine.config.family_registry import family_of
+from ..engine.families.pi05.family import MOT_PER_FRAME
 from .args import add_bench_args
 
 # GB/s (1e9 bytes/s) of memory bandwidth by a lower-case substring of the device name
@@ -73,7 +74,7 @@ def count_params(config: ModelConfig, expert: int = 1) -> ParamCounts:
     return family_of(config).count_params(config, expert)
 
 
-# MOT_PER_FRAME (engine/families/pi05.py): a kv-layerwise model's stages after the prefill and
+# MOT_PER_FRAME (engine/families/pi05/family.py): a kv-layerwise model's stages after the prefill and
 # how many times a frame runs each: "1", "S" (denoise steps) or "k" (decode steps)
 
 

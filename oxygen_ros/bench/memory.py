@@ -16,8 +16,8 @@ import time
 import torch
 
 from ..engine.config import PRESETS
-from ..engine.families import registry
-from ..engine.model import init_model
+from ..engine.config import family_registry
+from ..engine.families.loader import init_model
 from .args import add_bench_args
 from .timing import peak_rss_bytes, rss_bytes
 
@@ -31,7 +31,7 @@ def measure_build(preset: str, dtype: str, device: str, layout: str = "standard"
     t0 = time.perf_counter()
     config = PRESETS[preset]
     model = init_model(config, seed=seed, device=dev, dtype=dtype)
-    registry.family_of(config).prepare(model, layout)  # fused projections, where the family has them
+    family_registry.family_of(config).prepare(model, layout)  # fused projections, where the family has them
     took = time.perf_counter() - t0
     storages = {}  # fused views share storage with the parameters: count each storage once
     tensors = list(model.parameters()) + list(model.buffers()) + [

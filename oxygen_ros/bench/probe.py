@@ -8,7 +8,7 @@ import sys
 import torch
 
 from ..engine.config import load_model_config
-from ..engine.model import init_model
+from ..engine.families.loader import init_model
 from ..engine.model.tokenizer import build_tiny_tokenizer
 from .sweep import Context, RunSpec, run
 from .timing import peak_rss_bytes, rss_bytes

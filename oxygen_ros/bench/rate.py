@@ -18,7 +18,7 @@ import torch
 from ..engine.config import MAX_TARGET_ACTION_HZ, load_model_config
 from ..engine.core.request import RequestKind
 from ..engine.core.synthetic import SyntheticStream
-from ..engine.model import init_model
+from ..engine.families.loader import init_model
 from ..engine.model.tokenizer import build_tiny_tokenizer
 from .args import add_bench_args
 from .sweep import PROMPT, Context

@@ -20,7 +20,7 @@ import torch
 from tqdm import tqdm
 
 from ..engine.config import MODES, PRESETS, RUNNABLE_PRESETS, frame_unsupported_reason, load_model_config
-from ..engine.model import init_model
+from ..engine.families.loader import init_model
 from ..engine.model.tokenizer import build_tiny_tokenizer
 from ..engine.runner.device import check_device
 from .engine_args import add_knob_args

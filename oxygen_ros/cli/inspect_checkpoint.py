@@ -29,8 +29,8 @@ def _shape(config) -> str:
 def inspect(folder: str | Path, tokenizer: str | None = None, asset_id: str | None = None,
             lerobot_version: str = "auto") -> dict:
     """-> a report dict; report["problems"] lists everything that stops serving. The folder's
-    family (engine/model/loader.py: the one whose format it is) writes the report."""
-    from ..engine.model.loader import folder_family, version_options
+    family (engine/families/loader.py: the one whose format it is) writes the report."""
+    from ..engine.families.loader import folder_family, version_options
 
     folder = Path(folder)
     report: dict = {"checkpoint": str(folder), "problems": []}

@@ -62,7 +62,7 @@ def build_engine(source: ModelSource, config: Any, warmup: bool = False) -> Buil
     if source.threads > 0:
         torch.set_num_threads(int(source.threads))
     if source.checkpoint:
-        from oxygen_ros.engine.model import open_checkpoint
+        from oxygen_ros.engine.families.loader import open_checkpoint
 
         if source.model_config:
             raise ValueError(f"a model config file overrides a preset's fields; {ckpt_name} "

@@ -20,7 +20,9 @@ CAMERA_KEY = "observation.images.sim_camera"
 def write_random_checkpoint(folder: str | Path, image_size: int = DEFAULT_IMAGE_SIZE, seed: int = 0,
                             preset: str = "tiny") -> Path:
     from oxygen_ros.engine.config import load_model_config
-    from oxygen_ros.engine.model import NormStats, init_model, save_lerobot_checkpoint
+    from oxygen_ros.engine.model import NormStats
+    from oxygen_ros.engine.families.loader import init_model
+    from oxygen_ros.engine.families.pi05.writer import save_lerobot_checkpoint
     from oxygen_ros.engine.model.tokenizer import build_tiny_tokenizer
 
     mc = load_model_config(preset)

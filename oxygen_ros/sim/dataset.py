@@ -192,7 +192,7 @@ class Batcher:
 
 def images_to_model(images: np.ndarray) -> torch.Tensor:
     """uint8 [B, S, S, 3] -> float [B, 3, S, S] in [-1, 1], the engine's arithmetic
-    (engine/core/images.py prepare: / 255, * 2, - 1) for model-size images; several cameras
+    (engine/runner/images.py prepare: / 255, * 2, - 1) for model-size images; several cameras
     [B, C, S, S, 3] -> [B, C, 3, S, S]."""
     x = torch.from_numpy(np.ascontiguousarray(images))
     x = (x.permute(0, 3, 1, 2) if x.dim() == 4 else x.permute(0, 1, 4, 2, 3)).to(torch.float32)

@@ -1,6 +1,6 @@
 """The simulator policy's shape, vocabulary and prompts: what training and serving must agree on.
 
-The policy is this project's pi0.5 architecture (engine/model/mot.py) at a size that trains on a
+The policy is this project's pi0.5 architecture (engine/families/pi05/model.py) at a size that trains on a
 shared 2-core CPU within about an hour: one 64 x 64 camera in 16 x 16 patches (16 image tokens:
 measured, a pilot at patch 8 (64 tokens) ran 1.8x slower per step and reached a higher loss
 after the same 8 minutes), a 4-layer VLM and a 4-layer action expert of width 64, 4-D

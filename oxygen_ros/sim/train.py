@@ -7,7 +7,7 @@ Flow matching on the action chunks plus cross-entropy on the stage captions
 statistics (q01 / q99, pi0.5's) from the training episodes, a byte-level BPE learnt from the
 instructions and captions. Deterministic for a seed and thread count (shuffling, noise and
 times come from seeded generators). Writes into --out: the LeRobot-format checkpoint
-(engine/model/writer.py; `oxygen-inspect` reads it, the node loads it with model.checkpoint)
+(engine/families/pi05/writer.py; `oxygen-inspect` reads it, the node loads it with model.checkpoint)
 with tokenizer.json, training.json (the command, the data, the split, the time, the final
 losses), loss.csv and loss.png. The checkpoint is written after every epoch too, so a run cut
 short still leaves a usable (less trained) policy.
@@ -26,7 +26,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..engine.model import init_model, save_lerobot_checkpoint
+from ..engine.families.loader import init_model
+from ..engine.families.pi05.writer import save_lerobot_checkpoint
 from .dataset import Batcher, Demos, norm_stats
 from .policy import MEMORY_PROMPT, PromptCodec, build_tokenizer, policy_config
 from .train_forward import losses
@@ -86,7 +87,7 @@ def train(data: str | Path, out: str | Path, epochs: float = 8.0, batch_size: in
                 "image_size": int(demos.images.shape[-2]), **(model_kw or {})}
     config = policy_config(**(model_kw or {}))
     if init:
-        from ..engine.model import load_checkpoint
+        from ..engine.families.loader import load_checkpoint
 
         model, loaded, tokenizer, stats = load_checkpoint(init)
         if loaded.to_dict() != config.to_dict() or stats is None:

@@ -1,4 +1,4 @@
-"""The training forward of the pi0.5 MoT (engine/model/mot.py), batched, with the losses.
+"""The training forward of the pi0.5 MoT (engine/families/pi05/model.py), batched, with the losses.
 
 The engine serves packed tokens through an AttentionContext; training uses the very same model
 code (MoTModel.embed_images / embed_tokens / forward_tokens / action_in / time_cond / action_out /
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from ..engine.model.mot import MoTModel
+from ..engine.families.pi05.model import MoTModel
 from ..engine.model.sampler import MASK_VALUE
 
 IGNORE = -100  # cross-entropy's ignored target

@@ -155,7 +155,9 @@ def test_checkpoint_replay_like_the_node(tmp_path, capsys):
     """A checkpoint's n_action_steps cut each chunk and --camera-keys places the camera (the
     other model camera masked: the same single image, so the same actions), as the node does."""
     from oxygen_ros.engine.config import load_model_config
-    from oxygen_ros.engine.model import NormStats, init_model, save_lerobot_checkpoint
+    from oxygen_ros.engine.model import NormStats
+    from oxygen_ros.engine.families.loader import init_model
+    from oxygen_ros.engine.families.pi05.writer import save_lerobot_checkpoint
     from oxygen_ros.engine.model.tokenizer import build_tiny_tokenizer
 
     mc = load_model_config("tiny")

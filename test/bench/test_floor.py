@@ -11,7 +11,7 @@ from oxygen_ros.engine.config import PRESETS
 def test_every_parameter_is_in_one_group():
     import torch
 
-    from oxygen_ros.engine.model.mot import MoTModel
+    from oxygen_ros.engine.families.pi05.model import MoTModel
 
     for name in ("tiny", "small"):
         with torch.device("meta"):
@@ -19,7 +19,7 @@ def test_every_parameter_is_in_one_group():
         c = count_params(PRESETS[name])
         assert c.vision + c.vlm_layers + c.lm_head + c.action_step + c.adarms_once == total
     # the Qwen3-VL family on its own model: the DiT's 2 layers, not one per backbone layer
-    from oxygen_ros.engine.model.qwen3vl import Qwen3VLModel
+    from oxygen_ros.engine.families.qwen3vl.model import Qwen3VLModel
 
     cfg = PRESETS["xr0-tiny"]
     with torch.device("meta"):
@@ -140,7 +140,7 @@ def test_starvla_heads_counted_by_what_reads_them():
     and with the backbone they add up to the Qwen3-VL model's parameters (meta device)."""
     import torch
 
-    from oxygen_ros.engine.model.qwen3vl import Qwen3VLModel
+    from oxygen_ros.engine.families.qwen3vl.model import Qwen3VLModel
 
     cfg = PRESETS["starvla-tiny-e4"]
     c = count_params(cfg)

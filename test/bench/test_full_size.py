@@ -5,7 +5,7 @@ import torch
 from safetensors import safe_open
 
 from oxygen_ros.bench.suite.full_size import lerobot_tensors, write_weights
-from oxygen_ros.engine.model.checkpoint import LM_HEAD, PWE
+from oxygen_ros.engine.families.pi05.checkpoint import LM_HEAD, PWE
 
 
 def test_the_full_size_layout_is_lerobots_bf16_file():

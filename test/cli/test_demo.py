@@ -6,7 +6,8 @@ import json
 
 from oxygen_ros.cli import demo
 from oxygen_ros.engine.config import PRESETS
-from oxygen_ros.engine.model import init_model, save_lerobot_checkpoint
+from oxygen_ros.engine.families.loader import init_model
+from oxygen_ros.engine.families.pi05.writer import save_lerobot_checkpoint
 from oxygen_ros.engine.model.tokenizer import build_tiny_tokenizer
 
 

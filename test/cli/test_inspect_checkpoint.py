@@ -8,7 +8,9 @@ from safetensors.torch import load_file, save_file
 
 from oxygen_ros.cli.inspect_checkpoint import main
 from oxygen_ros.engine.config import PRESETS
-from oxygen_ros.engine.model import NormStats, init_model, save_lerobot_checkpoint, save_openpi_checkpoint
+from oxygen_ros.engine.model import NormStats
+from oxygen_ros.engine.families.loader import init_model
+from oxygen_ros.engine.families.pi05.writer import save_lerobot_checkpoint, save_openpi_checkpoint
 from oxygen_ros.engine.model.tokenizer import build_tiny_tokenizer
 
 

@@ -3,7 +3,9 @@ import numpy as np
 import pytest
 
 from oxygen_ros.engine.config import PRESETS
-from oxygen_ros.engine.model import NormStats, init_model, save_lerobot_checkpoint, save_openpi_checkpoint
+from oxygen_ros.engine.model import NormStats
+from oxygen_ros.engine.families.loader import init_model
+from oxygen_ros.engine.families.pi05.writer import save_lerobot_checkpoint, save_openpi_checkpoint
 from oxygen_ros.engine.model.tokenizer import build_tiny_tokenizer
 from oxygen_ros.node import params as P
 from oxygen_ros.node.build import build, check_joints
@@ -147,7 +149,7 @@ def test_lerobot_checkpoint_with_paligemma_named_tokenizer_from_cache_speaks_its
 
 def test_xr0_tiny_preset_builds():
     """The node's configure path serves the Qwen3-VL family's CPU preset (random weights;
-    test/engine/model/test_qwen3vl.py steps it in every mode)."""
+    test/engine/families/qwen3vl/test_qwen3vl.py steps it in every mode)."""
     built = build(_params(model__preset="xr0-tiny", max_active_requests=2))
     assert built.engine.model_config.family == "qwen3vl"
     assert built.engine.model.family == "qwen3vl"

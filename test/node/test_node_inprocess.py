@@ -22,7 +22,9 @@ from oxygen_ros.node.questions import Question  # noqa: E402
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
     from oxygen_ros.engine.config import load_model_config
-    from oxygen_ros.engine.model import NormStats, init_model, save_lerobot_checkpoint
+    from oxygen_ros.engine.model import NormStats
+    from oxygen_ros.engine.families.loader import init_model
+    from oxygen_ros.engine.families.pi05.writer import save_lerobot_checkpoint
     from oxygen_ros.engine.model.tokenizer import build_tiny_tokenizer
 
     mc = load_model_config("tiny")
@@ -81,7 +83,8 @@ def test_too_many_joints_fails_configure(ctx):
 
 def test_checkpoint_without_tokenizer_stays_unconfigured_then_named_cameras(ctx, tmp_path, monkeypatch):
     from oxygen_ros.engine.config import load_model_config
-    from oxygen_ros.engine.model import init_model, save_openpi_checkpoint
+    from oxygen_ros.engine.families.loader import init_model
+    from oxygen_ros.engine.families.pi05.writer import save_openpi_checkpoint
     from oxygen_ros.engine.model.tokenizer import build_tiny_tokenizer
 
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))

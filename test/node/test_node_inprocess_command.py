@@ -416,7 +416,9 @@ def test_chunk_rate_from_the_checkpoint_else_the_control_rate(ctx, tmp_path):
     import json
 
     from oxygen_ros.engine.config import load_model_config
-    from oxygen_ros.engine.model import NormStats, init_model, save_lerobot_checkpoint
+    from oxygen_ros.engine.model import NormStats
+    from oxygen_ros.engine.families.loader import init_model
+    from oxygen_ros.engine.families.pi05.writer import save_lerobot_checkpoint
     from oxygen_ros.engine.model.tokenizer import build_tiny_tokenizer
 
     mc = load_model_config("tiny")
@@ -459,7 +461,9 @@ def test_libero_shaped_robot_configures_and_publishes_limited_commands(ctx, tmp_
     from sensor_msgs.msg import JointState
 
     from oxygen_ros.engine.config import load_model_config
-    from oxygen_ros.engine.model import NormStats, init_model, save_lerobot_checkpoint
+    from oxygen_ros.engine.model import NormStats
+    from oxygen_ros.engine.families.loader import init_model
+    from oxygen_ros.engine.families.pi05.writer import save_lerobot_checkpoint
     from oxygen_ros.engine.model.tokenizer import build_tiny_tokenizer
 
     mc = load_model_config("tiny")

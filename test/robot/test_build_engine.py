@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 
 from oxygen_ros.engine.config import PRESETS, EngineConfig
-from oxygen_ros.engine.model import NormStats, init_model, save_lerobot_checkpoint
+from oxygen_ros.engine.model import NormStats
+from oxygen_ros.engine.families.loader import init_model
+from oxygen_ros.engine.families.pi05.writer import save_lerobot_checkpoint
 from oxygen_ros.engine.model.tokenizer import build_tiny_tokenizer
 from oxygen_ros.robot.build import ModelSource, build_engine
 

@@ -63,7 +63,7 @@ def test_merge_renumbers_episodes_and_tasks(recorded):
 def test_training_batches_carry_three_cameras_and_the_loss_is_finite(recorded):
     import torch
 
-    from oxygen_ros.engine.model import init_model
+    from oxygen_ros.engine.families.loader import init_model
     from oxygen_ros.sim.dataset import Batcher, norm_stats
     from oxygen_ros.sim.policy import PromptCodec, build_tokenizer, policy_config
     from oxygen_ros.sim.train_forward import losses, run_prefix

@@ -12,7 +12,8 @@ import torch
 
 from oxygen_ros.engine.config import EngineConfig
 from oxygen_ros.engine.core.engine import Engine
-from oxygen_ros.engine.model import euler_sample, init_model
+from oxygen_ros.engine.model import euler_sample
+from oxygen_ros.engine.families.loader import init_model
 from oxygen_ros.engine.core.observation import Observation
 from oxygen_ros.robot.build import ModelSource, build_engine
 from oxygen_ros.sim.dataset import Batcher, Demos, images_to_model, norm_stats
@@ -92,7 +93,7 @@ def test_checkpoint_serves_what_was_trained(tmp_path):
     served = engine.step(Observation(images=[d.images[3]], state=state,
                                      instruction=d.instructions[0])).actions
     from safetensors.torch import load_file
-    from oxygen_ros.engine.model.checkpoint import to_lerobot_name
+    from oxygen_ros.engine.families.pi05.checkpoint import to_lerobot_name
 
     model = init_model(config, seed=0)
     weights = load_file(str(out / "model.safetensors"))

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from oxygen_ros.engine.config import PRESETS
-from oxygen_ros.engine.model import init_model
+from oxygen_ros.engine.families.loader import init_model
 from oxygen_ros.engine.runner.model_runner import ModelRunner, SeqView
 from oxygen_ros.sim.dataset import images_to_model
 from oxygen_ros.sim.policy import PromptCodec, build_tokenizer

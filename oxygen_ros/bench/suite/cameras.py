@@ -55,7 +55,7 @@ def part1(lines: list[str]) -> None:
     import rclpy
     from sensor_msgs.msg import JointState  # noqa: F401 - ROS message types loaded first
 
-    from oxygen_ros.engine.core.images import prepare
+    from oxygen_ros.engine.runner.images import prepare
     from oxygen_ros.node import conversions as conv
     from oxygen_ros.node.inputs import Inputs
     from oxygen_ros.robot.images import decode_image
@@ -97,7 +97,9 @@ def part1(lines: list[str]) -> None:
 
 def checkpoint(folder: Path) -> Path:
     from oxygen_ros.engine.config import load_model_config
-    from oxygen_ros.engine.model import NormStats, init_model, save_lerobot_checkpoint
+    from oxygen_ros.engine.model import NormStats
+    from oxygen_ros.engine.families.loader import init_model
+    from oxygen_ros.engine.families.pi05.writer import save_lerobot_checkpoint
     from oxygen_ros.engine.model.tokenizer import build_tiny_tokenizer
 
     mc = load_model_config("tiny").replace(num_cameras=3)

@@ -48,8 +48,8 @@ def lerobot_tensors() -> dict[str, tuple[tuple[int, ...], str]]:
     import torch
 
     from oxygen_ros.engine.config import PRESETS
-    from oxygen_ros.engine.model.checkpoint import LM_HEAD, PWE, to_lerobot_name
-    from oxygen_ros.engine.model.mot import MoTModel
+    from oxygen_ros.engine.families.pi05.checkpoint import LM_HEAD, PWE, to_lerobot_name
+    from oxygen_ros.engine.families.pi05.model import MoTModel
 
     config = PRESETS[PRESET]
     with torch.device("meta"):
@@ -113,8 +113,9 @@ def write_checkpoint(folder: Path, seed: int = 0) -> dict:
     import torch
 
     from oxygen_ros.engine.config import PRESETS
-    from oxygen_ros.engine.model import NormStats, save_lerobot_checkpoint
-    from oxygen_ros.engine.model.checkpoint import WEIGHTS
+    from oxygen_ros.engine.model import NormStats
+    from oxygen_ros.engine.families.pi05.writer import save_lerobot_checkpoint
+    from oxygen_ros.engine.families.pi05.checkpoint import WEIGHTS
     from oxygen_ros.engine.model.tokenizer import build_tiny_tokenizer
 
     config = PRESETS[PRESET]

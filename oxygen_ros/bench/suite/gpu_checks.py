@@ -86,7 +86,7 @@ def check_attention(device: str, quick: bool) -> dict:
 def check_frames(preset: str, device: str, dtype: str, frames: int, k: int, n: int, s: int) -> dict:
     from oxygen_ros.engine.config import PRESETS, EngineConfig
     from oxygen_ros.engine.core.engine import Engine
-    from oxygen_ros.engine.model import init_model
+    from oxygen_ros.engine.families.loader import init_model
     from oxygen_ros.engine.core.synthetic import SyntheticStream
     from oxygen_ros.engine.model.tokenizer import build_tiny_tokenizer
 

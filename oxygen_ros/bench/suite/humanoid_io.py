@@ -99,7 +99,9 @@ DEFAULT_RUNS = [
 def checkpoint(folder: Path) -> Path:
     """`balanced` with three cameras and 32 action dims, random weights, statistics for 30 joints."""
     from oxygen_ros.engine.config import load_model_config
-    from oxygen_ros.engine.model import NormStats, init_model, save_lerobot_checkpoint
+    from oxygen_ros.engine.model import NormStats
+    from oxygen_ros.engine.families.loader import init_model
+    from oxygen_ros.engine.families.pi05.writer import save_lerobot_checkpoint
     from oxygen_ros.engine.model.tokenizer import build_tiny_tokenizer
 
     mc = load_model_config("balanced").replace(num_cameras=3)

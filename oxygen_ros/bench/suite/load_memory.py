@@ -1,4 +1,4 @@
-"""Peak resident memory of loading a checkpoint (oxygen_ros.engine.model.checkpoint.load_weights).
+"""Peak resident memory of loading a checkpoint (oxygen_ros.engine.families.pi05.checkpoint.load_weights).
 
     oxygen-bench load-memory --preset pi05 --dtype bfloat16 --dir /tmp/oxy-load
     oxygen-bench load-memory --file /data/pi05/model.safetensors --preset pi05
@@ -31,8 +31,8 @@ def write_random_checkpoint(path: Path, preset: str, dtype: str, seed: int = 0) 
     import torch
 
     from oxygen_ros.engine.config import PRESETS
-    from oxygen_ros.engine.model.checkpoint import to_lerobot_name
-    from oxygen_ros.engine.model.mot import MoTModel
+    from oxygen_ros.engine.families.pi05.checkpoint import to_lerobot_name
+    from oxygen_ros.engine.families.pi05.model import MoTModel
 
     config = PRESETS[preset]
     tdtype = getattr(torch, dtype)
@@ -69,7 +69,7 @@ def _child(path: str, preset: str, dtype: str) -> None:
     import torch
 
     from oxygen_ros.engine.config import PRESETS
-    from oxygen_ros.engine.model.checkpoint import load_weights
+    from oxygen_ros.engine.families.pi05.checkpoint import load_weights
 
     config = PRESETS[preset]
     before = rss_bytes()

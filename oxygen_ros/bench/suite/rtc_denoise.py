@@ -29,7 +29,7 @@ def run(preset: str, settings: dict[str, dict], frames: int, every: int, delay: 
     machine load hits all settings alike)."""
     from oxygen_ros.engine.config import PRESETS, EngineConfig
     from oxygen_ros.engine.core.engine import Engine
-    from oxygen_ros.engine.core.rtc import ActionPrior
+    from oxygen_ros.engine.model.rtc import ActionPrior
     from oxygen_ros.engine.core.synthetic import SyntheticStream
 
     mc = PRESETS[preset]

@@ -1,4 +1,4 @@
-"""What each StarVLA action head costs per frame on its own (engine/model/starvla_heads.py; not a
+"""What each StarVLA action head costs per frame on its own (engine/families/starvla/heads.py; not a
 CI test): random hidden states for one prefix, then per head its per-frame part
 (crossattn_memory: projections and cross K/V) and its S Euler steps (DiTs), or its one shot
 (OFT): the heads alone, no prefill, no language, no scheduling (the engine's frame runs
@@ -20,9 +20,9 @@ import torch
 from oxygen_ros.bench.args import add_bench_args
 from oxygen_ros.bench.timing import median_ms
 from oxygen_ros.engine.config import PRESETS, STARVLA_GR00T, STARVLA_OFT, STARVLA_PI_V3
-from oxygen_ros.engine.model.starvla_heads import (build_head, crossattn_memory, crossattn_sample,
-                                                   init_head, kept_layers, query_positions,
-                                                   regress_chunk)
+from oxygen_ros.engine.families.starvla.heads import (build_head, crossattn_memory,
+                                                      crossattn_sample, init_head, kept_layers,
+                                                      query_positions, regress_chunk)
 
 PRESET_CHOICES = ("starvla-tiny", "starvla-tiny-e3", "starvla-tiny-e4", "starvla", "starvla-e4")
 

@@ -16,12 +16,12 @@ MODES = ("isolated", "parallel", "shared", "oxygen")
 # standard: nn.Linear weights [out, in] (F.linear); transposed: [in, out] copies (x @ w)
 LINEAR_LAYOUTS = ("standard", "transposed")
 # How a camera image that is not model-size becomes the vision tower's square input
-# (engine/core/images.py): pad = openpi / LeRobot resize-with-pad (aspect kept, -1 bars), what pi0.5
+# (engine/runner/images.py): pad = openpi / LeRobot resize-with-pad (aspect kept, -1 bars), what pi0.5
 # checkpoints were trained on; stretch = resize to the square, aspect ratio lost.
 IMAGE_RESIZE = ("pad", "stretch")
 MAX_TARGET_ACTION_HZ = 10_000.0
 ATTENTION_BACKENDS = ("auto", "cpp", "triton", "reference")
-RTC_METHODS = ("guided", "inpaint")  # engine/core/rtc.py
+RTC_METHODS = ("guided", "inpaint")  # engine/model/rtc.py
 RTC_JACOBIANS = ("identity", "vjp")
 MAX_GUIDANCE = 1000.0
 
@@ -68,11 +68,11 @@ ENGINE_KNOBS: tuple[Knob, ...] = (
          "the mean frame fits, one frame may run over by about a decode step (the carried "
          "credit)", param="target_strict"),
     Knob("image_resize", str, "pad", "how a camera image becomes the model's square input "
-         "(engine/core/images.py): pad = resize keeping the aspect ratio with black bars (openpi / "
+         "(engine/runner/images.py): pad = resize keeping the aspect ratio with black bars (openpi / "
          "LeRobot resize-with-pad, what pi0.5 was trained on); stretch = resize to the square; "
          "docs/cameras.md",
          choices=IMAGE_RESIZE, param="image_resize", flag="--image-resize"),
-    # Real-time chunking (engine/core/rtc.py, docs/rtc.md): applied to frames whose observation
+    # Real-time chunking (engine/model/rtc.py, docs/rtc.md): applied to frames whose observation
     # carries an ActionPrior (the node's chunk_blend rtc, oxygen-replay --chunk-blend rtc).
     Knob("rtc_method", str, "guided", "chunk_blend rtc: guided (inference-time guidance) or "
          "inpaint (checkpoints trained with training-time RTC)", choices=RTC_METHODS,

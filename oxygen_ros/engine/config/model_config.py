@@ -8,9 +8,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from ..families import registry
+from . import family_registry
 from .head_config import CrossAttnHeadConfig, RegressHeadConfig, check_expert_shape, head_from
-from .hybrid_config import HybridConfig
 
 DTYPES = ("float32", "bfloat16", "float16")
 
@@ -72,62 +71,6 @@ class VisionConfig:
 
 
 @dataclass(frozen=True)
-class QwenVLConfig:
-    """What the Qwen3-VL family adds: vision tower details, rotary sections, chat-template ids,
-    the DiT expert's state tokens. The tower's width/depth/heads/mlp/patch live in `vision`."""
-
-    temporal_patch_size: int = 2
-    spatial_merge_size: int = 2
-    num_position_embeddings: int = 2304
-    deepstack_visual_indexes: tuple[int, ...] = (5, 11, 17)
-    mrope_section: tuple[int, int, int] = (24, 20, 20)
-    image_token_id: int = 151655
-    vision_start_token_id: int = 151652
-    vision_end_token_id: int = 151653
-    # "<|im_start|>user\n" before the images; "<|im_end|>\n<|im_start|>assistant\n" after a
-    # question (the frame's prefix ends inside the user turn: engine/core/intake.py)
-    head_ids: tuple[int, ...] = (151644, 872, 198)
-    tail_ids: tuple[int, ...] = (151645, 198, 151644, 77091, 198)
-    tie_word_embeddings: bool = True
-    # the text MLP's and the vision tower's activations (transformers' ACT2FN names; config.json's
-    # text_config.hidden_act / vision_config.hidden_act)
-    hidden_act: str = "silu"
-    vision_hidden_act: str = "gelu_pytorch_tanh"
-    state_tokens: int = 1  # DiT tokens carrying the proprioceptive state
-    # put after the prompt's text, ending the prefix (and a question after them): OFT's placeholders
-    # (docs/starvla.md); the StarVLA presets carry them whatever heads run, one prompt for E = 2..4
-    action_query_ids: tuple[int, ...] = ()
-
-    def __post_init__(self) -> None:
-        _positive("qwen.temporal_patch_size", self.temporal_patch_size)
-        _positive("qwen.spatial_merge_size", self.spatial_merge_size)
-        _positive("qwen.num_position_embeddings", self.num_position_embeddings)
-        if math.isqrt(self.num_position_embeddings) ** 2 != self.num_position_embeddings:
-            raise ValueError(f"qwen.num_position_embeddings must be a square, got "
-                             f"{self.num_position_embeddings}")
-        if len(self.mrope_section) != 3 or min(self.mrope_section) < 0:
-            raise ValueError(f"qwen.mrope_section must be 3 non-negative ints, got {self.mrope_section}")
-        if self.state_tokens < 0:
-            raise ValueError(f"qwen.state_tokens must be >= 0, got {self.state_tokens}")
-        check_activation("qwen.hidden_act", self.hidden_act)
-        check_activation("qwen.vision_hidden_act", self.vision_hidden_act)
-
-
-def check_activation(name: str, act: str) -> None:
-    """ValueError unless ``act`` is one of transformers' parameter-free ACT2FN activations (what
-    the Qwen MLPs apply; a parametric one, e.g. prelu, would carry weights no file maps)."""
-    if act in ("silu", "gelu_pytorch_tanh"):  # the defaults: the presets import no transformers
-        return
-    from transformers.activations import ACT2FN
-
-    if not isinstance(act, str) or act not in ACT2FN:
-        raise ValueError(f"{name} {act!r} is not an activation transformers knows "
-                         f"(ACT2FN: {', '.join(sorted(ACT2FN))})")
-    if any(True for _ in ACT2FN[act].parameters()):
-        raise ValueError(f"{name} {act!r} has learned parameters: not supported")
-
-
-@dataclass(frozen=True)
 class ModelConfig:
     """A pi0.5-class Mixture-of-Transformers VLA.
 
@@ -160,8 +103,13 @@ class ModelConfig:
     pad_token_id: int = 0
     bos_token_id: int = 2
     family: str = "pi05"
-    qwen: QwenVLConfig | None = None  # the Qwen families (vision tower, chat template ids)
-    hybrid: HybridConfig | None = None  # a hybrid backbone's layers (family qwen35)
+    # The families' own sections (family_registry.SECTIONS: which family module defines each;
+    # the node's `model.qwen.*` / `model.hybrid.*` parameters): the Qwen families' vision tower
+    # and chat template ids (engine/families/qwen3vl/config.py: QwenVLConfig) and a hybrid
+    # backbone's layers (engine/families/qwen35/config.py: HybridConfig, family qwen35). Typed
+    # Any here: the configuration never imports a family; the family validates its section.
+    qwen: Any = None
+    hybrid: Any = None
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "depth", "num_heads", "num_kv_heads", "head_dim", "num_cameras",
@@ -182,14 +130,14 @@ class ModelConfig:
         for tok in ("eos_token_id", "pad_token_id", "bos_token_id"):
             if not 0 <= getattr(self, tok) < self.vocab_size:
                 raise ValueError(f"{tok} {getattr(self, tok)} outside vocab of {self.vocab_size}")
-        if self.family not in registry.names():
-            raise ValueError(f"family must be one of {registry.names()}, got {self.family!r}")
+        if self.family not in family_registry.names():
+            raise ValueError(f"family must be one of {family_registry.names()}, got {self.family!r}")
         for e in self.action_experts:
             if e.num_layers > self.depth:
                 raise ValueError(f"an action expert of {e.num_layers} layers cannot read the last "
                                  f"layers of a {self.depth}-layer backbone")
         # what only the family knows: its sections, its experts' kinds, its token ids
-        registry.family_of(self).validate(self)
+        family_registry.family_of(self).validate(self)
 
     @property
     def num_experts(self) -> int:
@@ -200,12 +148,12 @@ class ModelConfig:
     @property
     def image_tokens(self) -> int:
         """Prefix tokens per camera image."""
-        return registry.family_of(self).image_tokens(self)
+        return family_registry.family_of(self).image_tokens(self)
 
     @property
     def image_grid(self) -> tuple[int, int]:
         """(rows, cols) of one image's LM tokens."""
-        return registry.family_of(self).image_grid(self)
+        return family_registry.family_of(self).image_grid(self)
 
     @property
     def image_grid_tokens(self) -> int:
@@ -215,16 +163,16 @@ class ModelConfig:
     def prefix_tokens(self, num_images: int, num_prompt: int) -> int:
         """Tokens of an observation prefix of ``num_images`` images and ``num_prompt`` prompt
         tokens (the family's layout: a chat template's head, the images, the prompt)."""
-        return registry.family_of(self).prefix_tokens(self, num_images, num_prompt)
+        return family_registry.family_of(self).prefix_tokens(self, num_images, num_prompt)
 
     def rope_offset(self, num_images: int) -> int:
         """Rotary position minus sequence index for every token after the images."""
-        return registry.family_of(self).rope_offset(self, num_images)
+        return family_registry.family_of(self).rope_offset(self, num_images)
 
     @property
     def action_tokens(self) -> int:
         """Tokens one action pass queries (its scratch slots after the prefix)."""
-        return registry.family_of(self).action_tokens(self)
+        return family_registry.family_of(self).action_tokens(self)
 
     @property
     def max_prefix_tokens(self) -> int:
@@ -252,9 +200,8 @@ def model_config_from_dict(d: dict[str, Any]) -> ModelConfig:
         )
     if isinstance(d.get("vision"), dict):
         d["vision"] = VisionConfig(**d["vision"])
-    if isinstance(d.get("qwen"), dict):
-        d["qwen"] = QwenVLConfig(**{k: tuple(v) if isinstance(v, list) else v
-                                    for k, v in d["qwen"].items()})
-    if isinstance(d.get("hybrid"), dict):
-        d["hybrid"] = HybridConfig(**d["hybrid"])
+    for section in family_registry.SECTIONS:  # a family's own section, by its dataclass
+        if isinstance(d.get(section), dict):
+            d[section] = family_registry.section_type(section)(
+                **{k: tuple(v) if isinstance(v, list) else v for k, v in d[section].items()})
     return ModelConfig(**d)

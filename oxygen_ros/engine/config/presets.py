@@ -9,10 +9,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from .hybrid_config import interval_layer_types
 from .model_config import ExpertConfig, ModelConfig, model_config_from_dict
 
 Fields = dict[str, Any]
+
+
+def interval_layer_types(depth: int, interval: int = 4) -> tuple[str, ...]:
+    """transformers' default pattern: layer i is full attention iff (i + 1) % interval == 0."""
+    return tuple("full_attention" if (i + 1) % interval == 0 else "linear_attention"
+                 for i in range(depth))
+
 
 # StarVLA's action heads on the Qwen3-VL backbone (docs/starvla.md), as ExpertConfig data: the
 # tiny ones on the xr0-tiny backbone (id 2056 is their OFT placeholder), the full-size ones from

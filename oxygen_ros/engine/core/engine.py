@@ -5,7 +5,7 @@ prefill, S-step denoise and the language work (new requests, admission, k batche
 -> FrameOutput. The four modes (engine/core/modes.py) share the primitives of engine/core/frame_ops.py
 (through the modes.FrameOps interface) and these weights; they differ only in scheduling.
 What enters (questions, prompts, an observation's prompt and prior) is checked by
-engine/core/intake.py, live settings by engine/config/live_config.py. Requests live in the Scheduler from
+engine/core/intake.py, live settings by engine/core/live_config.py. Requests live in the Scheduler from
 birth to their final update; the Engine keeps none after reporting it.
 """
 from __future__ import annotations
@@ -18,11 +18,11 @@ from typing import Any, Callable, Iterator
 import numpy as np
 import torch
 
-from ..config import live_config
+from . import live_config
 from ..config.engine_config import EngineConfig
 from ..config.model_config import ModelConfig
-from ..families import registry
-from ..model.loader import init_model
+from ..config import family_registry
+from ..families.loader import init_model
 from ..model.tokenizer import Tokenizer, build_tiny_tokenizer, uncovered_reason
 from ..runner.device import check_device
 from ..runner.model_runner import ModelRunner
@@ -95,7 +95,7 @@ class Engine:
     def __init__(self, model_config: ModelConfig, config: EngineConfig,
                  model: torch.nn.Module | None = None, tokenizer: Tokenizer | None = None) -> None:
         check_device(config.device)  # one clear line, not a torch traceback at the first tensor
-        family = registry.family_of(model_config)
+        family = family_registry.family_of(model_config)
         reason = family.unsupported_reason(model_config)  # before building any weights
         if reason:
             raise ValueError(reason)
@@ -155,7 +155,7 @@ class Engine:
         snapshot; an action stage writing scratch tokens a second, its own copy); each running
         request one; two more hold the snapshots of frames whose requests still wait (more
         wait without one: relief preempts them, and they prefill again when admitted)."""
-        if registry.family_of(mc).cache_spec(mc).recurrent is None:
+        if family_registry.family_of(mc).cache_spec(mc).recurrent is None:
             return 0, 0
         frame = 1 + (mc.action_tokens > 0)
         return ec.max_active_requests + frame + 2, frame
@@ -191,7 +191,7 @@ class Engine:
         (`images`: one entry per valid camera: a list, an array or the prepared tensor)."""
         return self.model_config.prefix_tokens(len(images), len(prompt_ids))
 
-    # -- requests and live settings (engine/core/intake.py, engine/config/live_config.py) -------------------
+    # -- requests and live settings (engine/core/intake.py, engine/core/live_config.py) -------------------
     def ask(self, prompt: str, priority: int = 1, kind: RequestKind = RequestKind.QUESTION,
             max_new_tokens: int | None = None, prompt_ids: list[int] | None = None) -> int:
         """Queue a language request on the next observation; returns its id. ValueError (with

@@ -19,13 +19,13 @@ import torch
 
 from ..config.engine_config import EngineConfig
 from ..config.model_config import ModelConfig
-from ..families import registry
+from ..config import family_registry
 from ..runner.model_runner import ModelRunner, SeqView
 from .intake import Intake
 from .observation import Observation
 from .rate_control import FrameCosts, RateController, RateDecision
 from .request import Request, RequestUpdate, Source
-from .rtc import Guide
+from ..model.rtc import Guide
 from .scheduler import Admission, Scheduler
 from .timer import StageTimer, TimedKV
 
@@ -56,7 +56,7 @@ class Frame:
     source: Source
     noise: torch.Tensor
     config: EngineConfig
-    guide: Guide | None = None  # real-time chunking toward the previous chunk (engine/core/rtc.py)
+    guide: Guide | None = None  # real-time chunking toward the previous chunk (engine/model/rtc.py)
     state: np.ndarray | None = None  # normalised joints (an action expert with state tokens)
     memory: bool = False
     rate: RateDecision | None = None
@@ -140,7 +140,7 @@ class FramePrimitives:
     def _noise(self, index: int, cfg: EngineConfig) -> torch.Tensor:
         gen = torch.Generator().manual_seed(cfg.seed * 1_000_003 + index)
         mc = self.model_config
-        return torch.randn(registry.family_of(mc).noise_rows(mc), mc.action_dim, generator=gen)
+        return torch.randn(family_registry.family_of(mc).noise_rows(mc), mc.action_dim, generator=gen)
 
     # -- the action path ------------------------------------------------------------------------
     def secure_action_path(self, frame: Frame) -> ActionPath:

@@ -14,14 +14,14 @@ import numpy as np
 import torch
 
 from ..config.engine_config import EngineConfig
-from ..families import registry
-from ..families.xr0 import QUESTION_SEPARATOR  # noqa: F401 (its old import path, engine.intake)
+from ..config import family_registry
+from ..families.qwen3vl.family import (QUESTION_SEPARATOR)  # noqa: F401 (its old import path, engine.intake)
 from ..config.model_config import ModelConfig
 from ..model import format_prompt
 from ..model.tokenizer import Tokenizer, token_text
 from .observation import Observation
 from .request import RequestKind
-from .rtc import ActionPrior, Guide, build_guide, unsupported_reason
+from ..model.rtc import ActionPrior, Guide, build_guide, unsupported_reason
 from .scheduler import request_blocks
 
 MAX_NEW_TOKENS = 4096  # the most a caller may ask for one request (ask's cheap bound)
@@ -53,7 +53,7 @@ class Intake:
         self._ids = itertools.count(1)  # request ids: the same in every mode
         self._memory: tuple[str, tuple[int, ...]] = ("", ())
         self.worst_state = self._longest_state()
-        reason = registry.family_of(model_config).split_reason(
+        reason = family_registry.family_of(model_config).split_reason(
             model_config, tokenizer, format_prompt("pick up the cup", self.worst_state,
                                                    bins=model_config.state_bins))
         if reason:
@@ -108,7 +108,7 @@ class Intake:
             raise ValueError(f"prompt is {len(prompt)} characters; it must be at most "
                              f"{limit} tokens (max_prompt_tokens)")
         mc = self.model_config
-        family = registry.family_of(mc)
+        family = family_registry.family_of(mc)
         ids = self._covered(family.question_ids(mc, self.tokenizer, prompt), "prompt")
         if not ids or len(ids) > limit:
             raise ValueError(f"prompt is {len(ids)} tokens; it must be 1..{limit} (max_prompt_tokens"
@@ -161,7 +161,7 @@ class Intake:
     def prompt_ids(self, instruction: str, state: np.ndarray) -> list[int]:
         mc = self.model_config
         text = format_prompt(instruction, state, bins=mc.state_bins, pad_to=mc.state_prompt_pad)
-        return self._covered(registry.family_of(mc).prompt_ids(mc, self.tokenizer, text),
+        return self._covered(family_registry.family_of(mc).prompt_ids(mc, self.tokenizer, text),
                              "instruction")
 
     def _covered(self, ids: list[int], what: str) -> list[int]:

@@ -30,7 +30,7 @@ class Observation:
     stamp: float = 0.0
     camera_valid: tuple[bool, ...] | None = None
     # real-time chunking: the previous chunk's steps still executed from this observation on
-    # (engine/core/rtc.py ActionPrior; None: an unguided chunk)
+    # (engine/model/rtc.py ActionPrior; None: an unguided chunk)
     prior: Any = None
 
     def validate(self, config: ModelConfig) -> None:

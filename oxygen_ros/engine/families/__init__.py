@@ -1,8 +1,6 @@
-"""Model families (engine/families/base.py: the Family interface; registry.py: the names)."""
-from .base import (ActionInputs, AttentionKV, CacheSpec, Capabilities, Family, HeadParams,
-                   ParamCounts, RecurrentState, StageCost, StateTensor)
-from .registry import all_families, family_of, get, names, register, unregister
+"""Model families, one folder each (engine/families/<name>/: its family class, model, checkpoint
+folders and config section); engine/families/base.py: the Family interface; the registry of names
+is the configuration's (engine/config/family_registry.py)."""
+from .base import Family, HeadParams, ParamCounts, StageCost
 
-__all__ = ["ActionInputs", "AttentionKV", "CacheSpec", "Capabilities", "Family", "HeadParams",
-           "ParamCounts", "RecurrentState", "StageCost", "StateTensor", "all_families", "family_of", "get",
-           "names", "register", "unregister"]
+__all__ = ["Family", "HeadParams", "ParamCounts", "StageCost"]

@@ -1,6 +1,6 @@
 """A contiguous reference AttentionContext and the pi0.5 Euler flow sampler.
 
-LocalContext is for tests and reference runs (the paged contexts: engine/core/paging.py). Masking
+LocalContext is for tests and reference runs (the paged contexts: engine/runner/paging.py). Masking
 follows pi0.5: additive mask -2.3819763e38, softmax in float32 (q/k/v are upcast to float32 here),
 K/V heads are grouped with SDPA's enable_gqa (never repeated).
 """

@@ -26,7 +26,7 @@ from typing import Callable, Mapping, Sequence
 
 import torch
 
-from ..core.paging import LRU, PagedContext, device_slots, graph_width, padded_tables
+from .paging import LRU, PagedContext, device_slots, graph_width, padded_tables
 from ..model.sampler import euler_sample
 
 

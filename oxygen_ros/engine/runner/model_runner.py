@@ -2,7 +2,7 @@
 
 Every sequence's keys/values live in one pool allocated once with static shapes; the runner
 writes new K/V into slots given by the KV manager and reads them back with paged attention
-(engine/core/paging.py: the addressing and the contexts it shares with the captured graphs). A
+(engine/runner/paging.py: the addressing and the contexts it shares with the captured graphs). A
 family whose cache spec has a recurrent state keeps it in state slots beside the blocks
 (engine/runner/state_pool.py), also allocated once.
 """
@@ -15,12 +15,13 @@ import numpy as np
 import torch
 
 from .attention import select_backend
-from ..families import ActionInputs, registry
+from .action_stage import ActionInputs
+from ..config import family_registry
 from .graphs import DecodeGraphs, DenoiseGraphs
-from ..core.images import prepare
+from .images import prepare
 from ..config.model_config import DTYPES, ModelConfig
-from ..core.paging import LRU, PagedContext, PrefillContext, padded_tables, slots
-from ..core.rtc import Guide
+from .paging import LRU, PagedContext, PrefillContext, padded_tables, slots
+from ..model.rtc import Guide
 from .state_pool import StatePool
 
 
@@ -53,7 +54,7 @@ class ModelRunner:
         self.backend = select_backend(backend, self.device)
         self.scale = config.head_dim ** -0.5
         # the family answers what differs between models: layout, action stage, capabilities
-        self.family = registry.family_of(config)
+        self.family = family_registry.family_of(config)
         if cuda_graphs and not self.family.capabilities.cuda_graphs:
             raise ValueError(f"cuda_graphs is not a capability of the {self.family.name} family")
         # The action expert runs S times per frame on a fixed-shape input: the one place where
@@ -164,7 +165,7 @@ class ModelRunner:
     def prepare_images(self, images: Sequence[np.ndarray], resize: str = "pad") -> torch.Tensor:
         """Camera images (uint8 [H, W, 3], each at its camera's size) -> the vision tower's input
         [N, 3, S, S] in [-1, 1], on the model's device in the model's dtype: uploaded as uint8
-        (the smallest transfer), then resized there (engine/core/images.py; `resize`: pad | stretch).
+        (the smallest transfer), then resized there (engine/runner/images.py; `resize`: pad | stretch).
         Always a new tensor: a caller reusing its image buffers cannot change what a waiting
         request saw."""
         s = self.config.vision.image_size
@@ -216,7 +217,7 @@ class ModelRunner:
         """Flow-matching Euler from t=1 (noise) to t=0 of a denoising expert (Family.denoise).
         The action tokens' K/V go to the sequence's own scratch slots after the prefix; the
         shared prefix blocks are only read. `guide`: real-time chunking toward the previous
-        chunk (engine/core/rtc.py); it runs eagerly, never through the captured denoise graph.
+        chunk (engine/model/rtc.py); it runs eagerly, never through the captured denoise graph.
         `state`: the normalised joint state [action_dim] (a DiT expert's state tokens)."""
         return self.family.denoise(self, seq, prefix_len, noise, num_steps, expert, guide, state)
 

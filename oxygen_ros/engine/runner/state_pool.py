@@ -11,7 +11,7 @@ from typing import Sequence
 
 import torch
 
-from ..families.base import RecurrentState
+from ..config.cache_spec import RecurrentState
 
 
 class StatePool:

@@ -43,7 +43,7 @@ def _another_value(knob: Knob):
 @pytest.fixture(scope="module")
 def tiny_engine():
     from oxygen_ros.engine.core.engine import Engine
-    from oxygen_ros.engine.model import init_model
+    from oxygen_ros.engine.families.loader import init_model
     from oxygen_ros.engine.model.tokenizer import build_tiny_tokenizer
 
     mc = PRESETS["tiny"]

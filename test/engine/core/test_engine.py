@@ -5,11 +5,11 @@ import numpy as np
 import pytest
 import torch
 
-import oxygen_ros.engine.core.paging as paging
+import oxygen_ros.engine.runner.paging as paging
 from oxygen_ros.cli.demo import collect_requests
 from oxygen_ros.engine.config import PRESETS, EngineConfig
 from oxygen_ros.engine.core.engine import Engine
-from oxygen_ros.engine.model import init_model
+from oxygen_ros.engine.families.loader import init_model
 from oxygen_ros.engine.core.observation import Observation
 from oxygen_ros.engine.core.synthetic import SyntheticStream
 from oxygen_ros.engine.model.tokenizer import build_tiny_tokenizer

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from fake_runner import fake_compute
 from oxygen_ros.engine.config import MODES, PRESETS, EngineConfig
 from oxygen_ros.engine.core.engine import Engine
-from oxygen_ros.engine.model import init_model
+from oxygen_ros.engine.families.loader import init_model
 from oxygen_ros.engine.core.request import RequestStatus
 from oxygen_ros.engine.core.scheduler import request_blocks
 from oxygen_ros.engine.core.synthetic import SyntheticStream

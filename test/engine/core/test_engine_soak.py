@@ -12,7 +12,7 @@ import tracemalloc
 from fake_runner import fake_compute
 from oxygen_ros.engine.config import PRESETS, EngineConfig
 from oxygen_ros.engine.core.engine import Engine
-from oxygen_ros.engine.model import init_model
+from oxygen_ros.engine.families.loader import init_model
 from oxygen_ros.engine.core.request import Request
 from oxygen_ros.engine.core.synthetic import SyntheticStream
 from oxygen_ros.engine.model.tokenizer import build_tiny_tokenizer

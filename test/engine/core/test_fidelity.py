@@ -10,7 +10,8 @@ from oxygen_ros.cli.demo import collect_requests
 from oxygen_ros.bench.compare import compare_runs
 from oxygen_ros.engine.config import PRESETS, EngineConfig
 from oxygen_ros.engine.core.engine import Engine
-from oxygen_ros.engine.model import LocalContext, init_model, sample_actions
+from oxygen_ros.engine.model import LocalContext, sample_actions
+from oxygen_ros.engine.families.loader import init_model
 from oxygen_ros.engine.core.synthetic import SyntheticStream
 from oxygen_ros.engine.model.tokenizer import build_tiny_tokenizer
 

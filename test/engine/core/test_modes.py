@@ -14,7 +14,7 @@ from oxygen_ros.cli.demo import collect_requests
 from oxygen_ros.bench.compare import compare_runs
 from oxygen_ros.engine.config import MODES, PRESETS, EngineConfig
 from oxygen_ros.engine.core.engine import Engine
-from oxygen_ros.engine.model import init_model
+from oxygen_ros.engine.families.loader import init_model
 from oxygen_ros.engine.core.frame_ops import FramePrimitives
 from oxygen_ros.engine.core.modes import MODES as STRATEGIES
 from oxygen_ros.engine.core.modes import FrameOps

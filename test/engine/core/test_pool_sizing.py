@@ -9,7 +9,7 @@ from oxygen_ros.engine.config import PRESETS, EngineConfig
 from oxygen_ros.engine.core.engine import Engine
 from oxygen_ros.engine.core.scheduler import request_blocks
 from oxygen_ros.engine.core.synthetic import SyntheticStream
-from oxygen_ros.engine.model import init_model
+from oxygen_ros.engine.families.loader import init_model
 from oxygen_ros.engine.model.tokenizer import build_tiny_tokenizer
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from oxygen_ros.engine.config import PRESETS
-from oxygen_ros.engine.families import (AttentionKV, CacheSpec, RecurrentState, StateTensor,
-                                        family_of)
-from oxygen_ros.engine.model.loader import init_model
+from oxygen_ros.engine.config.cache_spec import AttentionKV, CacheSpec, RecurrentState, StateTensor
+from oxygen_ros.engine.config.family_registry import family_of
+from oxygen_ros.engine.families.loader import init_model
 from oxygen_ros.engine.runner.model_runner import ModelRunner
 
 

@@ -19,9 +19,12 @@ from oxygen_ros.cli import inspect_checkpoint as checkpoint_cli
 from oxygen_ros.bench.floor import count_params, floor_table, markdown
 from oxygen_ros.engine.config import PRESETS, EngineConfig, ModelConfig
 from oxygen_ros.engine.core.engine import Engine
-from oxygen_ros.engine.families import (ActionInputs, AttentionKV, CacheSpec, Capabilities,
-                                        Family, ParamCounts, StageCost, register, unregister)
-from oxygen_ros.engine.model.loader import Checkpoint, open_checkpoint
+from oxygen_ros.engine.runner.action_stage import ActionInputs
+from oxygen_ros.engine.config.cache_spec import AttentionKV, CacheSpec
+from oxygen_ros.engine.config.family_rules import Capabilities
+from oxygen_ros.engine.families import Family, ParamCounts, StageCost
+from oxygen_ros.engine.config.family_registry import register, unregister
+from oxygen_ros.engine.families.loader import Checkpoint, open_checkpoint
 from oxygen_ros.engine.model.formats import CheckpointInfo
 from oxygen_ros.engine.core.synthetic import SyntheticStream
 from oxygen_ros.engine.model.tokenizer import build_tiny_tokenizer

@@ -34,8 +34,8 @@ def _template(qwen_chat_template: str, thinking: bool) -> str:
 
 def _prefix_ids(mc, intake: Intake, obs) -> list[int]:
     """The frame's prefix as the family's model lays it out (built on the meta device)."""
-    from oxygen_ros.engine.model.qwen35_checkpoint import build
-    from oxygen_ros.engine.model.qwen3vl import Qwen3VLModel
+    from oxygen_ros.engine.families.qwen35.checkpoint import build
+    from oxygen_ros.engine.families.qwen3vl.model import Qwen3VLModel
 
     with torch.device("meta"):
         model = build(mc) if mc.family == "qwen35" else Qwen3VLModel(mc)
@@ -70,7 +70,7 @@ def test_prefix_and_question_are_the_chat_templates_ids(qwen_chat, qwen_chat_tem
 def test_the_split_tokenises_the_same_apart_and_joined(qwen_chat):
     """The case of the issue: tokenised apart, "...Action: " and "\\nwhat" give 'Ġ', 'Ċ' where
     the joined text gives 'ĠĊ'; the family's prompt and question ids are the joined text's."""
-    from oxygen_ros.engine.families import family_of
+    from oxygen_ros.engine.config.family_registry import family_of
 
     mc = PRESETS["xr0-tiny"]
     family = family_of(mc)
@@ -97,9 +97,9 @@ def test_folder_with_a_thinking_template_lays_prompts_out_by_it(qwen_chat, qwen_
     loader takes the head and tail from it, the engine's ids are the template's, and
     oxygen-inspect says what it renders."""
     from oxygen_ros.cli import inspect_checkpoint as checkpoint_cli
-    from oxygen_ros.engine.model import init_model
-    from oxygen_ros.engine.model.loader import open_checkpoint
-    from oxygen_ros.engine.model.qwen35_checkpoint import save_qwen35_folder
+    from oxygen_ros.engine.families.loader import init_model
+    from oxygen_ros.engine.families.loader import open_checkpoint
+    from oxygen_ros.engine.families.qwen35.checkpoint import save_qwen35_folder
 
     base = PRESETS["qwen35-tiny"]
     tok, fast = qwen_chat[0](base.vocab_size, qwen_merges=True)
@@ -143,7 +143,7 @@ def test_engine_answer_equals_transformers_on_the_templates_ids(merges_pair, qwe
     """A question asked on a frame: the engine's greedy tokens and first-step logits equal
     transformers' generate on the ids apply_chat_template gives the same conversation (with the
     Qwen-merges tokenizer)."""
-    from oxygen_ros.engine.model.qwen3vl import patchify
+    from oxygen_ros.engine.families.qwen3vl.model import patchify
 
     hf, ours, mc, tok, fast = merges_pair
     logits: list[torch.Tensor] = []

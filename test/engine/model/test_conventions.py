@@ -13,7 +13,9 @@ from oxygen_ros.cli.inspect_checkpoint import main as inspect_main
 from oxygen_ros.engine.config import PRESETS, EngineConfig
 from oxygen_ros.engine.core.engine import Engine
 from oxygen_ros.engine.core.observation import Observation
-from oxygen_ros.engine.model import NormStats, init_model, open_checkpoint, save_lerobot_checkpoint
+from oxygen_ros.engine.model import NormStats
+from oxygen_ros.engine.families.loader import init_model, open_checkpoint
+from oxygen_ros.engine.families.pi05.writer import save_lerobot_checkpoint
 from oxygen_ros.engine.model.formats import read_checkpoint_files
 from oxygen_ros.engine.model.tokenizer import build_tiny_tokenizer
 from oxygen_ros.robot.values import StateMapping, actions_to_model

@@ -8,7 +8,7 @@ import torch
 from oxygen_ros.engine.config import PRESETS, EngineConfig
 from oxygen_ros.engine.runner.device import check_device
 from oxygen_ros.engine.core.engine import Engine
-from oxygen_ros.engine.model import init_model
+from oxygen_ros.engine.families.loader import init_model
 
 NO_CUDA = not torch.cuda.is_available()
 

@@ -10,7 +10,7 @@ import torch
 from oxygen_ros.engine.config import PRESETS, EngineConfig
 from oxygen_ros.engine.core.engine import Engine
 from oxygen_ros.engine.runner.graphs import DecodeGraphs, decode_step, padded_batch
-from oxygen_ros.engine.model import init_model
+from oxygen_ros.engine.families.loader import init_model
 from oxygen_ros.engine.runner.model_runner import ModelRunner, SeqView
 from oxygen_ros.engine.core.synthetic import SyntheticStream
 from oxygen_ros.engine.model.tokenizer import build_tiny_tokenizer
@@ -154,8 +154,8 @@ def test_denoise_graph_equals_eager_and_keeps_buffers(model):
 
 def test_denoise_loop_traces_as_one_graph(model):
     from oxygen_ros.engine.runner.graphs import DenoiseBuffers, denoise_loop
-    from oxygen_ros.engine.families.pi05 import FAMILY
-    from oxygen_ros.engine.families.pi05 import velocity_fn as _velocity
+    from oxygen_ros.engine.families.pi05.family import FAMILY
+    from oxygen_ros.engine.families.pi05.family import velocity_fn as _velocity
 
     runner = _runner(model, True)
     conds = FAMILY.adarms_schedule(runner, 1, 2)

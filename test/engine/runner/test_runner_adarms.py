@@ -4,8 +4,8 @@ from __future__ import annotations
 import torch
 
 from oxygen_ros.engine.config import PRESETS
-from oxygen_ros.engine.families.pi05 import FAMILY as PI05
-from oxygen_ros.engine.model import init_model
+from oxygen_ros.engine.families.pi05.family import FAMILY as PI05
+from oxygen_ros.engine.families.loader import init_model
 from oxygen_ros.engine.model.layers import AdaRMSNorm
 from oxygen_ros.engine.runner.model_runner import ModelRunner, SeqView
 
@@ -27,7 +27,7 @@ def test_precomputed_schedule_equals_per_step_conditioning(monkeypatch):
     per_step = ModelRunner(model, MC, num_blocks=32, block_size=8)
     per_step.pool.copy_(runner.pool)
     # the old path: the conditioning vector itself reaches every norm, dense(cond) per step
-    # (the schedule is the pi05 family's: engine/families/pi05.py)
+    # (the schedule is the pi05 family's: engine/families/pi05/family.py)
     monkeypatch.setattr(PI05, "adarms_schedule", lambda runner, expert, s: {})
     monkeypatch.setattr(model, "adarms_modulations", lambda expert, cond: cond)
     assert torch.equal(per_step.denoise(seq, 17, noise, 5), cached)

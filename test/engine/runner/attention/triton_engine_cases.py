@@ -14,7 +14,7 @@ if not triton_paged.INTERPRETED:
 from oxygen_ros.engine.runner.attention import load_cpp_op
 from oxygen_ros.engine.config import PRESETS, EngineConfig
 from oxygen_ros.engine.core.engine import Engine
-from oxygen_ros.engine.model import init_model
+from oxygen_ros.engine.families.loader import init_model
 from oxygen_ros.engine.core.synthetic import SyntheticStream
 from oxygen_ros.engine.model.tokenizer import build_tiny_tokenizer
 
