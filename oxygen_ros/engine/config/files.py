@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+import yaml
 
 from .model_config import ModelConfig, model_config_from_dict
 from .presets import PRESETS, merged
@@ -19,8 +20,6 @@ def load_model_config(preset: str, overrides_file: str | Path | None = None) -> 
     path = Path(overrides_file)
     text = path.read_text()
     if path.suffix in (".yaml", ".yml"):
-        import yaml
-
         data = yaml.safe_load(text) or {}
     else:
         data = json.loads(text)

@@ -34,6 +34,7 @@ from .observation import Observation
 from .request import RequestKind, RequestUpdate
 from .scheduler import Scheduler, blocks_for, request_blocks
 from .timer import STAGES, StageTimer, TimedKV
+from .synthetic import SyntheticStream
 
 __all__ = ["STAGES", "ActionsReady", "Engine", "FrameOutput", "RequestUpdate"]
 
@@ -266,8 +267,6 @@ class Engine:
         served frames pay the first-call costs of the shapes it did not run. With CUDA graphs
         (or on CUDA) the full frames run: capture needs the real shapes. Returns one line
         saying what ran (the node logs it at configure)."""
-        from .synthetic import SyntheticStream
-
         if budget_s is not None and budget_s < 0:
             raise ValueError(f"warmup budget_s must be >= 0 seconds or None, got {budget_s}")
         if self.frame or self.has_unfinished() or self.ops.outbox:
@@ -307,8 +306,6 @@ class Engine:
     def _reduced_warmup(self, estimate: float, budget_s: float, instruction: str | None) -> str:
         """warmup's one reduced frame (see warmup): first camera, fewer denoise steps, no
         language request."""
-        from .synthetic import SyntheticStream
-
         start = time.perf_counter()
         stream = SyntheticStream(self.model_config, seed=self.config.seed)
         stream.instruction = self.config.instruction if instruction is None else instruction

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..config.model_config import ModelConfig
-from .tokenizer import Tokenizer
+from .tokenizer import Tokenizer, token_text
 
 VISION_BLOCK = "<|vision_start|><|image_pad|><|vision_end|>"
 # texts no template rewrites, to find where the conversation's parts land in its rendering
@@ -25,6 +25,7 @@ def render_user_turn(tokenizer: Tokenizer, template: str, texts: list[str],
                      num_images: int = 1) -> str:
     """transformers' rendering of one user turn holding ``num_images`` images then ``texts``,
     followed by the generation prompt."""
+    # lazy: transformers, only to render a chat template
     from transformers import PreTrainedTokenizerFast
 
     fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer.tok)
@@ -75,8 +76,6 @@ def describe_chat_template(config: ModelConfig, tokenizer: Tokenizer) -> str:
 
 
 def _text(tokenizer: Tokenizer, ids) -> str:
-    from .tokenizer import token_text
-
     tok = getattr(tokenizer, "tok", None)
     if tok is not None:  # specials kept (decode would skip them)
         return tok.decode(list(ids), skip_special_tokens=False)

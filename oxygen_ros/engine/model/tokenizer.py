@@ -66,7 +66,7 @@ class SentencePieceTokenizer:
     """A SentencePiece model (PaliGemma's tokenizer.model) behind the Tokenizer interface."""
 
     def __init__(self, model_file: str | Path) -> None:
-        import sentencepiece as spm
+        import sentencepiece as spm  # lazy: only for a SentencePiece model
 
         self.sp = spm.SentencePieceProcessor(model_file=str(model_file))
         self.bos_id, self.eos_id = self.sp.bos_id(), self.sp.eos_id()
@@ -114,7 +114,7 @@ def load_tokenizer(path: str | Path) -> Tokenizer:
     json_file = p if p.suffix == ".json" else p / "tokenizer.json"
     sp_file = p if p.suffix == ".model" else p / "tokenizer.model"
     if json_file.is_file():
-        from tokenizers import Tokenizer as _Tok
+        from tokenizers import Tokenizer as _Tok  # lazy: only for a tokenizer.json
 
         tok = _Tok.from_file(str(json_file))
         names = {}
@@ -171,6 +171,7 @@ def openpi_cache() -> Path:
 
 def _from_hf_cache(repo_id: str, looked: list[str]) -> Tokenizer | None:
     """A repo's tokenizer from the local cache only (never the network)."""
+    # lazy: only to look in the Hugging Face cache
     from huggingface_hub import try_to_load_from_cache
 
     cache = hf_hub_cache()
@@ -333,6 +334,7 @@ def build_tiny_tokenizer(vocab_size: int = 512, corpus: Sequence[str] | None = N
     <pad>=0, <eos>=1, <bos>=2; if the corpus runs out of merges the vocab is topped up with
     ``<unused_i>`` special tokens (as Gemma does) so the size always matches the ModelConfig.
     """
+    # lazy: only to train a tiny tokenizer
     from tokenizers import Tokenizer as _Tok, decoders, models, pre_tokenizers, trainers
 
     if vocab_size < 260:

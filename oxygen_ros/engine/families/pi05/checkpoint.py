@@ -19,6 +19,7 @@ from typing import Any, Callable
 
 import torch
 from safetensors import safe_open
+from tqdm import tqdm
 
 from ...config.model_config import ModelConfig
 from ...model.formats import read_checkpoint_files
@@ -299,8 +300,6 @@ def read_weights(path: str | Path, entries: dict[str, WeightEntry], dtype: torch
     goes straight into the final tensor (copy_ casts: no temporary in the file's dtype).
     `keep_fp32(name)`: the parameters that stay float32 when `dtype` is a reduced precision
     (Conventions.keeps_fp32: the norms and the vision tower, as LeRobot keeps them in bf16)."""
-    from tqdm import tqdm
-
     def final(ours: str) -> torch.dtype:
         reduced = dtype in (torch.bfloat16, torch.float16)
         return torch.float32 if reduced and keep_fp32 is not None and keep_fp32(ours) else dtype

@@ -13,6 +13,7 @@ from ...model.rtc import Guide, guided_euler_sample
 from ...runner.action_stage import ActionInputs
 from ...config.family_rules import Capabilities
 from ..base import Family, ParamCounts, StageCost
+from ...model.sampler import LocalContext, euler_sample
 
 # the model code is imported where it runs: resolving a config's family (ModelConfig's
 # validation, the presets) must not load the model package
@@ -78,6 +79,7 @@ class Pi05Family(Family):
 
     # -- the model -------------------------------------------------------------------------------
     def init_model(self, config, seed, device, dtype):
+        # lazy: loads transformers; config validation resolves the family
         from .checkpoint import init_mot
 
         return init_mot(config, seed, device, dtype)
@@ -101,8 +103,6 @@ class Pi05Family(Family):
 
     def _denoise(self, r: "ModelRunner", seq: "SeqView", prefix_len: int, noise: torch.Tensor,
                  num_steps: int, expert: int, guide: Guide | None) -> torch.Tensor:
-        from ...model.sampler import euler_sample
-
         h = noise.shape[0]
         conds = self.adarms_schedule(r, expert, num_steps)
         x0 = noise.to(device=r.device, dtype=torch.float32)
@@ -130,8 +130,8 @@ class Pi05Family(Family):
         tokens attend to [prefix ; actions] with differentiable attention (LocalContext, the
         reference path); the paged kernels have no backward. Outside inference mode (autograd),
         under no_grad except each step's velocity."""
+        # lazy: loads transformers; config validation resolves the family
         from .model import AdaRMSModulations
-        from ...model.sampler import LocalContext
 
         with torch.no_grad():
             # the prefix's slots, as every other path addresses the pool (a [slots, Hkv, D] copy)
@@ -181,6 +181,7 @@ class Pi05Family(Family):
 
     # -- the floor -------------------------------------------------------------------------------
     def count_params(self, config: "ModelConfig", expert: int = 1) -> ParamCounts:
+        # lazy: loads transformers; config validation resolves the family
         from .model import MoTModel
 
         with torch.device("meta"):
@@ -216,16 +217,19 @@ class Pi05Family(Family):
     # engine/model/conventions.py); only this family takes it (loader.open_checkpoint)
     def open_folder(self, folder, device, dtype, tokenizer=None, asset_id=None, progress=None,
                     lerobot_version="auto"):
+        # lazy: loads transformers; config validation resolves the family
         from .checkpoint import open_pi05_folder
 
         return open_pi05_folder(folder, device, dtype, tokenizer, asset_id, progress, lerobot_version)
 
     def inspect_folder(self, folder, tokenizer=None, asset_id=None, lerobot_version="auto") -> dict[str, Any]:
+        # lazy: loads transformers; config validation resolves the family
         from .checkpoint import inspect_pi05_folder
 
         return inspect_pi05_folder(folder, tokenizer, asset_id, lerobot_version)
 
     def write_folder(self, model, folder) -> None:
+        # lazy: loads transformers; config validation resolves the family
         from .writer import save_lerobot_checkpoint
 
         save_lerobot_checkpoint(model, model.config, folder)

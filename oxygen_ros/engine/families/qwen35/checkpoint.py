@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 from safetensors.torch import load_file
+from transformers import Qwen3_5Config, Qwen3_5ForConditionalGeneration
 
 from ..base import ParamCounts
 from ...config.family_registry import family_of
@@ -30,6 +31,8 @@ from ..qwen3vl.checkpoint import (EXPERT_CONFIG, EXPERT_FILE, _head_params, coun
                                   describe_heads, expert_file_problems, inspect_folder,
                                   read_folder_config, rename_prefix, save_action_expert,
                                   save_hf_folder)
+from .vla import Qwen35VLA
+from ..starvla.heads import build_head, init_head
 
 log = logging.getLogger(__name__)
 
@@ -62,8 +65,6 @@ def is_qwen35_folder(path: str | Path) -> bool:
 
 def hf_config(mc: ModelConfig):
     """transformers' Qwen3_5Config of our backbone (tests build the reference from it)."""
-    from transformers import Qwen3_5Config
-
     q, v, h = mc.qwen, mc.vision, mc.hybrid
     return Qwen3_5Config(
         text_config=dict(
@@ -88,8 +89,6 @@ def hf_config(mc: ModelConfig):
 
 
 def _resolved(d: dict[str, Any]):
-    from transformers import Qwen3_5Config
-
     try:
         return Qwen3_5Config.from_dict(copy.deepcopy(d))  # it may edit nested dicts
     except (TypeError, ValueError, KeyError) as err:
@@ -159,8 +158,6 @@ def folder_config(folder: str | Path) -> ModelConfig:
 
 
 def build(mc: ModelConfig):
-    from .vla import Qwen35VLA
-
     return Qwen35VLA(mc, hf_config(mc))
 
 
@@ -171,8 +168,6 @@ def init_qwen35(mc: ModelConfig, seed: int = 0, device: str | torch.device = "cp
     1 + N(0, 0.1) (the zero-centred norms store the offset), the final norm's ~ N(0, 1)
     (random signs, so the logits do not echo the input token), decays A = exp(A_log) in
     U(1, 8), dt_bias 1, the ViT's position table ~ N(0, 0.5); heads by starvla_heads.init_head."""
-    from ..starvla.heads import init_head
-
     with torch.device(device):
         model = build(mc)
     gen = torch.Generator().manual_seed(seed)
@@ -239,7 +234,6 @@ def load_qwen35(folder: str | Path, dtype: torch.dtype = torch.float32):
         ours.update(load_file(str(expert_file)))
     else:
         log.warning("%s: no %s: the action head is RANDOM (benchmarks only)", folder, EXPERT_FILE)
-        from ..starvla.heads import build_head, init_head
 
         for i, e in enumerate(mc.action_experts):  # init_qwen35's heads, seed 0
             head = init_head(build_head(e, mc.vlm.width), seed=i + 1)
@@ -251,8 +245,6 @@ def load_qwen35(folder: str | Path, dtype: torch.dtype = torch.float32):
 def save_qwen35_folder(model: torch.nn.Module, folder: str | Path) -> None:
     """The backbone as transformers' Qwen3_5ForConditionalGeneration.save_pretrained, the heads
     by save_action_expert: load_qwen35 gives the same config and weights back."""
-    from transformers import Qwen3_5ForConditionalGeneration
-
     save_hf_folder(model, folder, Qwen3_5ForConditionalGeneration(hf_config(model.config)), hf_key)
 
 

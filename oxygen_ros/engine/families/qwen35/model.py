@@ -30,12 +30,17 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from torch import nn
+from safetensors.torch import load_file
+from transformers import Qwen3_5Config
+from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5VisionModel
 
 from . import gated_delta
 from ...model.layers import apply_rope
-from ..qwen3vl.model import QwenMLP, image_text_positions, mrope_cos_sin, patchify
+from ..qwen3vl.model import QwenMLP, _activation, image_text_positions, mrope_cos_sin, patchify
 # Qwen3.5 saves its backbone under Qwen3-VL's key layout (mtp.* and the like map to None)
 from ..qwen3vl.checkpoint import backbone_key
+from ..qwen3vl.config import check_activation
+from ...model.sampler import LocalContext
 
 LAYER_KINDS = ("linear_attention", "full_attention")
 
@@ -209,12 +214,6 @@ def _partial_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torc
     return torch.cat([apply_rope(x[..., :rot], cos, sin), x[..., rot:]], dim=-1)
 
 
-def _activation(name: str):
-    from ..qwen3vl.model import _activation as act
-
-    return act(name)
-
-
 class HybridLayer(nn.Module):
     def __init__(self, kind: str, tc) -> None:
         super().__init__()
@@ -246,8 +245,6 @@ class TextModel(nn.Module):
 
 def check_config(config) -> None:
     """ValueError naming what this module does not implement in a Qwen3_5Config."""
-    from ..qwen3vl.config import check_activation
-
     tc, rope = config.text_config, config.text_config.rope_parameters
     bad = sorted(set(tc.layer_types) - set(LAYER_KINDS))
     if bad or len(tc.layer_types) != tc.num_hidden_layers:
@@ -270,7 +267,6 @@ class Qwen35Model(nn.Module):
 
     def __init__(self, config) -> None:
         super().__init__()
-        from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5VisionModel
 
         check_config(config)
         self.config = config
@@ -319,8 +315,6 @@ class Qwen35Model(nn.Module):
 
     def new_context(self):
         """An empty recording, causal AttentionContext for the attention layers' K/V."""
-        from ...model.sampler import LocalContext
-
         return LocalContext(self.num_attention_layers, self.attn_scale, record=True, causal=True)
 
     # ---- inputs -------------------------------------------------------------------------------
@@ -436,8 +430,6 @@ def load_qwen35_folder(folder: str | Path, dtype: torch.dtype = torch.float32):
     """(transformers' Qwen3_5Config, Qwen35Model) from a save_pretrained folder; ValueError with
     the missing / unexpected / mis-shaped tensors when the weights do not fit the config (the
     multi-token-prediction head ``mtp.*`` is skipped, as transformers does)."""
-    from safetensors.torch import load_file
-    from transformers import Qwen3_5Config
 
     folder = Path(folder)
     config = Qwen3_5Config.from_pretrained(folder)

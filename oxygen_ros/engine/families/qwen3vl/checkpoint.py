@@ -21,6 +21,8 @@ from typing import Any, Callable
 
 import torch
 from safetensors.torch import load_file, save_file
+from transformers import Qwen3VLConfig, Qwen3VLForConditionalGeneration
+from safetensors import safe_open
 
 from ...config.model_config import ExpertConfig, ModelConfig, VisionConfig, model_config_from_dict
 from .config import QwenVLConfig
@@ -31,6 +33,8 @@ from ...model.formats import CheckpointInfo
 from ..loader import Checkpoint, resolve_tokenizer
 from ...model.chat_template import describe_chat_template, with_chat_template
 from ...model.tokenizer import describe_vocab
+from .model import Qwen3VLModel
+from ..starvla.heads import init_head
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +62,6 @@ def is_qwen3vl_folder(path: str | Path) -> bool:
 
 def hf_config(mc: ModelConfig):
     """transformers' Qwen3VLConfig of our backbone (tests build the reference from it)."""
-    from transformers import Qwen3VLConfig
-
     q, v = mc.qwen, mc.vision
     return Qwen3VLConfig(
         text_config=dict(
@@ -146,8 +148,6 @@ def model_config_from_hf(d: dict[str, Any], base: ModelConfig | None = None,
 def _resolved_hf_config(d: dict[str, Any]):
     """transformers' Qwen3VLConfig of a config.json dict (its defaults filled in, its rotary
     parameters standardised); ValueError when transformers cannot read it."""
-    from transformers import Qwen3VLConfig
-
     try:
         return Qwen3VLConfig.from_dict(copy.deepcopy(d))  # it may edit nested dicts
     except (TypeError, ValueError, KeyError) as err:
@@ -208,8 +208,6 @@ def hf_key(our_key: str) -> str | None:
 
 def expert_shapes(mc: ModelConfig) -> dict[str, tuple[int, ...]]:
     """Every action-expert tensor ``mc`` builds (key -> shape), from a meta-device model."""
-    from .model import Qwen3VLModel
-
     with torch.device("meta"):
         sd = Qwen3VLModel(mc).state_dict()
     return {k: tuple(v.shape) for k, v in sd.items() if k.startswith("experts.")}
@@ -219,8 +217,6 @@ def expert_file_problems(path: str | Path, want: dict[str, tuple[int, ...]]) -> 
     """Why the experts' file at ``path`` does not hold the tensors ``want`` (expert_shapes of
     its config), from its header alone: each missing, unexpected or mis-shaped tensor ([] when
     it fits)."""
-    from safetensors import safe_open
-
     with safe_open(str(path), "pt") as sf:
         got = {k: tuple(sf.get_slice(k).get_shape()) for k in sf.keys()}
     problems = [f"{k}: shape {got[k]} in the file, {want[k]} for its config"
@@ -273,8 +269,6 @@ def save_qwen3vl_folder(model: torch.nn.Module, folder: str | Path) -> None:
     """The whole model as a folder: the backbone as transformers' Qwen3VLForConditionalGeneration
     ``save_pretrained`` (config.json + model.safetensors), the action experts by
     save_action_expert. load_qwen3vl_folder gives the same config and weights back."""
-    from transformers import Qwen3VLForConditionalGeneration
-
     save_hf_folder(model, folder, Qwen3VLForConditionalGeneration(hf_config(model.config)), hf_key)
 
 
@@ -302,8 +296,6 @@ def load_qwen3vl_folder(folder: str | Path, base: ModelConfig | None = None,
     gives the action side only for a folder without our JSON). The experts' file is checked
     against the config from its header before any weight is read: ValueError with each
     missing, unexpected or mis-shaped tensor."""
-    from .model import Qwen3VLModel
-
     folder = Path(folder)
     mc = folder_config(folder, base)
     expert_file = folder / EXPERT_FILE
@@ -365,8 +357,6 @@ def init_qwen3vl(config: ModelConfig, seed: int = 0, device: str | torch.device 
     norm gains 1 + N(0, 0.1), the final LM norm's gains ~ N(0, 1) (random signs, so the tied
     head does not echo its input token), the ViT's position table ~ N(0, 0.5); a StarVLA head
     by starvla_heads.init_head's rules (its own seed per expert)."""
-    from .model import Qwen3VLModel
-    from ..starvla.heads import init_head
 
     with torch.device(device):
         model = Qwen3VLModel(config)
@@ -417,8 +407,6 @@ def describe_heads(mc: ModelConfig) -> list[str]:
 
 def inspect_qwen3vl(folder: str | Path, tokenizer: str | None = None) -> dict[str, Any]:
     """oxygen-inspect's view of a Qwen3-VL folder from the safetensors headers alone."""
-    from .model import Qwen3VLModel
-
     def shapes(mc: ModelConfig) -> dict[str, tuple[int, ...]]:
         with torch.device("meta"):
             return {k: tuple(v.shape) for k, v in Qwen3VLModel(mc).state_dict().items()}
@@ -435,8 +423,6 @@ def inspect_folder(folder: str | Path, fmt: str, config_of: Callable[[Path], Mod
     heads, the tokenizer found (``tokenizer`` given, or next to the folder), whether every
     backbone tensor (``key_of``: the file's key -> ours) and every head tensor has our key and
     shape (``shapes_of``: our model's state dict shapes, heads under ``experts.``)."""
-    from safetensors import safe_open
-
     folder = Path(folder)
     out: dict[str, Any] = {"format": fmt, "problems": []}
     try:
@@ -548,8 +534,6 @@ def count_qwen3vl_params(config: ModelConfig, expert: int = 1) -> ParamCounts:
     """The bandwidth floor's parameter groups (bench/floor.py) of a Qwen3-VL model, counted on
     the model built on the meta device: the DiT ``expert`` by what reads it, StarVLA heads each
     by how often a frame reads them."""
-    from .model import Qwen3VLModel
-
     with torch.device("meta"):
         model = Qwen3VLModel(config)
     tied = config.qwen.tie_word_embeddings

@@ -59,6 +59,7 @@ def check_activation(name: str, act: str) -> None:
     the Qwen MLPs apply; a parametric one, e.g. prelu, would carry weights no file maps)."""
     if act in ("silu", "gelu_pytorch_tanh"):  # the defaults: the presets import no transformers
         return
+    # lazy: transformers, for a non-default activation only (torch-free config)
     from transformers.activations import ACT2FN
 
     if not isinstance(act, str) or act not in ACT2FN:

@@ -16,6 +16,8 @@ from ...runner.action_stage import ActionInputs
 from ...config.family_rules import Capabilities
 from ..base import Family, ParamCounts, StageCost
 from ..pi05.family import kv_action_costs
+from ...model.prompt import PROMPT_END
+from ...model.sampler import euler_sample
 
 # A question follows the instruction in the same user turn, on its own line: the conversation
 # the chat template renders holds "<instruction text>\n<question>". The frame's prefix and the
@@ -96,8 +98,6 @@ class QwenVLFamily(Family):
     def carried_text(self, config: "ModelConfig") -> str:
         """What of the instruction text the prefix leaves to a question: the whitespace
         format_prompt's text ends with, unless OFT's action queries follow it."""
-        from ...model.prompt import PROMPT_END  # here: engine.model imports the families
-
         return "" if config.qwen.action_query_ids else PROMPT_END[len(PROMPT_END.rstrip()):]
 
     def question_ids(self, config: "ModelConfig", tokenizer: "Tokenizer", prompt: str
@@ -128,27 +128,32 @@ class QwenVLFamily(Family):
 
     # -- the model -------------------------------------------------------------------------------
     def init_model(self, config, seed, device, dtype):
+        # lazy: loads transformers; config validation resolves the family
         from .checkpoint import init_qwen3vl
 
         return init_qwen3vl(config, seed, device, dtype)
 
     # -- checkpoints -----------------------------------------------------------------------------
     def open_folder(self, folder, device, dtype, tokenizer=None, asset_id=None, progress=None):
+        # lazy: loads transformers; config validation resolves the family
         from .checkpoint import open_qwen3vl_folder
 
         return open_qwen3vl_folder(folder, device, dtype, tokenizer)
 
     def inspect_folder(self, folder, tokenizer=None, asset_id=None) -> dict[str, Any]:
+        # lazy: loads transformers; config validation resolves the family
         from .checkpoint import inspect_qwen3vl
 
         return inspect_qwen3vl(folder, tokenizer)
 
     def write_folder(self, model, folder) -> None:
+        # lazy: loads transformers; config validation resolves the family
         from .checkpoint import save_qwen3vl_folder
 
         save_qwen3vl_folder(model, folder)
 
     def count_params(self, config: "ModelConfig", expert: int = 1) -> ParamCounts:
+        # lazy: loads transformers; config validation resolves the family
         from .checkpoint import count_qwen3vl_params
 
         return count_qwen3vl_params(config, expert)
@@ -175,6 +180,7 @@ class Xr0Family(QwenVLFamily):
 
     # the folder format is the backbone's: this family opens it whatever heads it holds
     def owns_folder(self, folder: Path) -> bool:
+        # lazy: loads transformers; config validation resolves the family
         from .checkpoint import is_qwen3vl_folder
 
         return is_qwen3vl_folder(folder)
@@ -195,7 +201,6 @@ class Xr0Family(QwenVLFamily):
         if guide is not None:
             raise ValueError(f"real-time chunking covers families with capabilities.rtc, not "
                              f"{self.name}")
-        from ...model.sampler import euler_sample
 
         with torch.inference_mode():
             r = runner

@@ -26,6 +26,7 @@ import torch.nn.functional as F
 from torch import nn
 from transformers import Qwen3VLVisionConfig
 from transformers.models.qwen3_vl.modeling_qwen3_vl import Qwen3VLVisionModel
+from transformers.activations import ACT2FN
 
 from ...config.model_config import ModelConfig
 from ...model.layers import GemmaMLP, apply_rope, rope_cos_sin, sinusoidal_time_embedding
@@ -73,8 +74,6 @@ class QwenMLP(GemmaMLP):
 def _activation(name: str):
     """transformers' parameter-free activation ``name`` (config.check_activation refused the
     rest), kept out of the module tree so the state dict stays transformers'."""
-    from transformers.activations import ACT2FN
-
     return ACT2FN[name].forward
 
 

@@ -13,6 +13,8 @@ from ...runner.action_stage import ActionInputs
 from ...config.family_rules import Capabilities
 from ..base import HeadParams, ParamCounts, StageCost
 from ..qwen3vl.family import QwenVLFamily
+from .heads import (crossattn_memory, crossattn_memory_bytes, crossattn_sample, kept_hidden_bytes,
+                    query_positions, regress_chunk)
 
 if TYPE_CHECKING:
     from ...config.model_config import ExpertConfig, ModelConfig
@@ -81,6 +83,7 @@ class StarVLAFamily(QwenVLFamily):
         return config.qwen.state_tokens + 1 + config.action_horizon
 
     def kept_layers(self, config: "ModelConfig") -> tuple[int, ...]:
+        # lazy: loads transformers; config validation resolves the family
         from ..qwen3vl.model import prefill_kept_layers
 
         return prefill_kept_layers(config)
@@ -99,8 +102,6 @@ class StarVLAFamily(QwenVLFamily):
     def _head_chunks(self, r: "ModelRunner", prefix_len: int, noise: torch.Tensor,
                      num_steps: int, state: torch.Tensor | None, num_images: int,
                      prompt_ids: Sequence[int]) -> dict[str, torch.Tensor]:
-        from .heads import crossattn_memory, crossattn_sample, query_positions, regress_chunk
-
         c, m = r.config, r.model
         if noise.shape != (self.noise_rows(c), c.action_dim):
             raise ValueError(f"noise must be [{self.noise_rows(c)}, {c.action_dim}], got "
@@ -140,8 +141,6 @@ class StarVLAFamily(QwenVLFamily):
                      elem: int) -> list[StageCost]:
         """What the prefill adds (an entry named "prefill": the hidden states it keeps for the
         heads), then each head's per-frame part and step (OFT: per frame only)."""
-        from .heads import crossattn_memory_bytes, kept_hidden_bytes
-
         p = prefix_tokens
         out = [StageCost("prefill", 0, 0, kept_hidden_bytes(config, p, elem), "1")]
         for e, hp in zip(config.action_experts, counts.heads):

@@ -55,6 +55,7 @@ def load_cpp_op(verbose: bool = False) -> bool:
         if _loaded is not None:
             return _loaded
         try:
+            # lazy: the C++ toolchain, only to build the CPU op
             from torch.utils import cpp_extension
 
             # The source's hash in the name and one build folder per name: checkouts with
@@ -127,7 +128,7 @@ def paged_attention_reference(q: torch.Tensor, k_cache: torch.Tensor, v_cache: t
 def _triton_available(device: torch.device) -> str | None:
     """None when the Triton kernel can serve `device`, else the reason it cannot."""
     try:
-        from . import triton_paged
+        from . import triton_paged  # lazy: triton, absent or broken on some machines
     except Exception as exc:  # triton missing or broken: say so, never a traceback at a frame
         return f"triton is not importable ({exc}); pip install the version pinned in requirements.txt"
     if device.type == "cpu" and not triton_paged.INTERPRETED:
@@ -170,6 +171,7 @@ def paged_attention(backend: str, q: torch.Tensor, k_cache: torch.Tensor, v_cach
     (denoise action tokens, packed prompt suffixes): the Triton backend then runs its
     query-tiled kernel; the others need no such hint."""
     if backend == "triton":
+        # lazy: triton, absent or broken on some machines
         from .triton_paged import paged_attention_triton
 
         return paged_attention_triton(q, k_cache, v_cache, block_tables, q_row, q_len, scale,
