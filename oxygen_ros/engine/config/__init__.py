@@ -28,18 +28,18 @@ FAMILIES = family_registry.names()
 
 def frame_unsupported_reason(config: ModelConfig) -> str | None:
     """Why the engine cannot run ``config`` (None: it can): its family's answer."""
-    return family_registry.family_of(config).unsupported_reason(config)
+    return family_registry.rules_of(config).unsupported_reason(config)
 
 
 def head_names(config: ModelConfig) -> tuple[str, ...]:
     """The action chunks a frame gives (FrameOutput.chunks' keys, in order; the first is
     FrameOutput.actions): its family's answer."""
-    return family_registry.family_of(config).head_names(config)
+    return family_registry.rules_of(config).head_names(config)
 
 
 def noise_rows(config: ModelConfig) -> int:
     """Rows of a frame's noise [rows, action_dim]: its family's answer."""
-    return family_registry.family_of(config).noise_rows(config)
+    return family_registry.rules_of(config).noise_rows(config)
 
 
 # the presets an Engine (oxygen-bench, oxygen-demo, the node) can run

@@ -137,7 +137,7 @@ class ModelConfig:
                 raise ValueError(f"an action expert of {e.num_layers} layers cannot read the last "
                                  f"layers of a {self.depth}-layer backbone")
         # what only the family knows: its sections, its experts' kinds, its token ids
-        family_registry.family_of(self).validate(self)
+        family_registry.rules_of(self).validate(self)
 
     @property
     def num_experts(self) -> int:
@@ -148,12 +148,12 @@ class ModelConfig:
     @property
     def image_tokens(self) -> int:
         """Prefix tokens per camera image."""
-        return family_registry.family_of(self).image_tokens(self)
+        return family_registry.rules_of(self).image_tokens(self)
 
     @property
     def image_grid(self) -> tuple[int, int]:
         """(rows, cols) of one image's LM tokens."""
-        return family_registry.family_of(self).image_grid(self)
+        return family_registry.rules_of(self).image_grid(self)
 
     @property
     def image_grid_tokens(self) -> int:
@@ -163,16 +163,16 @@ class ModelConfig:
     def prefix_tokens(self, num_images: int, num_prompt: int) -> int:
         """Tokens of an observation prefix of ``num_images`` images and ``num_prompt`` prompt
         tokens (the family's layout: a chat template's head, the images, the prompt)."""
-        return family_registry.family_of(self).prefix_tokens(self, num_images, num_prompt)
+        return family_registry.rules_of(self).prefix_tokens(self, num_images, num_prompt)
 
     def rope_offset(self, num_images: int) -> int:
         """Rotary position minus sequence index for every token after the images."""
-        return family_registry.family_of(self).rope_offset(self, num_images)
+        return family_registry.rules_of(self).rope_offset(self, num_images)
 
     @property
     def action_tokens(self) -> int:
         """Tokens one action pass queries (its scratch slots after the prefix)."""
-        return family_registry.family_of(self).action_tokens(self)
+        return family_registry.rules_of(self).action_tokens(self)
 
     @property
     def max_prefix_tokens(self) -> int:

@@ -62,9 +62,9 @@ def unsupported_reason(config: "ModelConfig") -> str | None:
     """Why a model cannot take an action prior (None: it can): its family declares
     capabilities.rtc (the guided and inpainted loops drive a flow-matching expert on the paged
     prefix: pi0.5's)."""
-    family = family_registry.family_of(config)
+    family = family_registry.rules_of(config)
     if not family.capabilities.rtc:
-        having = ", ".join(f.name for f in family_registry.all_families() if f.capabilities.rtc)
+        having = ", ".join(f.name for f in family_registry.all_rules() if f.capabilities.rtc)
         return (f"real-time chunking (an action prior) is not a capability of the "
                 f"{family.name} family (families that have it: {having or 'none'}): use "
                 "chunk_blend crossfade or none")

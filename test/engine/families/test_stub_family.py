@@ -22,7 +22,7 @@ from oxygen_ros.engine.core.engine import Engine
 from oxygen_ros.engine.runner.action_stage import ActionInputs
 from oxygen_ros.engine.config.cache_spec import AttentionKV, CacheSpec
 from oxygen_ros.engine.config.family_rules import Capabilities
-from oxygen_ros.engine.families import Family, ParamCounts, StageCost
+from oxygen_ros.engine.families.base import Family, ParamCounts, StageCost
 from oxygen_ros.engine.config.family_registry import register, unregister
 from oxygen_ros.engine.families.loader import Checkpoint, open_checkpoint
 from oxygen_ros.engine.model.formats import CheckpointInfo

@@ -11,8 +11,8 @@ import torch
 from ...runner.paging import PagedContext
 from ...model.rtc import Guide, guided_euler_sample
 from ...runner.action_stage import ActionInputs
-from ...config.family_rules import Capabilities
 from ..base import Family, ParamCounts, StageCost
+from .config import Pi05Rules
 from ...model.sampler import LocalContext, euler_sample
 
 # the model code is imported where it runs: resolving a config's family (ModelConfig's
@@ -55,24 +55,8 @@ def kv_action_costs(config: "ModelConfig", counts: ParamCounts, prefix_tokens: i
             StageCost("adarms_once", counts.adarms_once * elem, 0, 0, "1")]
 
 
-class Pi05Family(Family):
-    name = "pi05"
-    capabilities = Capabilities(rtc=True, cuda_graphs=True, causal_prefix=False, bos=True)
-
-    def validate(self, config: "ModelConfig") -> None:
-        if config.qwen is not None:
-            raise ValueError(f"family {self.name} takes no qwen fields (a Qwen3-VL backbone is "
-                             f"family qwen3vl or starvla)")
-        if config.hybrid is not None:
-            raise ValueError(f"family {self.name} takes no hybrid fields (family qwen35)")
-        for e in config.action_experts:
-            if e.kind != "kv-layerwise":
-                raise ValueError(f"a {e.kind} action head reads the Qwen3-VL prefill's hidden "
-                                 f"states: family starvla only, not {self.name}")
-            heads = e.num_heads or config.num_heads
-            if heads % config.num_kv_heads:
-                raise ValueError(f"expert heads {heads} not a multiple of num_kv_heads "
-                                 f"{config.num_kv_heads}")
+class Pi05Family(Pi05Rules, Family):
+    """pi0.5's config rules (config.py) and its model, prompt, action stage and folders."""
 
     def prompt_ids(self, config: "ModelConfig", tokenizer: "Tokenizer", text: str) -> list[int]:
         return tokenizer.encode(text, add_bos=True)

@@ -13,11 +13,11 @@ import torch
 
 from ...runner.paging import PagedContext
 from ...runner.action_stage import ActionInputs
-from ...config.family_rules import Capabilities
 from ..base import Family, ParamCounts, StageCost
 from ..pi05.family import kv_action_costs
 from ...model.prompt import PROMPT_END
 from ...model.sampler import euler_sample
+from .config import QwenVLRules, Xr0Rules
 
 # A question follows the instruction in the same user turn, on its own line: the conversation
 # the chat template renders holds "<instruction text>\n<question>". The frame's prefix and the
@@ -36,57 +36,13 @@ if TYPE_CHECKING:
     from ...model.tokenizer import Tokenizer
 
 
-class QwenVLFamily(Family):
-    """What every Qwen3-VL family shares: the layout, the prompt, the backbone's checks, the
-    model, the folders. Subclasses: the DiT (this module's FAMILY) and StarVLA's heads."""
+class QwenVLFamily(QwenVLRules, Family):
+    """What every Qwen3-VL family shares: the layout and the backbone's checks (config.py), the
+    prompt, the model, the folders. Subclasses: the DiT (this module's FAMILY) and StarVLA's heads."""
 
-    capabilities = Capabilities(rtc=False, cuda_graphs=False, causal_prefix=True, bos=False)
     question_note = ", with the chat template"
 
-    def validate(self, config: "ModelConfig") -> None:
-        q, v = config.qwen, config.vision
-        if q is None:
-            raise ValueError(f"family {self.name} needs the qwen fields (a Qwen3-VL backbone)")
-        if config.hybrid is not None:
-            raise ValueError(f"family {self.name} takes no hybrid fields (a hybrid Qwen3.5 "
-                             f"backbone is family qwen35)")
-        cell = v.patch_size * q.spatial_merge_size
-        if v.image_size % cell:
-            raise ValueError(f"vision.image_size {v.image_size} must be a multiple of "
-                             f"patch_size x spatial_merge_size = {cell}")
-        if sum(q.mrope_section) != config.head_dim // 2:
-            raise ValueError(f"qwen.mrope_section {q.mrope_section} must sum to head_dim/2 "
-                             f"= {config.head_dim // 2}")
-        if any(not 0 <= i < v.depth for i in q.deepstack_visual_indexes):
-            raise ValueError(f"qwen.deepstack_visual_indexes {q.deepstack_visual_indexes} "
-                             f"outside the vision tower's {v.depth} layers")
-        if len(q.deepstack_visual_indexes) > config.depth:
-            raise ValueError("more DeepStack features than decoder layers")
-        for tok in (q.image_token_id, q.vision_start_token_id, q.vision_end_token_id,
-                    *q.head_ids, *q.tail_ids, *q.action_query_ids):
-            if not 0 <= tok < config.vocab_size:
-                raise ValueError(f"qwen token id {tok} outside vocab of {config.vocab_size}")
-
-    # -- layout ----------------------------------------------------------------------------------
-    def image_grid(self, config: "ModelConfig") -> tuple[int, int]:
-        """(rows, cols) of one image's LM tokens after the patch merger."""
-        side = (config.vision.image_size // config.vision.patch_size
-                // config.qwen.spatial_merge_size)
-        return side, side
-
-    def image_tokens(self, config: "ModelConfig") -> int:
-        """Merged patches between <|vision_start|> and <|vision_end|>."""
-        return config.image_grid_tokens + 2
-
-    def prefix_tokens(self, config: "ModelConfig", num_images: int, num_prompt: int) -> int:
-        """The chat template's head, each image, the prompt."""
-        return len(config.qwen.head_ids) + num_images * config.image_tokens + num_prompt
-
-    def rope_offset(self, config: "ModelConfig", num_images: int) -> int:
-        """Qwen3-VL's rope delta: an image of r x c tokens advances positions by max(r, c)."""
-        rows, cols = config.image_grid
-        return num_images * (max(rows, cols) - rows * cols)
-
+    # -- the prompt ------------------------------------------------------------------------------
     def prompt_ids(self, config: "ModelConfig", tokenizer: "Tokenizer", text: str) -> list[int]:
         # the user turn's text: the turn stays open for a question; OFT's action queries end
         # the text (docs/starvla.md); without them the text's trailing whitespace is the
@@ -159,24 +115,8 @@ class QwenVLFamily(Family):
         return count_qwen3vl_params(config, expert)
 
 
-class Xr0Family(QwenVLFamily):
-    name = "qwen3vl"
-
-    def validate(self, config: "ModelConfig") -> None:
-        super().validate(config)
-        for e in config.action_experts:
-            if e.kind != "kv-layerwise":
-                raise ValueError(f"family {self.name} runs kv-layerwise DiT experts, not {e.kind}: "
-                                 f"StarVLA heads are family starvla; a frame runs one or the "
-                                 f"other, not both (docs/starvla.md)")
-            heads = e.num_heads or config.num_heads
-            if heads % config.num_kv_heads:
-                raise ValueError(f"expert heads {heads} not a multiple of num_kv_heads "
-                                 f"{config.num_kv_heads}")
-
-    def action_tokens(self, config: "ModelConfig") -> int:
-        """State tokens + a time token + the chunk."""
-        return config.qwen.state_tokens + 1 + config.action_horizon
+class Xr0Family(Xr0Rules, QwenVLFamily):
+    """Family qwen3vl: its config rules (config.py: DiT experts) and its DiT's action stage."""
 
     # the folder format is the backbone's: this family opens it whatever heads it holds
     def owns_folder(self, folder: Path) -> bool:
