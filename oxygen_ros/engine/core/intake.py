@@ -15,7 +15,6 @@ import torch
 
 from ..config.engine_config import EngineConfig
 from ..config import family_registry
-from ..families.qwen3vl.family import (QUESTION_SEPARATOR)  # noqa: F401 (its old import path, engine.intake)
 from ..config.model_config import ModelConfig
 from ..model import format_prompt
 from ..model.tokenizer import Tokenizer, token_text

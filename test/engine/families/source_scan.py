@@ -194,3 +194,87 @@ def branches_outside_families(root: Path) -> list[str]:
             continue
         out += [line.replace(str(path), rel) for line in family_branches(path)]
     return out
+
+
+# -- the engine's layers --------------------------------------------------------------------------
+# engine/'s role folders from the bottom up: a module imports only its own layer and the ones
+# below (docs/development.md, "Engine layout"). A family's config.py (its config rules and
+# section, torch-free) belongs to the configuration's layer: ModelConfig's validation asks it.
+LAYERS = ("config", "model", "runner", "families", "core")
+ENGINE = f"{PACKAGE}.engine"
+# the marker a function-local import inside engine/ carries (same line or the line above)
+LAZY_MARKER = "# lazy:"
+
+
+def layer_of(module: str) -> int:
+    """Rank of an engine module's layer (engine/__init__.py, the front door: above them all)."""
+    parts = module.split(".")
+    if len(parts) < 3:
+        return len(LAYERS)
+    if parts[2] == "families" and len(parts) == 5 and parts[4] == "config":
+        return LAYERS.index("config")
+    return LAYERS.index(parts[2])
+
+
+def engine_imports(name: str, path: Path, known: set[str]) -> list[tuple[str, int, bool]]:
+    """Every import of an engine module in ``path`` (module-level, `if TYPE_CHECKING:` and
+    function-local alike): (target module, line, whether inside a function)."""
+    tree = ast.parse(path.read_text(), str(path))
+    here = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    local: set[int] = set()
+    for fn in ast.walk(tree):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            local.update(id(n) for n in ast.walk(fn))
+    out = []
+    for node in ast.walk(tree):
+        targets: list[str] = []
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = here.split(".")
+                base = base[:len(base) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            targets = [f"{target}.{a.name}" if f"{target}.{a.name}" in known else target
+                       for a in node.names]
+        for t in targets:
+            if t == ENGINE or t.startswith(ENGINE + "."):
+                out.append((t, node.lineno, id(node) in local))
+    return out
+
+
+def back_arrows(root: Path) -> list[str]:
+    """Every import in engine/ of a module in a layer above the importer's."""
+    mods = modules(root)
+    known = set(mods)
+    found = []
+    for name, path in mods.items():
+        if not name.startswith(ENGINE + "."):
+            continue
+        for target, line, _ in engine_imports(name, path, known):
+            if layer_of(target) > layer_of(name):
+                found.append(f"{path.relative_to(root)}:{line}: {name} -> {target}")
+    return found
+
+
+def unmarked_local_imports(root: Path) -> list[str]:
+    """Function-local imports inside engine/ without LAZY_MARKER on their line or the line
+    above (a function-local import is kept only for an optional or heavy dependency)."""
+    found = []
+    for name, path in modules(root).items():
+        if not name.startswith(ENGINE):
+            continue
+        lines = path.read_text().splitlines()
+        tree = ast.parse("\n".join(lines), str(path))
+        for fn in ast.walk(tree):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(fn):
+                if isinstance(node, (ast.Import, ast.ImportFrom)):
+                    near = lines[node.lineno - 1] + (lines[node.lineno - 2] if node.lineno > 1 else "")
+                    if LAZY_MARKER not in near:
+                        found.append(f"{path.relative_to(root)}:{node.lineno}: "
+                                     f"{lines[node.lineno - 1].strip()}")
+    return sorted(set(found))

@@ -202,3 +202,27 @@ def test_stub_family_through_the_floor(stub):
     assert b["stages"] == ("prefill", "action head", "decode_step")
     assert b["action head"] == counts.action_step * 4 + stub.vlm.width * 4
     assert table["denoise_kv_loads"] is None and "action head" in markdown(table)
+
+
+def test_a_family_needs_no_floor_accounting():
+    """count_params / action_costs are optional hooks: a family that only runs (its prompt, its
+    model, its action stage) is a Family, and the floor says it cannot price it. Before they
+    were abstract, and such a family could not even be built."""
+
+    class RunsOnly(Family):
+        name = "runs-only"
+
+        def prompt_ids(self, config, tokenizer, text):
+            return tokenizer.encode(text)
+
+        def init_model(self, config, seed, device, dtype):
+            return StubModel(config)
+
+        def action_chunks(self, runner, a):
+            return {}
+
+    family = RunsOnly()
+    with pytest.raises(NotImplementedError, match="runs-only .*bandwidth floor"):
+        family.count_params(PRESETS["tiny"])
+    with pytest.raises(NotImplementedError, match="runs-only .*bandwidth floor"):
+        family.action_costs(PRESETS["tiny"], None, 1, 2)

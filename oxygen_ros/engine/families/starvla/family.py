@@ -12,12 +12,12 @@ import torch
 from ...runner.action_stage import ActionInputs
 from ..base import HeadParams, ParamCounts, StageCost
 from ..qwen3vl.family import QwenVLFamily
-from .config import StarVLARules, head_base
+from .config import StarVLARules
 from .heads import (crossattn_memory, crossattn_memory_bytes, crossattn_sample, kept_hidden_bytes,
                     query_positions, regress_chunk)
 
 if TYPE_CHECKING:
-    from ...config.model_config import ExpertConfig, ModelConfig
+    from ...config.model_config import ModelConfig
     from ...runner.model_runner import ModelRunner
 
 
@@ -102,4 +102,4 @@ class StarVLAFamily(StarVLARules, QwenVLFamily):
 
 
 FAMILY = StarVLAFamily()
-__all__ = ["FAMILY", "HeadParams", "StarVLAFamily", "head_base"]
+__all__ = ["FAMILY", "HeadParams", "StarVLAFamily"]
