@@ -1,11 +1,13 @@
 """The model family interface: what the engine asks of a family instead of branching on it.
 
-A family is one object (a Family subclass instance) registered under ModelConfig.family
-(engine/config/family_registry.py). It answers, for a config of its family: the schema rules only it
-knows (validate), the prefix layout and prompt template, the BOS rule, its action heads and
-noise rows, its capabilities, its cache spec, the model (init, inference preparation), the
-frame's action stage, the bandwidth floor's per-stage costs, and its checkpoint folders (open,
-inspect, write).
+A family is one object (a Family subclass instance, engine/families/<name>/family.py) registered
+under ModelConfig.family (engine/config/family_registry.py). It answers, for a config of its
+family, the configuration's questions (engine/config/family_rules.py, its config.py: the schema
+rules only it knows, the prefix layout, its heads and noise rows, its capabilities, its cache
+spec), the runner's (engine/runner/action_stage.py: the frame's action stage, the kept layers,
+the pixel dtype) and those below: the prompt template, the model (init, inference preparation),
+the bandwidth floor's per-stage costs (optional) and its checkpoint folders (open, inspect,
+write).
 """
 from __future__ import annotations
 

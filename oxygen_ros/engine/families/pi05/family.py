@@ -15,8 +15,8 @@ from ..base import Family, ParamCounts, StageCost
 from .config import Pi05Rules
 from ...model.sampler import LocalContext, euler_sample
 
-# the model code is imported where it runs: resolving a config's family (ModelConfig's
-# validation, the presets) must not load the model package
+# the model code (transformers' SigLIP) is imported where it runs: the loader resolves every
+# family to find which one owns a folder (engine/families/loader.py)
 if TYPE_CHECKING:
     from .model import AdaRMSModulations
     from ...model.sampler import Velocity
@@ -63,7 +63,7 @@ class Pi05Family(Pi05Rules, Family):
 
     # -- the model -------------------------------------------------------------------------------
     def init_model(self, config, seed, device, dtype):
-        # lazy: loads transformers; config validation resolves the family
+        # lazy: loads transformers; the loader resolves every family to find a folder's
         from .checkpoint import init_mot
 
         return init_mot(config, seed, device, dtype)
@@ -114,7 +114,7 @@ class Pi05Family(Pi05Rules, Family):
         tokens attend to [prefix ; actions] with differentiable attention (LocalContext, the
         reference path); the paged kernels have no backward. Outside inference mode (autograd),
         under no_grad except each step's velocity."""
-        # lazy: loads transformers; config validation resolves the family
+        # lazy: loads transformers; the loader resolves every family to find a folder's
         from .model import AdaRMSModulations
 
         with torch.no_grad():
@@ -165,7 +165,7 @@ class Pi05Family(Pi05Rules, Family):
 
     # -- the floor -------------------------------------------------------------------------------
     def count_params(self, config: "ModelConfig", expert: int = 1) -> ParamCounts:
-        # lazy: loads transformers; config validation resolves the family
+        # lazy: loads transformers; the loader resolves every family to find a folder's
         from .model import MoTModel
 
         with torch.device("meta"):
@@ -201,19 +201,19 @@ class Pi05Family(Pi05Rules, Family):
     # engine/model/conventions.py); only this family takes it (loader.open_checkpoint)
     def open_folder(self, folder, device, dtype, tokenizer=None, asset_id=None, progress=None,
                     lerobot_version="auto"):
-        # lazy: loads transformers; config validation resolves the family
+        # lazy: loads transformers; the loader resolves every family to find a folder's
         from .checkpoint import open_pi05_folder
 
         return open_pi05_folder(folder, device, dtype, tokenizer, asset_id, progress, lerobot_version)
 
     def inspect_folder(self, folder, tokenizer=None, asset_id=None, lerobot_version="auto") -> dict[str, Any]:
-        # lazy: loads transformers; config validation resolves the family
+        # lazy: loads transformers; the loader resolves every family to find a folder's
         from .checkpoint import inspect_pi05_folder
 
         return inspect_pi05_folder(folder, tokenizer, asset_id, lerobot_version)
 
     def write_folder(self, model, folder) -> None:
-        # lazy: loads transformers; config validation resolves the family
+        # lazy: loads transformers; the loader resolves every family to find a folder's
         from .writer import save_lerobot_checkpoint
 
         save_lerobot_checkpoint(model, model.config, folder)

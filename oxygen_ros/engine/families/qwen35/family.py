@@ -35,38 +35,38 @@ class Qwen35Family(Qwen35Rules, StarVLAFamily):
 
     # -- the model -------------------------------------------------------------------------------
     def init_model(self, config, seed, device, dtype):
-        # lazy: loads transformers; config validation resolves the family
+        # lazy: loads transformers; the loader resolves every family to find a folder's
         from .checkpoint import init_qwen35
 
         return init_qwen35(config, seed, device, dtype)
 
     def count_params(self, config: "ModelConfig", expert: int = 1) -> ParamCounts:
-        # lazy: loads transformers; config validation resolves the family
+        # lazy: loads transformers; the loader resolves every family to find a folder's
         from .checkpoint import count_qwen35_params
 
         return count_qwen35_params(config, expert)
 
     # -- checkpoints -----------------------------------------------------------------------------
     def owns_folder(self, folder: Path) -> bool:
-        # lazy: loads transformers; config validation resolves the family
+        # lazy: loads transformers; the loader resolves every family to find a folder's
         from .checkpoint import is_qwen35_folder
 
         return is_qwen35_folder(folder)
 
     def open_folder(self, folder, device, dtype, tokenizer=None, asset_id=None, progress=None):
-        # lazy: loads transformers; config validation resolves the family
+        # lazy: loads transformers; the loader resolves every family to find a folder's
         from .checkpoint import open_qwen35_folder
 
         return open_qwen35_folder(folder, device, dtype, tokenizer)
 
     def inspect_folder(self, folder, tokenizer=None, asset_id=None) -> dict[str, Any]:
-        # lazy: loads transformers; config validation resolves the family
+        # lazy: loads transformers; the loader resolves every family to find a folder's
         from .checkpoint import inspect_qwen35
 
         return inspect_qwen35(folder, tokenizer)
 
     def write_folder(self, model, folder) -> None:
-        # lazy: loads transformers; config validation resolves the family
+        # lazy: loads transformers; the loader resolves every family to find a folder's
         from .checkpoint import save_qwen35_folder
 
         save_qwen35_folder(model, folder)

@@ -84,32 +84,32 @@ class QwenVLFamily(QwenVLRules, Family):
 
     # -- the model -------------------------------------------------------------------------------
     def init_model(self, config, seed, device, dtype):
-        # lazy: loads transformers; config validation resolves the family
+        # lazy: loads transformers; the loader resolves every family to find a folder's
         from .checkpoint import init_qwen3vl
 
         return init_qwen3vl(config, seed, device, dtype)
 
     # -- checkpoints -----------------------------------------------------------------------------
     def open_folder(self, folder, device, dtype, tokenizer=None, asset_id=None, progress=None):
-        # lazy: loads transformers; config validation resolves the family
+        # lazy: loads transformers; the loader resolves every family to find a folder's
         from .checkpoint import open_qwen3vl_folder
 
         return open_qwen3vl_folder(folder, device, dtype, tokenizer)
 
     def inspect_folder(self, folder, tokenizer=None, asset_id=None) -> dict[str, Any]:
-        # lazy: loads transformers; config validation resolves the family
+        # lazy: loads transformers; the loader resolves every family to find a folder's
         from .checkpoint import inspect_qwen3vl
 
         return inspect_qwen3vl(folder, tokenizer)
 
     def write_folder(self, model, folder) -> None:
-        # lazy: loads transformers; config validation resolves the family
+        # lazy: loads transformers; the loader resolves every family to find a folder's
         from .checkpoint import save_qwen3vl_folder
 
         save_qwen3vl_folder(model, folder)
 
     def count_params(self, config: "ModelConfig", expert: int = 1) -> ParamCounts:
-        # lazy: loads transformers; config validation resolves the family
+        # lazy: loads transformers; the loader resolves every family to find a folder's
         from .checkpoint import count_qwen3vl_params
 
         return count_qwen3vl_params(config, expert)
@@ -120,7 +120,7 @@ class Xr0Family(Xr0Rules, QwenVLFamily):
 
     # the folder format is the backbone's: this family opens it whatever heads it holds
     def owns_folder(self, folder: Path) -> bool:
-        # lazy: loads transformers; config validation resolves the family
+        # lazy: loads transformers; the loader resolves every family to find a folder's
         from .checkpoint import is_qwen3vl_folder
 
         return is_qwen3vl_folder(folder)

@@ -27,7 +27,7 @@ class StarVLAFamily(StarVLARules, QwenVLFamily):
     action_stage_label = "heads"
 
     def kept_layers(self, config: "ModelConfig") -> tuple[int, ...]:
-        # lazy: loads transformers; config validation resolves the family
+        # lazy: loads transformers; the loader resolves every family to find a folder's
         from ..qwen3vl.model import prefill_kept_layers
 
         return prefill_kept_layers(config)
