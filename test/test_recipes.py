@@ -61,9 +61,10 @@ def named_paths(text: str) -> set[str]:
     return out
 
 
-def _repo_files() -> list[Path]:
-    return [p for p in ROOT.rglob("*") if p.is_file() and p.relative_to(ROOT).parts[0] not in GENERATED
-            and ".git" not in p.parts and "__pycache__" not in p.parts]
+@cache
+def _repo_files() -> tuple[Path, ...]:
+    return tuple(p for p in ROOT.rglob("*") if p.is_file() and p.relative_to(ROOT).parts[0] not in GENERATED
+                 and ".git" not in p.parts and "__pycache__" not in p.parts)
 
 
 def missing_path(token: str) -> str | None:
@@ -117,8 +118,9 @@ def misplaced_tables(entry: str) -> list[str]:
 
 @cache
 def source_names() -> frozenset[str]:
-    """Every name setup.py, the package, its launch files and tests define: functions, classes, assigned names and
-    attributes, arguments, keywords, imports, and identifier-like strings (node parameters are strings)."""
+    """Every name setup.py, the package, its launch files and tests define: functions, classes,
+    assigned names and attributes, arguments, keywords, imports, and identifier-like strings (node
+    parameters are strings)."""
     out = set()
     for path in [*ROOT.glob("*.py"), *(ROOT / "oxygen_ros").rglob("*.py"), *(ROOT / "test").rglob("*.py"),
                  *(ROOT / "launch").rglob("*.py")]:
@@ -250,7 +252,8 @@ def test_the_checks_see_a_missing_path_room_table_name_and_command(tmp_path):
     assert [t.split()[0] for t in misplaced_tables(entry)] == ["NO_SUCH_TABLE"]
     assert unknown_names(doc) == ["NO_SUCH_TABLE", "no_such_function"]
     assert unknown_commands(doc) == ["oxygen-nope"]
-    assert broken_python_m(doc) == ["python -m oxygen_ros.no_such_module: no module",
-                                    "python -m oxygen_ros.robot.engine_port: runs nothing (no __main__ block)"]
+    assert broken_python_m(doc) == [
+        "python -m oxygen_ros.no_such_module: no module",
+        "python -m oxygen_ros.robot.engine_port: runs nothing (no __main__ block)"]
     assert subcommands("run `oxygen-bench floor --preset tiny` or `oxygen-bench <name>`") == {
         ("oxygen-bench", "floor")}

@@ -119,7 +119,8 @@ def test_an_unknown_name_is_an_attribute_error():
 
 def test_type_checkers_see_the_same_names_and_modules():
     tree = ast.parse(Path(front_door.__file__).read_text(encoding="utf-8"))
-    block = next(n for n in tree.body if isinstance(n, ast.If) and getattr(n.test, "id", "") == "TYPE_CHECKING")
+    block = next(n for n in tree.body
+                 if isinstance(n, ast.If) and getattr(n.test, "id", "") == "TYPE_CHECKING")
     seen = {}
     for node in block.body:
         assert isinstance(node, ast.ImportFrom)
