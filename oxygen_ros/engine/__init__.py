@@ -2,7 +2,7 @@
 
 This module is the engine's front door: code outside engine/ and bench/ (the node, robot/, bags/,
 sim/, cli/, launch/) imports engine names only from here, e.g.
-``from oxygen_ros.engine import Engine, EngineConfig``; test/engine/test_front_door.py holds that.
+``from oxygen_ros.engine import Engine, EngineConfig``; test/test_front_door.py holds that.
 The names resolve lazily (PEP 562): importing this module costs nothing (no torch), and a name's
 defining module is imported on its first use. `_EXPORTS` is the one list of names, each with the
 module that defines it: a module that moves is re-pointed here, and its importers do not change.

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import oxygen_ros.engine as front_door
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 ENGINE = "oxygen_ros.engine"
 # engine/ itself and bench/ (the engine's own tools and benchmarks) may reach inside
 INSIDE = ("oxygen_ros/engine", "oxygen_ros/bench")
