@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import importlib
 import inspect
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -85,18 +86,38 @@ def test_the_scan_sees_every_way_past_the_front_door(tmp_path, monkeypatch):
         f"oxygen_ros/sim/x.py:{n}" for n in (6, 7, 8, 10, 13)]
 
 
+def resolution_problems() -> list[str]:
+    """Each front-door name that does not resolve (in name order, from a bare import of the front
+    door), or is not the module's own: a class or function defined elsewhere, a value not
+    assigned there."""
+    problems = []
+    for name, module_name in front_door._EXPORTS.items():
+        try:
+            value = getattr(front_door, name)
+            module = importlib.import_module(module_name)
+        except Exception as e:  # a moved module or an import circle: name the entry that met it
+            problems.append(f"{name} ({module_name}): {type(e).__name__}: {e}")
+            continue
+        if value is not getattr(module, name):
+            problems.append(f"{name}: not {module_name}.{name}")
+        elif inspect.isclass(value) or inspect.isfunction(value):
+            if value.__module__ != module_name:
+                problems.append(f"{name}: defined in {value.__module__}, not {module_name}")
+        elif name not in _assigned_names(Path(module.__file__)):
+            problems.append(f"{name}: not assigned in {module_name}")
+    return problems
+
+
 def test_every_front_door_name_resolves_to_the_module_that_defines_it():
     assert list(front_door._EXPORTS) == sorted(front_door._EXPORTS)  # one per line, sorted
     assert front_door.__all__ == sorted(front_door._EXPORTS)
-    for name, module_name in front_door._EXPORTS.items():
-        module = importlib.import_module(module_name)
-        value = getattr(front_door, name)
-        assert value is getattr(module, name), name
-        if inspect.isclass(value) or inspect.isfunction(value):
-            assert value.__module__ == module_name, f"{name} is defined in {value.__module__}"
-        else:  # a value: assigned at the top of that module's file
-            assert name in _assigned_names(Path(module.__file__)), f"{name} is not assigned in {module_name}"
     assert set(front_door._EXPORTS) <= set(dir(front_door))
+    # in a fresh interpreter: what other tests imported first must not hide an import circle
+    code = ("import json, sys; sys.path.insert(0, %r); import test_front_door as t; "
+            "print(json.dumps(t.resolution_problems()))") % str(Path(__file__).parent)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.splitlines()[-1]) == []
 
 
 def _assigned_names(path: Path) -> set[str]:
