@@ -266,7 +266,7 @@ class Replayer:
 
     def _infer(self, pair: Pair, on_chunk: Callable[..., None] | None = None
                ) -> tuple[np.ndarray, Any]:
-        from oxygen_ros.engine.core.request import RequestKind
+        from oxygen_ros.engine import RequestKind
 
         asks, self._asks = self._asks, []
         for prompt in asks:

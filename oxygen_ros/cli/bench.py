@@ -19,10 +19,8 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from ..engine.config import MODES, PRESETS, RUNNABLE_PRESETS, frame_unsupported_reason, load_model_config
-from ..engine.families.loader import init_model
-from ..engine.model.tokenizer import build_tiny_tokenizer
-from ..engine.runner.device import check_device
+from ..engine import (MODES, PRESETS, RUNNABLE_PRESETS, build_tiny_tokenizer, check_device,
+                      frame_unsupported_reason, init_model, load_model_config)
 from .engine_args import add_knob_args
 from ..bench import patterns as pat
 from ..bench import registry

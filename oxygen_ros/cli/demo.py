@@ -15,9 +15,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from ..bench.metrics import ratio_check, summarize, warmup_frames
-from ..engine.config import MODES
-from ..engine.core.engine import Engine, FrameOutput
-from ..engine.core.synthetic import SyntheticStream
+from ..engine import MODES, Engine, FrameOutput, SyntheticStream
 from .engine_args import add_engine_args, check_engine_args, engine_config, model_source
 from ..robot.build import build_engine
 

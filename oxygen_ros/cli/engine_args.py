@@ -8,8 +8,7 @@ from __future__ import annotations
 import argparse
 from typing import Iterable
 
-from ..engine.config import ENGINE_KNOBS, KNOBS, PRESETS, EngineConfig
-from ..engine.config.knobs import Knob, range_text
+from ..engine import ENGINE_KNOBS, KNOBS, PRESETS, EngineConfig, Knob, range_text
 from ..robot.build import ModelSource
 
 FLAG_KNOBS: tuple[Knob, ...] = tuple(k for k in ENGINE_KNOBS if k.flag)
@@ -55,7 +54,7 @@ def add_engine_args(p: argparse.ArgumentParser) -> None:
 
 def check_engine_args(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """Each knob flag against its Knob's range (a clear usage error, not a traceback later)."""
-    from oxygen_ros.engine.model.conventions import check_version_param
+    from oxygen_ros.engine import check_version_param
     try:
         check_version_param(getattr(args, "lerobot_version", "auto"))
     except ValueError as err:

@@ -30,7 +30,7 @@ def inspect(folder: str | Path, tokenizer: str | None = None, asset_id: str | No
             lerobot_version: str = "auto") -> dict:
     """-> a report dict; report["problems"] lists everything that stops serving. The folder's
     family (engine/families/loader.py: the one whose format it is) writes the report."""
-    from ..engine.families.loader import folder_family, version_options
+    from ..engine import folder_family, version_options
 
     folder = Path(folder)
     report: dict = {"checkpoint": str(folder), "problems": []}
@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
                     "model.lerobot_version")
     ap.add_argument("--json", action="store_true", help="one JSON object instead of the table")
     args = ap.parse_args(argv)
-    from ..engine.model.conventions import check_version_param
+    from ..engine import check_version_param
     try:
         check_version_param(args.lerobot_version)
     except ValueError as err:

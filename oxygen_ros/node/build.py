@@ -58,7 +58,7 @@ def check_interface(robot: RobotInterface, state_dim: int | None, action_dim: in
 
 def build(p: dict[str, Any]) -> Built:
     """The node's engine from its parameter values (robot/build.build_engine), warmed up."""
-    from oxygen_ros.engine.config import EngineConfig
+    from oxygen_ros.engine import EngineConfig
 
     for name, value in p.items():  # the params file bypasses no check
         reason = P.validate_value(P.SPECS[name], value)

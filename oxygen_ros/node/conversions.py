@@ -35,7 +35,7 @@ from std_msgs.msg import Float64MultiArray, Header
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 from visualization_msgs.msg import Marker, MarkerArray
 
-from oxygen_ros.engine.core.engine import FrameOutput, RequestUpdate
+from oxygen_ros.engine import FrameOutput, RequestUpdate
 from oxygen_ros.msg import FrameStats, TextMemory
 from oxygen_ros.robot.frame_stats import frame_stats_fields
 

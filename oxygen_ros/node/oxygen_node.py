@@ -38,8 +38,7 @@ from typing import Any, Callable
 import numpy as np
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 
-from oxygen_ros.engine.config import head_names
-from oxygen_ros.engine.model.rtc import unsupported_reason
+from oxygen_ros.engine import head_names, unsupported_reason
 from oxygen_ros.robot.chunk_player import ChunkPlayer
 from oxygen_ros.robot.command_config import CommandConfig
 from oxygen_ros.robot.inference import executed_steps

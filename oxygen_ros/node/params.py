@@ -28,8 +28,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from oxygen_ros.engine.config import ENGINE_KNOBS, RUNNABLE_PRESETS
-from oxygen_ros.engine.config.knobs import Knob, num_text
+from oxygen_ros.engine import ENGINE_KNOBS, RUNNABLE_PRESETS, Knob, num_text
 from oxygen_ros.robot.command_config import BLENDS, EXECUTIONS, CommandConfig
 from oxygen_ros.robot.interface import KINDS, RobotInterface
 from oxygen_ros.robot.shaper import DEFAULT_TRACKING_ERROR, limit  # pure numpy: the shaper's own check
@@ -305,7 +304,7 @@ def validate_value(spec: Spec, value: Any) -> str | None:
     if spec.name == "model.device" and not (value == "cpu" or value.startswith("cuda")):
         return f"model.device must be cpu or cuda[:N], got {value!r}"
     if spec.name == "model.lerobot_version":
-        from oxygen_ros.engine.model.conventions import check_version_param
+        from oxygen_ros.engine import check_version_param
         try:
             check_version_param(value)
         except ValueError as err:

@@ -31,7 +31,7 @@ class ModelSource:
     def __post_init__(self) -> None:
         if self.threads < 0:
             raise ValueError(f"threads must be >= 0 (0 = torch's default), got {self.threads}")
-        from oxygen_ros.engine.model.conventions import check_version_param
+        from oxygen_ros.engine import check_version_param
         check_version_param(self.lerobot_version)
 
 
@@ -55,14 +55,13 @@ def build_engine(source: ModelSource, config: Any, warmup: bool = False) -> Buil
     `warmup`: pay the first frames' allocation and kernel choice now."""
     import torch
 
-    from oxygen_ros.engine.config import load_model_config
-    from oxygen_ros.engine.core.engine import Engine
+    from oxygen_ros.engine import Engine, load_model_config
 
     ckpt_name, tok_name, asset_name = source.names
     if source.threads > 0:
         torch.set_num_threads(int(source.threads))
     if source.checkpoint:
-        from oxygen_ros.engine.families.loader import open_checkpoint
+        from oxygen_ros.engine import open_checkpoint
 
         if source.model_config:
             raise ValueError(f"a model config file overrides a preset's fields; {ckpt_name} "

@@ -13,10 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol, runtime_che
 if TYPE_CHECKING:  # types only: importing the engine pulls torch in
     import numpy as np
 
-    from oxygen_ros.engine.config import EngineConfig, ModelConfig
-    from oxygen_ros.engine.core.engine import FrameOutput
-    from oxygen_ros.engine.core.observation import Observation
-    from oxygen_ros.engine.core.request import RequestKind
+    from oxygen_ros.engine import EngineConfig, FrameOutput, ModelConfig, Observation, RequestKind
 
 
 @runtime_checkable

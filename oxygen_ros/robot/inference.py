@@ -41,7 +41,7 @@ class PairInference:
     def observation(self, pair: Pair, images: Sequence[np.ndarray], mapping: StateMapping,
                     instruction: str, prior: Any = None) -> Any:
         """The engine's Observation of `pair` (`images`: its camera frames, decoded)."""
-        from oxygen_ros.engine.core.observation import Observation
+        from oxygen_ros.engine import Observation
 
         placed, valid = place_cameras(list(images), self.camera_slots or tuple(range(len(images))))
         return Observation(images=placed, state=mapping.to_model(pair.state), camera_valid=valid,

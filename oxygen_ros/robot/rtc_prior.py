@@ -24,6 +24,6 @@ def rtc_prior(player: ChunkPlayer, mapping: StateMapping, stamp: float, horizon:
     left = player.leftover(stamp)
     if left is None:
         return None
-    from oxygen_ros.engine.model.rtc import ActionPrior
+    from oxygen_ros.engine import ActionPrior
 
     return ActionPrior(actions_to_model(mapping, left[:horizon], state), min(player.last_delay, horizon))

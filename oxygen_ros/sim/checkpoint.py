@@ -19,11 +19,8 @@ CAMERA_KEY = "observation.images.sim_camera"
 
 def write_random_checkpoint(folder: str | Path, image_size: int = DEFAULT_IMAGE_SIZE, seed: int = 0,
                             preset: str = "tiny") -> Path:
-    from oxygen_ros.engine.config import load_model_config
-    from oxygen_ros.engine.model import NormStats
-    from oxygen_ros.engine.families.loader import init_model
-    from oxygen_ros.engine.families.pi05.writer import save_lerobot_checkpoint
-    from oxygen_ros.engine.model.tokenizer import build_tiny_tokenizer
+    from oxygen_ros.engine import (NormStats, build_tiny_tokenizer, init_model, load_model_config,
+                                   save_lerobot_checkpoint)
 
     mc = load_model_config(preset)
     if image_size % mc.vision.patch_size:
@@ -42,7 +39,7 @@ def checkpoint_rate_hz(folder: str | Path) -> float | None:
     (what the node reads as its chunk rate); None when it names none."""
     import json
 
-    from ..engine.model.formats import train_fps
+    from ..engine import train_fps
 
     f = Path(folder) / "training.json"
     if f.is_file():

@@ -48,7 +48,7 @@ SLACK_STEPS = int(round(CLAIM_SLACK_S / CONTROL_PERIOD_S))
 
 def _memory_engine(checkpoint: str | Path, seed: int = 0):
     """The engine as the node builds it, every frame's memory text decoded within the frame."""
-    from ..engine.config import EngineConfig
+    from ..engine import EngineConfig
     from ..robot.build import ModelSource, build_engine
 
     n = 12

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..engine.model.norm import NormStats
+from ..engine import NormStats
 from .policy import ACTION_PERIOD_STEPS, PromptCodec
 from .train_forward import IGNORE, Batch
 

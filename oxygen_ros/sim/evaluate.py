@@ -26,7 +26,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from oxygen_ros.engine.config.engine_config import MODES
+from oxygen_ros.engine import MODES
 from oxygen_ros.robot.command_config import BLENDS
 
 from .env import CONTROL_PERIOD_S, JOINT_NAMES

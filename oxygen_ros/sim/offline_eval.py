@@ -26,7 +26,7 @@ from .policy import ACTION_PERIOD_STEPS, EVAL_SEED_BASE, policy_observation as _
 def load_policy(checkpoint: str | Path, memory: bool = False, denoise_steps: int = 10,
                 seed: int = 0, threads: int = 1):
     """The engine on the checkpoint (as the node builds it) -> BuiltEngine."""
-    from ..engine.config import EngineConfig
+    from ..engine import EngineConfig
     from ..robot.build import ModelSource, build_engine
 
     n = 12

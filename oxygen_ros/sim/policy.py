@@ -25,9 +25,8 @@ from typing import Iterable, Sequence
 import numpy as np
 import torch
 
-from ..engine.config import EngineConfig, ExpertConfig, ModelConfig, VisionConfig
-from ..engine.core.intake import Intake
-from ..engine.model.tokenizer import HFTokenizer, build_tiny_tokenizer
+from ..engine import (EngineConfig, ExpertConfig, HFTokenizer, Intake, ModelConfig, VisionConfig,
+                      build_tiny_tokenizer)
 
 ACTION_HORIZON = 8  # targets per chunk
 ACTION_PERIOD_STEPS = 4  # env steps per target: 4 x 12.5 ms = 50 ms (20 Hz)
@@ -107,7 +106,7 @@ EVAL_SEED_BASE = 9_000_000  # evaluation layouts: far from the seeds demonstrati
 def policy_observation(built, image: np.ndarray, state: np.ndarray, instruction: str,
                        stamp: float):
     """One engine Observation for the policy: the camera image and the normalised state."""
-    from ..engine.core.observation import Observation
+    from ..engine import Observation
 
     norm = built.norm.normalize_state(np.asarray(state, dtype=np.float32))
     return Observation(images=[image], state=norm.astype(np.float32), instruction=instruction,

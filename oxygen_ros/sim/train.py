@@ -26,8 +26,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..engine.families.loader import init_model
-from ..engine.families.pi05.writer import save_lerobot_checkpoint
+from ..engine import init_model, load_checkpoint, save_lerobot_checkpoint
 from .dataset import Batcher, Demos, norm_stats
 from .policy import MEMORY_PROMPT, PromptCodec, build_tokenizer, policy_config
 from .train_forward import losses
@@ -87,8 +86,6 @@ def train(data: str | Path, out: str | Path, epochs: float = 8.0, batch_size: in
                 "image_size": int(demos.images.shape[-2]), **(model_kw or {})}
     config = policy_config(**(model_kw or {}))
     if init:
-        from ..engine.families.loader import load_checkpoint
-
         model, loaded, tokenizer, stats = load_checkpoint(init)
         if loaded.to_dict() != config.to_dict() or stats is None:
             raise ValueError(f"--init {init}: not a simulator policy of this shape (with statistics)")

@@ -26,8 +26,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from ..engine.families.pi05.model import MoTModel
-from ..engine.model.sampler import MASK_VALUE
+from ..engine import MASK_VALUE, MoTModel
 
 IGNORE = -100  # cross-entropy's ignored target
 

@@ -20,8 +20,7 @@ from .node import EVAL_BASE_SEED, schedule
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ...engine.config.engine_config import EngineConfig
-    from ...engine.core.observation import Observation
+    from ...engine import EngineConfig, Observation
     from ...robot.build import ModelSource, build_engine
     from .tasks import TASKS
 
