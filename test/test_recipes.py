@@ -75,7 +75,7 @@ def missing_path(token: str) -> str | None:
         if "*" in part or "{" in part:
             break
         room.append(part)
-    bases = (ROOT, ROOT / "oxygen_ros", DOC.parent)
+    bases = (ROOT, ROOT / "oxygen_ros", ROOT / "oxygen_ros" / "engine", DOC.parent)  # engine rooms: from engine/
     if len(room) < len(parts):  # a template: its room exists (`<name>_x.py` alone names none)
         return None if not room or any((b.joinpath(*room)).is_dir() for b in bases) else \
             f"{token}: no room {'/'.join(room)}/"
