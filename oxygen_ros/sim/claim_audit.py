@@ -1,7 +1,7 @@
 """Where completion claims come from: the demonstrations' labels, and a policy's captions on the
 expert's frames and on its own (ROS-free; the simulator waits for the model).
 
-    python -m oxygen_ros.sim.claim_audit --checkpoint checkpoints/sim-policy --episodes 10
+    oxygen-sim claim-audit --checkpoint checkpoints/sim-policy --episodes 10
 
 A completion claim is a caption that says the task is done (the task's `done` caption). It is
 false when its observation was taken more than CLAIM_SLACK_S before the simulator reported
@@ -22,9 +22,9 @@ task, on layouts no demonstration used (offline_eval's seeds + 500):
   simulator reported success. This is where the policy's early claims came from through the node
   (its failed episodes): a hand where success would put it, the object not done.
 
-    python -m oxygen_ros.sim.claim_audit --bag RUN/bags/SETTING/SETTING.mcap
+    oxygen-sim claim-audit --bag RUN/bags/SETTING/SETTING.mcap
 
-reads an oxygen-sim-eval bag instead and lists every false completion claim with its episode,
+reads an oxygen-sim eval bag instead and lists every false completion claim with its episode,
 the episode's outcome, the time it was said about and where the hand was then, relative to the
 object's contact point (Task.contact: where the hand is when the object starts to move; the
 layout is remade from the episode's seed).
@@ -249,7 +249,7 @@ def _ns(stamp) -> int:
 
 
 def bag_false_claims(bag: str | Path) -> list[dict]:
-    """Every false completion claim in an oxygen-sim-eval bag (metrics.claim_is_true), with the
+    """Every false completion claim in an oxygen-sim eval bag (metrics.claim_is_true), with the
     hand's offset from the object at the claim's source observation."""
     import bisect
 
@@ -303,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--checkpoint", default=None)
-    p.add_argument("--bag", default=None, help="list the false claims of an oxygen-sim-eval bag")
+    p.add_argument("--bag", default=None, help="list the false claims of an oxygen-sim eval bag")
     p.add_argument("--episodes", type=int, default=10, help="episodes per task and check")
     p.add_argument("--tasks", default="all")
     p.add_argument("--replan", type=int, default=4)
@@ -355,7 +355,3 @@ def main(argv: list[str] | None = None) -> int:
         Path(a.out).parent.mkdir(parents=True, exist_ok=True)
         Path(a.out).write_text(json.dumps(result, indent=2, default=_plain))
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -35,8 +35,9 @@ from __future__ import annotations
 import json
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 from rclpy.node import Node
@@ -65,6 +66,25 @@ LATCHED = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, history=Hi
 #   state-swapped  the joint state's ee_x and ee_y values exchanged under the right names (a wrong
 #                  joint mapping); commands are still read by name
 FAULTS = ("", "bgr", "state-swapped")
+
+
+@contextmanager
+def spinning(sim: Any, nodes: list[Node], executor: Any) -> Iterator[None]:
+    """`nodes` (a sim node among them) spun by `executor` in a thread for the block; after it the
+    sim stopped, the executor shut down, its thread joined (a spin thread still inside rcl at exit
+    aborts the process) and every node destroyed. The caller owns rclpy's init and shutdown."""
+    for n in nodes:
+        executor.add_node(n)
+    spin = threading.Thread(target=executor.spin, daemon=True)
+    spin.start()
+    try:
+        yield
+    finally:
+        sim.stop()
+        executor.shutdown(timeout_sec=1.0)
+        spin.join(timeout=5.0)
+        for n in nodes:
+            n.destroy_node()
 
 
 @dataclass(frozen=True)

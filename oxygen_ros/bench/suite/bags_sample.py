@@ -107,7 +107,3 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("oxy", "iso"):
         shutil.copytree(work / f"{name}-score", out / f"{name}-score", dirs_exist_ok=True)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -111,7 +111,3 @@ def main(argv: list[str] | None = None) -> int:
     print("$ " + " ".join(cmd), flush=True)
     subprocess.run(cmd, cwd=work, check=False)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
