@@ -14,7 +14,7 @@
 # 4. pi05 bf16 frames with EngineConfig.cuda_graphs off and on: same tokens, actions within bf16
 #    tolerance, frame and decode times, parameter bytes and peak memory of the build
 #    (oxygen_ros/bench/suite/gpu_checks.py frames)
-# 5. oxygen-bench pi05 bf16 k=1 N=30 S=10, isolated vs oxygen (+ the per-frame arrival
+# 5. oxygen-bench (the sweep): pi05 bf16 k=1 N=30 S=10, isolated vs oxygen (+ the per-frame arrival
 #    pattern), stage micro-benchmarks and the bandwidth floor with measured/floor per stage
 #    (report.md, results.json), with CUDA graphs on (EngineConfig.cuda_graphs, --cuda-graphs:
 #    what a robot runs; the eager picture is step 4 and benchmarks/results/cuda-2026-12-04/)
