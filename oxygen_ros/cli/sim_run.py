@@ -101,12 +101,44 @@ def _spin_until_done(prog: str, make_nodes: Callable[[], list], timeout_s: float
     return sim
 
 
-def _success_by_task(results: list, width: int) -> None:
+def _run(prog: str, args: argparse.Namespace, make_config: Callable[[], Any], make_sim: Callable,
+         make_expert: Callable[[Any], Any], episode_tail: Callable[[Any], str], stats_line: Callable[[Any], str],
+         widths: tuple[int, int], ready: Callable[[Any, Any], threading.Event | None] = lambda _s, _c: None,
+         json_stats: bool = False) -> int:
+    """Either robot: its config from the flags, its node (and with --expert the expert's), one
+    line per finished episode, the success per task, `stats_line` and --json; exit status 0 when
+    every episode ran, 1 otherwise, 2 on a bad config."""
+    try:
+        cfg = make_config()
+    except ValueError as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return 2
+    task_w, seed_w = widths
+
+    def report(status) -> None:
+        if status.done:
+            print(f"episode {status.episode:3d} {status.task:{task_w}s} seed {status.seed:{seed_w}d} "
+                  f"{'success' if status.success else 'timeout'} after {status.t:5.2f} s "
+                  f"{episode_tail(status)}", flush=True)
+
+    def make_nodes() -> list:
+        return [make_sim(cfg, on_status=report), *([make_expert(cfg)] if args.expert else [])]
+
+    sim = _spin_until_done(prog, make_nodes, args.timeout, lambda node: ready(node, cfg))
+    results = sim.stats.results
     by_task: dict[str, list] = defaultdict(list)
     for r in results:
         by_task[r.task].append(r)
     for task, rs in by_task.items():
-        print(f"{task:{width}s} success {sum(r.success for r in rs)}/{len(rs)}")
+        print(f"{task:{task_w}s} success {sum(r.success for r in rs)}/{len(rs)}")
+    print(stats_line(sim.stats))
+    if args.json:
+        out = {"config": asdict(cfg), "episodes": [asdict(r) for r in results]}
+        if json_stats:
+            out["stats"] = {k: v for k, v in asdict(sim.stats).items() if k != "results"}
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=1)
+    return 0 if len(results) == len(sim.episodes) else 1
 
 
 def metaworld(argv: list[str] | None = None, epilog: str | None = None) -> int:
@@ -114,42 +146,25 @@ def metaworld(argv: list[str] | None = None, epilog: str | None = None) -> int:
     args = parse_metaworld(argv, epilog)
     from ..sim.node import SimConfig, SimNode
 
-    try:
-        cfg = SimConfig(tasks=tuple(args.tasks), episodes_per_task=args.episodes, base_seed=args.seed,
-                        image_size=args.image_size, camera=args.camera, camera_rate_hz=args.camera_rate,
-                        reset_hold_s=args.reset_hold, real_time_factor=args.real_time_factor,
-                        command_topic=args.command_topic,
-                        instruction_topic=args.instruction_topic, privileged=args.expert)
-    except ValueError as exc:
-        print(f"oxygen-sim: {exc}", file=sys.stderr)
-        return 2
+    def config() -> SimConfig:
+        return SimConfig(tasks=tuple(args.tasks), episodes_per_task=args.episodes, base_seed=args.seed,
+                         image_size=args.image_size, camera=args.camera, camera_rate_hz=args.camera_rate,
+                         reset_hold_s=args.reset_hold, real_time_factor=args.real_time_factor,
+                         command_topic=args.command_topic,
+                         instruction_topic=args.instruction_topic, privileged=args.expert)
 
-    def report(status) -> None:
-        if status.done:
-            print(f"episode {status.episode:3d} {status.task:22s} seed {status.seed:5d} "
-                  f"{'success' if status.success else 'timeout'} after {status.t:5.2f} s "
-                  f"({status.step} steps, {status.late_steps} late)", flush=True)
+    def expert(cfg: SimConfig):
+        from ..sim.expert import ExpertNode
 
-    def make_nodes() -> list:
-        nodes = [SimNode(cfg, on_status=report)]
-        if args.expert:
-            from ..sim.expert import ExpertNode
+        return ExpertNode(command_topic=cfg.command_topic)
 
-            nodes.append(ExpertNode(command_topic=args.command_topic))
-        return nodes
+    def stats(st) -> str:
+        return (f"steps {st.steps} (late {st.late_steps}, lost {st.lost_s:.2f} s), images {st.images} "
+                f"({1000 * st.render_s / max(st.images, 1):.1f} ms each, {st.skipped_images} skipped while "
+                f"drawing), commands {st.commands} (refused {st.bad_commands})")
 
-    sim = _spin_until_done("oxygen-sim", make_nodes, args.timeout)
-    results = sim.stats.results
-    _success_by_task(results, 22)
-    st = sim.stats
-    print(f"steps {st.steps} (late {st.late_steps}, lost {st.lost_s:.2f} s), images {st.images} "
-          f"({1000 * st.render_s / max(st.images, 1):.1f} ms each, {st.skipped_images} skipped while "
-          f"drawing), commands {st.commands} "
-          f"(refused {st.bad_commands})")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"config": asdict(cfg), "episodes": [asdict(r) for r in results]}, f, indent=1)
-    return 0 if len(results) == len(sim.episodes) else 1
+    return _run("oxygen-sim", args, config, SimNode, expert,
+                lambda s: f"({s.step} steps, {s.late_steps} late)", stats, (22, 5))
 
 
 def aloha(argv: list[str] | None = None) -> int:
@@ -157,30 +172,18 @@ def aloha(argv: list[str] | None = None) -> int:
     args = parse_aloha(argv)
     from ..sim.aloha.node import AlohaSimConfig, AlohaSimNode
 
-    try:
-        cfg = AlohaSimConfig(tasks=tuple(args.tasks), episodes_per_task=args.episodes, base_seed=args.seed,
-                             image_size=args.image_size, cameras=tuple(args.cameras),
-                             camera_rate_hz=args.camera_rate, reset_hold_s=args.reset_hold,
-                             real_time_factor=args.real_time_factor, fault=args.fault)
-    except ValueError as exc:
-        print(f"oxygen-sim aloha: {exc}", file=sys.stderr)
-        return 2
+    def config() -> AlohaSimConfig:
+        return AlohaSimConfig(tasks=tuple(args.tasks), episodes_per_task=args.episodes, base_seed=args.seed,
+                              image_size=args.image_size, cameras=tuple(args.cameras),
+                              camera_rate_hz=args.camera_rate, reset_hold_s=args.reset_hold,
+                              real_time_factor=args.real_time_factor, fault=args.fault)
 
-    def report(status) -> None:
-        if status.done:
-            print(f"episode {status.episode:3d} {status.task:14s} seed {status.seed:8d} "
-                  f"{'success' if status.success else 'timeout'} after {status.t:5.2f} s "
-                  f"(stage {status.stage}: {status.caption}; {status.late_steps} late physics steps)", flush=True)
+    def expert(cfg: AlohaSimConfig):
+        from ..sim.aloha.expert_node import AlohaExpertNode
 
-    def make_nodes() -> list:
-        nodes = [AlohaSimNode(cfg, on_status=report)]
-        if args.expert:
-            from ..sim.aloha.expert_node import AlohaExpertNode
+        return AlohaExpertNode(episode_topic=cfg.episode_topic, command_topic=cfg.command_topic)
 
-            nodes.append(AlohaExpertNode(episode_topic=cfg.episode_topic, command_topic=cfg.command_topic))
-        return nodes
-
-    def ready(sim) -> threading.Event | None:
+    def ready(sim, cfg: AlohaSimConfig) -> threading.Event | None:
         """--wait-for-policy: set by the first command."""
         if not args.wait_for_policy:
             return None
@@ -192,14 +195,12 @@ def aloha(argv: list[str] | None = None) -> int:
         sim.create_subscription(JointState, cfg.command_topic, lambda _m: event.set(), RELIABLE)
         return event
 
-    sim = _spin_until_done("oxygen-sim aloha", make_nodes, args.timeout, ready)
-    _success_by_task(sim.stats.results, 14)
-    st = sim.stats
-    print(f"physics steps {st.physics_steps} (late {st.late_steps}, lost {st.lost_s:.2f} s), joint states "
-          f"{st.joint_states}, image sets {st.image_sets} ({1000 * st.render_s / max(st.image_sets, 1):.1f} ms "
-          f"each, {st.skipped_image_sets} skipped), commands {st.commands} (refused {st.bad_commands})")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"config": asdict(cfg), "episodes": [asdict(r) for r in sim.stats.results],
-                       "stats": {k: v for k, v in asdict(st).items() if k != "results"}}, f, indent=1)
-    return 0 if len(sim.stats.results) == len(sim.episodes) else 1
+    def stats(st) -> str:
+        return (f"physics steps {st.physics_steps} (late {st.late_steps}, lost {st.lost_s:.2f} s), joint "
+                f"states {st.joint_states}, image sets {st.image_sets} "
+                f"({1000 * st.render_s / max(st.image_sets, 1):.1f} ms each, {st.skipped_image_sets} "
+                f"skipped), commands {st.commands} (refused {st.bad_commands})")
+
+    return _run("oxygen-sim aloha", args, config, AlohaSimNode, expert,
+                lambda s: f"(stage {s.stage}: {s.caption}; {s.late_steps} late physics steps)", stats,
+                (14, 8), ready, json_stats=True)

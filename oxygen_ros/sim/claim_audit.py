@@ -35,6 +35,7 @@ import argparse
 import json
 import time
 from pathlib import Path
+from typing import Iterable
 
 import numpy as np
 
@@ -99,14 +100,14 @@ def audit_labels(task_name: str, seeds: list[int], frame_stride: int = 2) -> tup
             episodes)
 
 
-def audit_expert_frames(built, task_name: str, episodes: list[dict]) -> dict:
-    """The policy's captions on the expert's recorded frames."""
-    from . import get_task
-
-    task = get_task(task_name)
-    claims = before = early = right = n = 0
-    early_stages: dict[str, int] = {}
+def _score_captions(built, task, episodes: Iterable[dict]) -> dict:
+    """The policy's caption of every frame of `episodes` against the frame's true stage: stage
+    accuracy, completion claims, those before the episode's success and those false (before it by
+    more than SLACK_STEPS, or in an episode that never succeeded), the false ones by true stage."""
+    claims = before = false = right = n = 0
+    false_stages: dict[str, int] = {}
     for ep in episodes:
+        s = ep["success_step"]
         for f, (img, st, step, cap) in enumerate(zip(ep["images"], ep["state"], ep["step"], ep["captions"])):
             text, _ = _caption(built, img, st, task.instruction, f)
             n += 1
@@ -114,15 +115,21 @@ def audit_expert_frames(built, task_name: str, episodes: list[dict]) -> dict:
             if text != task.done:
                 continue
             claims += 1
-            s = ep["success_step"]
             if s is None or step < s:
                 before += 1
             if s is None or step < s - SLACK_STEPS:
-                early += 1
-                early_stages[cap] = early_stages.get(cap, 0) + 1
+                false += 1
+                false_stages[cap] = false_stages.get(cap, 0) + 1
     return {"frames": n, "stage_accuracy": right / n if n else None, "claims": claims,
-            "claims_before_success": before, "claims_false": early,
-            "false_claims_by_true_stage": early_stages}
+            "claims_before_success": before, "claims_false": false,
+            "false_claims_by_true_stage": false_stages}
+
+
+def audit_expert_frames(built, task_name: str, episodes: list[dict]) -> dict:
+    """The policy's captions on the expert's recorded frames."""
+    from . import get_task
+
+    return _score_captions(built, get_task(task_name), episodes)
 
 
 def audit_own_frames(built, task_name: str, seeds: list[int], replan: int = 4) -> dict:
@@ -179,27 +186,13 @@ def audit_missing_frames(built, task_name: str, seeds: list[int], max_steps: int
 
     task = get_task(task_name)
     env = SimEnv(task)
-    claims = false = right = n = 0
-    false_stages: dict[str, int] = {}
     try:
-        for seed in seeds:
-            ep = record_episode(env, seed, 2, aim_offset=miss_offset(seed), max_steps=max_steps)
-            s = ep["success_step"]
-            for f, (img, st, step, cap) in enumerate(zip(ep["images"], ep["state"], ep["step"],
-                                                         ep["captions"])):
-                text, _ = _caption(built, img, st, task.instruction, f)
-                n += 1
-                right += text == cap
-                if text != task.done:
-                    continue
-                claims += 1
-                if s is None or step < s - SLACK_STEPS:
-                    false += 1
-                    false_stages[cap] = false_stages.get(cap, 0) + 1
+        r = _score_captions(built, task, (record_episode(env, seed, 2, aim_offset=miss_offset(seed),
+                                                         max_steps=max_steps) for seed in seeds))
     finally:
         env.close()
-    return {"episodes": len(seeds), "frames": n, "stage_accuracy": right / n if n else None,
-            "claims": claims, "claims_false": false, "false_claims_by_true_stage": false_stages}
+    return {"episodes": len(seeds), **{k: r[k] for k in ("frames", "stage_accuracy", "claims", "claims_false",
+                                                          "false_claims_by_true_stage")}}
 
 
 def completion_pixels(task_name: str, seeds: list[int], threshold: int = 30) -> dict:
