@@ -3,14 +3,13 @@
 (cli/bench.py). A benchmark is a module of bench/suite/ with `main(argv: list[str] | None) ->
 int | None`; adding one is that module and a line here (docs/development.md, "Where to add").
 
-Modules are imported only when run: the node benchmarks need ROS, the sweep does not.
+Modules are imported only when run (cli/commands.py run_main): the node benchmarks need ROS,
+the sweep does not.
 """
 from __future__ import annotations
 
-import importlib
 import sys
 from dataclasses import dataclass
-from typing import Sequence
 
 
 @dataclass(frozen=True)
@@ -53,13 +52,6 @@ BENCHMARKS: dict[str, Benchmark] = {
 }
 
 
-def usage() -> str:
-    """The registered benchmarks, one line each (oxygen-bench --help's epilog)."""
-    width = max(map(len, BENCHMARKS))
-    return "benchmarks (oxygen-bench <name> --help):\n" + "\n".join(
-        f"  {name:<{width}}  {b.summary}" for name, b in BENCHMARKS.items())
-
-
 def child_command(target: str, *args: str) -> list[str]:
     """The command line that runs `target` ("module:function") with `args` in a fresh
     interpreter: a benchmark's own child process (a probe, a measured load), which imports only
@@ -68,12 +60,3 @@ def child_command(target: str, *args: str) -> list[str]:
     return [sys.executable, "-c",
             f"import sys; from {module} import {function}; sys.exit({function}(sys.argv[1:]))", *args]
 
-
-def run(name: str, argv: Sequence[str]) -> int:
-    """Run benchmark `name` with `argv` (its own arguments); its exit status."""
-    main = importlib.import_module(BENCHMARKS[name].module).main
-    prog, sys.argv[0] = sys.argv[0], f"oxygen-bench {name}"  # argparse's usage line
-    try:
-        return int(main(list(argv)) or 0)
-    finally:
-        sys.argv[0] = prog

@@ -1,12 +1,13 @@
-"""A command with verbs (`oxygen-sim eval ...`, `oxygen-dev param-files ...`): each verb is a
-module with `main(argv: list[str] | None) -> int | None`, imported only when run (some need ROS
-or MuJoCo, the others do not). oxygen-bench's verbs are the benchmarks of bench/registry.py."""
+"""A command with verbs (`oxygen-sim eval ...`, `oxygen-dev param-files ...`, `oxygen-bench
+<name> ...`): each verb is a module with `main(argv: list[str] | None) -> int | None`, imported
+only when run (some need ROS or MuJoCo, the others do not). oxygen-bench's verbs are the
+benchmarks of bench/registry.py (a module and a summary each, as a Verb has)."""
 from __future__ import annotations
 
 import importlib
 import sys
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 
 @dataclass(frozen=True)
@@ -15,7 +16,7 @@ class Verb:
     summary: str  # one line for the command's --help
 
 
-def usage(title: str, verbs: Mapping[str, Verb]) -> str:
+def usage(title: str, verbs: Mapping[str, Any]) -> str:
     """The verbs, one line each (a --help epilog)."""
     width = max(map(len, verbs))
     return f"{title}:\n" + "\n".join(f"  {name:<{width}}  {v.summary}" for name, v in verbs.items())

@@ -195,3 +195,32 @@ def test_the_docs_run_tools_by_their_command_not_their_module(path):
     modules = re.findall(r"python3? -m\s+(oxygen_ros[\w.]*)", text)
     allowed = set(console_scripts().values())
     assert [m for m in modules if m not in allowed] == []
+
+
+# -- the verbs run --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("argv,prog", [(["paired"], "oxygen-sim paired"),
+                                       (["loop-timing"], "oxygen-sim loop-timing"),
+                                       (["eval"], "oxygen-sim eval"),
+                                       (["aloha"], "oxygen-sim aloha")])
+def test_a_sim_tool_runs_by_its_verb(argv, prog, capsys):
+    with pytest.raises(SystemExit) as exc:
+        sim.main([*argv, "--help"])
+    assert exc.value.code == 0
+    assert capsys.readouterr().out.startswith(f"usage: {prog} ")
+
+
+def test_oxygen_sim_alone_is_the_meta_world_robot_and_lists_its_verbs(capsys):
+    with pytest.raises(SystemExit) as exc:
+        sim.main(["--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: oxygen-sim ") and "--camera" in out
+    assert all(f"  {v} " in out for v in [*sim.VERBS, *sim.ALOHA_VERBS])
+
+
+def test_oxygen_dev_runs_its_verbs(capsys):
+    assert dev.main(["param-files", "--check"]) == 0  # the committed files are up to date
+    with pytest.raises(SystemExit) as exc:
+        dev.main(["no-such-verb"])
+    assert exc.value.code == 2
