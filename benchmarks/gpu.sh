@@ -4,17 +4,17 @@
 # ROS). From the repository root:
 #   bash benchmarks/gpu.sh        -> one folder: $OUT/cuda-<date>/ (default benchmarks/results/)
 # 1. Every Triton kernel the engine can launch compiled for this GPU's architecture, every preset,
-#    bf16 / fp16 / fp32: registers, spills, shared memory (python -m oxygen_ros.bench.gpu_compile;
+#    bf16 / fp16 / fp32: registers, spills, shared memory (oxygen-bench gpu-compile;
 #    gpu-compile.md); the same check CI runs for sm_90 and sm_110 without a GPU
 # 2. Triton paged attention vs the gathering reference on the device, float32 and bfloat16,
 #    per-query and query-tiled kernels (oxygen_ros/bench/suite/gpu_checks.py attention)
 # 3. Kernel micro-benchmark: per-query vs query-tiled for denoise (50 action queries) and a
-#    prompt suffix, decode batch 30, pi05 and xr0 attention shapes (python -m
-#    oxygen_ros.bench.attention; attention-bench-*.txt)
+#    prompt suffix, decode batch 30, pi05 and xr0 attention shapes (oxygen-bench
+#    attention; attention-bench-*.txt)
 # 4. pi05 bf16 frames with EngineConfig.cuda_graphs off and on: same tokens, actions within bf16
 #    tolerance, frame and decode times, parameter bytes and peak memory of the build
 #    (oxygen_ros/bench/suite/gpu_checks.py frames)
-# 5. oxygen-bench pi05 bf16 k=1 N=30 S=10, isolated vs oxygen (+ the per-frame arrival
+# 5. oxygen-bench (the sweep): pi05 bf16 k=1 N=30 S=10, isolated vs oxygen (+ the per-frame arrival
 #    pattern), stage micro-benchmarks and the bandwidth floor with measured/floor per stage
 #    (report.md, results.json), with CUDA graphs on (EngineConfig.cuda_graphs, --cuda-graphs:
 #    what a robot runs; the eager picture is step 4 and benchmarks/results/cuda-2026-12-04/)
@@ -37,7 +37,7 @@ if [ "$DRY" = 1 ]; then
           --bandwidth-gbs 20)
   ATT=(env TRITON_INTERPRET=1 python -m oxygen_ros.cli.bench gpu-checks attention --device cpu --quick)
   COMPILE=(--arch sm_90 --presets tiny --dtype float32)
-  MICRO=(env TRITON_INTERPRET=1 python -m oxygen_ros.bench.attention --backends triton --device cpu
+  MICRO=(env TRITON_INTERPRET=1 python -m oxygen_ros.cli.bench attention --backends triton --device cpu
          --dtype float32 --prefix 30 --horizon 6 --batch 2 --head-dim 32 --repeats 1)
   MICRO_SHAPES=("--heads 8 --kv-heads 1")
   OUT_DIR="${OUT:-benchmarks/results}/cuda-dry-run-$(date +%Y-%m-%d)"
@@ -50,7 +50,7 @@ else
   ATT=(python -m oxygen_ros.cli.bench gpu-checks attention --device cuda)
   COMPILE=(--arch "$(python -c 'import torch; print("sm_%d%d" % torch.cuda.get_device_capability())' 2>/dev/null || echo sm_90)"
            --dtype bfloat16,float16,float32)
-  MICRO=(python -m oxygen_ros.bench.attention --backends triton --device cuda --dtype bfloat16
+  MICRO=(python -m oxygen_ros.cli.bench attention --backends triton --device cuda --dtype bfloat16
          --horizon 50 --prefix 968 --batch 30 --repeats 50)
   MICRO_SHAPES=("--heads 8 --kv-heads 1 --head-dim 256" "--heads 32 --kv-heads 8 --head-dim 128")
   OUT_DIR="${OUT:-benchmarks/results}/cuda-$(date +%Y-%m-%d)"
@@ -90,7 +90,7 @@ PLOTS=""
 { [ "$DRY" != 1 ] && python -c "import matplotlib" 2>/dev/null; } || PLOTS="--no-plots"
 
 say "1/5 Triton kernels compiled ahead of time (${COMPILE[*]})"
-timeout "${LIMITS[3]}" python -m oxygen_ros.bench.gpu_compile "${COMPILE[@]}" \
+timeout "${LIMITS[3]}" python -m oxygen_ros.cli.bench gpu-compile "${COMPILE[@]}" \
   --json "$OUT_DIR/gpu-compile.json" > "$OUT_DIR/gpu-compile.md" || FAILED+=(compile)
 tail -n 1 "$OUT_DIR/gpu-compile.md"
 say "2/5 Triton paged attention vs reference ($DEV, float32 + bfloat16)"

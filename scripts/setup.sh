@@ -106,8 +106,8 @@ env -u PYTHONPATH -u CMAKE_PREFIX_PATH -u COLCON_PREFIX_PATH \
 
 # -- 5. pre-compile the C++ attention op --------------------------------------
 if [ -f "$REPO/oxygen_ros/engine/runner/attention/build.py" ]; then
-  say "python -m oxygen_ros.engine.runner.attention.build"
-  ( export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"; "$PY" -m oxygen_ros.engine.runner.attention.build )
+  say "oxygen-dev attention-op"
+  ( export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"; "$PY" -m oxygen_ros.cli.dev attention-op )
 fi
 
 say "done. Next: source scripts/env.sh"

@@ -2,16 +2,34 @@
 
 Greedy tokens must be identical; a difference is accepted only where the first differing token
 was a near-tie (top-1 minus top-2 logit below `tie`) in either run. Action chunks of the same
-frame must agree within `atol`. `oxygen-bench compare A.json B.json`.
+frame must agree within `atol`. `oxygen-bench compare A.json B.json` (bench/suite/compare.py).
 """
 from __future__ import annotations
 
-import json
-import sys
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:  # the engine only for the type: comparing dump files needs no torch
+    from ..engine.core.engine import FrameOutput
+
+
+def collect_requests(outputs: list[FrameOutput]) -> list[dict]:
+    """An oxygen-demo --dump file's "requests": every request's tokens and margins, gathered from
+    the frames' updates (the engine keeps no history: a request is gone once its final update was
+    returned)."""
+    reqs: dict[int, dict] = {}
+    for o in outputs:
+        for u in o.updates:
+            r = reqs.setdefault(u.id, {"id": u.id, "frame": u.birth_frame, "kind": u.kind,
+                                       "tokens": [], "margins": [], "finish_reason": None,
+                                       "admitted_frame": u.admitted_frame})
+            r["tokens"].extend(u.new_tokens)
+            r["margins"].extend(u.new_margins)
+            if u.is_final:
+                r["finish_reason"] = u.finish_reason
+    return [reqs[i] for i in sorted(reqs)]
 
 
 @dataclass
@@ -72,22 +90,3 @@ def compare_runs(a: dict[str, Any], b: dict[str, Any], tie: float = 1e-4,
 
 def _at(values: list[float], i: int) -> float:
     return values[i] if i < len(values) else float("inf")
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 2:
-        print("usage: oxygen-bench compare A.json B.json", file=sys.stderr)
-        return 2
-    with open(args[0]) as fa, open(args[1]) as fb:
-        result = compare_runs(json.load(fa), json.load(fb))
-    print(result.summary())
-    for rid, pos, margin in result.near_tie_flips:
-        print(f"  near-tie flip: request {rid} at token {pos} (margin {margin:.3g})")
-    for line in result.mismatches[:20]:
-        print("  " + line)
-    return 0 if result.ok else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -23,15 +23,12 @@ denoise step also the K/V the Triton kernels load (per-query: once per action qu
 query-tiled: once per BLOCK_M).
 Compute and launch overheads are ignored: a floor, not a prediction.
 
-`python -m oxygen_ros.bench.floor --preset pi05 --dtype bfloat16 --device thor --k 1 --N 30 --S 10`
-`python -m oxygen_ros.bench.floor --preset starvla --heads pi_v3,gr00t,oft --S 4` (E = 4)
+The sweep's report has a floor section (report_section); `oxygen-bench floor` (bench/suite/floor.py)
+prints one table.
 """
 from __future__ import annotations
 
-import argparse
 import functools
-import json
-import sys
 from dataclasses import dataclass
 
 import torch
@@ -41,7 +38,6 @@ from ..engine.config import (DTYPES, PRESETS, STARVLA_GR00T, STARVLA_OFT, STARVL
 from ..engine.families.base import HeadParams, ParamCounts  # noqa: F401 (HeadParams: its old path)
 from ..engine.config.family_registry import family_of
 from ..engine.families.pi05.family import MOT_PER_FRAME
-from .args import add_bench_args
 
 # GB/s (1e9 bytes/s) of memory bandwidth by a lower-case substring of the device name
 KNOWN_BANDWIDTH_GBS = {"thor": 273.0, "h200": 4800.0, "rtx 4090": 1008.0, "4090": 1008.0}
@@ -266,34 +262,6 @@ def with_heads(config: ModelConfig, names: str) -> ModelConfig:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    # --k, --N, --S, --dtype as their engine knobs declare them (a model: no torch device)
-    add_bench_args(p, ("decode_steps_per_frame", "max_decode_steps", "denoise_steps", "dtype"),
-                   preset="pi05", k=1, N=30, S=10, dtype="bfloat16")
-    p.add_argument("--model-config", default=None)
-    p.add_argument("--device", default="thor", help="device name (known: thor, h200, rtx 4090)")
-    p.add_argument("--bandwidth-gbs", type=float, default=None, help="overrides the device's")
-    p.add_argument("--batch", type=int, default=None, help="decode batch (default ceil(N/k))")
-    p.add_argument("--heads", default=None,
-                   help="replace the preset's action experts by these full-size StarVLA heads, "
-                        "in frame order (pi_v3, gr00t, oft; e.g. pi_v3,gr00t,oft is E = 4)")
-    p.add_argument("--json", action="store_true")
-    a = p.parse_args(argv)
-    bw = a.bandwidth_gbs or known_bandwidth(a.device)
-    if bw is None:
-        p.error(f"unknown device {a.device!r}: pass --bandwidth-gbs")
-    config = load_model_config(a.preset, a.model_config)
-    if a.heads:
-        try:
-            config = with_heads(config, a.heads)
-        except ValueError as err:
-            p.error(str(err))
-    if no_floor_reason(config):
-        p.error(no_floor_reason(config))
-    table = floor_table(config, a.dtype, bw, a.k, a.N, a.S, a.batch)
-    print(json.dumps(table, indent=1) if a.json else markdown(table), end="")
-    return 0
 
 
 def report_section(results: dict, bandwidth_gbs: float | None, model_config: str | None = None) -> str:
@@ -318,7 +286,3 @@ def report_section(results: dict, bandwidth_gbs: float | None, model_config: str
         results["floor"][preset] = {"table": table, "ratios": measured}
         md.append(markdown(table, measured))
     return "\n".join(md)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -2,7 +2,7 @@
 
 Inside a frame the manager's Python runs between model kernels that evict its data from the
 CPU caches; replaying the very same calls, from the very same state, in one tight loop measures
-what the bookkeeping itself costs. The bench and `python -m oxygen_ros.bench.profile --kv`
+what the bookkeeping itself costs. The bench and `oxygen-bench profile --kv`
 report both.
 
 The recorder is a proxy in front of the manager (composition): the manager itself is never

@@ -3,7 +3,6 @@ one JSON row on stdout."""
 from __future__ import annotations
 
 import json
-import sys
 
 import torch
 
@@ -14,8 +13,9 @@ from .sweep import Context, RunSpec, run
 from .timing import peak_rss_bytes, rss_bytes
 
 
-def main() -> int:
-    p = json.loads(sys.argv[1])
+def child(argv: list[str]) -> int:
+    """argv: [the run's JSON] (sweep.probe_in_subprocess)."""
+    p = json.loads(argv[0])
     torch.set_num_threads(p["threads"])
     mc = load_model_config(p["preset"], p["model_config"])
     base_before_model = rss_bytes()
@@ -33,7 +33,3 @@ def main() -> int:
                rss_maxrss_bytes=peak_rss_bytes())
     print(json.dumps(row))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

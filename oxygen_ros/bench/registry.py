@@ -1,16 +1,15 @@
 """Every benchmark and bench tool behind one command: `oxygen-bench <name> [its arguments]`
 (vLLM's `vllm bench <name>` is the example). `oxygen-bench` without a name runs the mode sweep
-(cli/bench.py). A benchmark is a module with `main(argv: list[str] | None) -> int | None`;
-adding one is a line here (docs/development.md, "Where to add").
+(cli/bench.py). A benchmark is a module of bench/suite/ with `main(argv: list[str] | None) ->
+int | None`; adding one is that module and a line here (docs/development.md, "Where to add").
 
-Modules are imported only when run: the node benchmarks need ROS, the sweep does not.
+Modules are imported only when run (cli/commands.py run_main): the node benchmarks need ROS,
+the sweep does not.
 """
 from __future__ import annotations
 
-import importlib
 import sys
 from dataclasses import dataclass
-from typing import Sequence
 
 
 @dataclass(frozen=True)
@@ -20,17 +19,17 @@ class Benchmark:
 
 
 BENCHMARKS: dict[str, Benchmark] = {
-    # the engine's parts (bench/)
-    "profile": Benchmark("oxygen_ros.bench.profile", "stage costs, KV replay, linear layouts"),
-    "floor": Benchmark("oxygen_ros.bench.floor", "the bandwidth floor of a frame, per stage"),
-    "memory": Benchmark("oxygen_ros.bench.memory", "parameter bytes and peak memory of a preset"),
-    "attention": Benchmark("oxygen_ros.bench.attention", "paged attention per backend"),
-    "rate": Benchmark("oxygen_ros.bench.rate", "action-rate target vs achieved"),
-    "gpu-compile": Benchmark("oxygen_ros.bench.gpu_compile",
+    # the engine's parts
+    "profile": Benchmark("oxygen_ros.bench.suite.profile", "stage costs, KV replay, linear layouts"),
+    "floor": Benchmark("oxygen_ros.bench.suite.floor", "the bandwidth floor of a frame, per stage"),
+    "memory": Benchmark("oxygen_ros.bench.suite.memory", "parameter bytes and peak memory of a preset"),
+    "attention": Benchmark("oxygen_ros.bench.suite.attention", "paged attention per backend"),
+    "rate": Benchmark("oxygen_ros.bench.suite.rate", "action-rate target vs achieved"),
+    "gpu-compile": Benchmark("oxygen_ros.bench.suite.gpu_compile",
                              "compile every Triton kernel per architecture and dtype"),
-    "table4": Benchmark("oxygen_ros.bench.table4", "the StarVLA tables from a results.json"),
-    "compare": Benchmark("oxygen_ros.bench.compare", "two oxygen-demo --dump files, output for output"),
-    # one measurement or soak each (bench/suite/)
+    "table4": Benchmark("oxygen_ros.bench.suite.table4", "the StarVLA tables from a results.json"),
+    "compare": Benchmark("oxygen_ros.bench.suite.compare", "two oxygen-demo --dump files, output for output"),
+    # the engine and the node, one measurement or soak each
     "engine-soak": Benchmark("oxygen_ros.bench.suite.engine_soak", "the engine over many frames"),
     "gpu-checks": Benchmark("oxygen_ros.bench.suite.gpu_checks",
                             "Triton attention and pi0.5 frames on a GPU (gpu.sh)"),
@@ -53,18 +52,11 @@ BENCHMARKS: dict[str, Benchmark] = {
 }
 
 
-def usage() -> str:
-    """The registered benchmarks, one line each (oxygen-bench --help's epilog)."""
-    width = max(map(len, BENCHMARKS))
-    return "benchmarks (oxygen-bench <name> --help):\n" + "\n".join(
-        f"  {name:<{width}}  {b.summary}" for name, b in BENCHMARKS.items())
+def child_command(target: str, *args: str) -> list[str]:
+    """The command line that runs `target` ("module:function") with `args` in a fresh
+    interpreter: a benchmark's own child process (a probe, a measured load), which imports only
+    that module (not the command's), its peak memory its own."""
+    module, function = target.split(":")
+    return [sys.executable, "-c",
+            f"import sys; from {module} import {function}; sys.exit({function}(sys.argv[1:]))", *args]
 
-
-def run(name: str, argv: Sequence[str]) -> int:
-    """Run benchmark `name` with `argv` (its own arguments); its exit status."""
-    main = importlib.import_module(BENCHMARKS[name].module).main
-    prog, sys.argv[0] = sys.argv[0], f"oxygen-bench {name}"  # argparse's usage line
-    try:
-        return int(main(list(argv)) or 0)
-    finally:
-        sys.argv[0] = prog

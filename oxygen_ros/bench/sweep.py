@@ -4,7 +4,6 @@ from __future__ import annotations
 import gc
 import json
 import subprocess
-import sys
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
@@ -20,6 +19,7 @@ from .kv_recorder import KVCallRecorder
 from .metrics import RunSummary, StageCosts, predict_run_ms, summarize, warmup_frames
 from .power import PowerMeter
 from .profile import action_path_ms, decode_step_ms
+from .registry import child_command
 from .timing import peak_rss_bytes, rss_bytes
 
 PROMPT = "Memory: what happened?\n"
@@ -211,7 +211,7 @@ def probe_in_subprocess(spec: RunSpec, preset: str, model_config: str | None, th
                "threads": threads, "device": device, "dtype": dtype, "seed": seed,
                "attention_backend": attention_backend, "compile_denoise": compile_denoise,
                "linear_layout": linear_layout, "cuda_graphs": cuda_graphs}
-    proc = subprocess.run([sys.executable, "-m", "oxygen_ros.bench.probe", json.dumps(payload)],
+    proc = subprocess.run(child_command("oxygen_ros.bench.probe:child", json.dumps(payload)),
                           capture_output=True, text=True, timeout=timeout)
     if proc.returncode != 0:
         raise RuntimeError(f"memory probe failed ({proc.returncode}): {proc.stderr[-2000:]}")

@@ -1,9 +1,8 @@
 """The paper's Table 4 layout (N = 10 / 20 / 30; w/o batching, oxygen k = 1 / 5 / 10) for each
 preset of an oxygen-bench results.json, beside the paper's numbers for that model family, and for
 StarVLA presets a comparison of E = 2, 3, 4: what each extra head costs per frame. oxygen-bench
-writes it as table4.md for its grid presets; this command rewrites it from any results.json.
-
-    python -m oxygen_ros.bench.table4 RESULTS.json [--preset P ...] [--out table4.md]
+writes it as table4.md for its grid presets; `oxygen-bench table4 RESULTS.json`
+(bench/suite/table4.py) rewrites it from any results.json.
 
 The paper's numbers (RTX 4090; Xiaomi-Robotics-0, StarVLA Qwen3VL-PI / + GR00T / + GR00T + OFT)
 are quoted for comparison only: ours are measured on whatever ran the benchmark, with the
@@ -11,11 +10,8 @@ weights of the preset (random). A preset named <family>-tiny[-eE] is quoted besi
 """
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 
@@ -140,20 +136,3 @@ def report(results: dict[str, Any], presets: list[str] | None = None) -> str:
     if sum(paper_key(p) in STARVLA_HEADS for p in names) >= 2:
         parts.append(heads_comparison(results, names))
     return "\n".join(parts)
-
-
-def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("results")
-    p.add_argument("--preset", nargs="+", default=None,
-                   help="presets to tabulate (default: every preset in the results)")
-    p.add_argument("--out", default=None, help="write the tables here too (markdown)")
-    a = p.parse_args(argv)
-    text = report(json.loads(Path(a.results).read_text()), a.preset)
-    print(text, end="")
-    if a.out:
-        Path(a.out).write_text(text)
-
-
-if __name__ == "__main__":
-    main()

@@ -1,5 +1,5 @@
 """The timing and memory helpers every benchmark uses, public and in one place (the sweep, the
-profiles, bench/memory.py and the benchmarks in bench/suite/)."""
+profiles, bench/suite/memory.py and the benchmarks in bench/suite/)."""
 from __future__ import annotations
 
 import os

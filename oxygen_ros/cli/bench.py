@@ -21,6 +21,7 @@ from tqdm import tqdm
 
 from ..engine import (MODES, PRESETS, RUNNABLE_PRESETS, build_tiny_tokenizer, check_device,
                       frame_unsupported_reason, init_model, load_model_config)
+from .commands import run_main, usage
 from .engine_args import add_knob_args
 from ..bench import patterns as pat
 from ..bench import registry
@@ -64,7 +65,7 @@ def _presets(text: str) -> list[str]:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="oxygen-bench [<benchmark>]", description=__doc__,
-                                epilog=registry.usage(),
+                                epilog=usage("benchmarks (oxygen-bench <name> --help)", registry.BENCHMARKS),
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--preset", type=_presets, default=None,
                    help="comma list of presets (default tiny,small,balanced on cpu; pi05 on cuda)")
@@ -221,7 +222,7 @@ def environment(a: argparse.Namespace) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv and argv[0] in registry.BENCHMARKS:  # oxygen-bench <name> ...: a registered one
-        return registry.run(argv[0], argv[1:])
+        return run_main(registry.BENCHMARKS[argv[0]].module, f"oxygen-bench {argv[0]}", argv[1:])
     a = parse_args(argv)
     torch.set_num_threads(a.threads)
     t_start = time.perf_counter()

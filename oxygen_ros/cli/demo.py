@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
+from ..bench.compare import collect_requests
 from ..bench.metrics import ratio_check, summarize, warmup_frames
 from ..engine import MODES, Engine, FrameOutput, SyntheticStream
 from .engine_args import add_engine_args, check_engine_args, engine_config, model_source
@@ -91,22 +92,6 @@ def run_mode(engine: Engine, args: argparse.Namespace, log: bool, drain: bool) -
     return outputs, measured
 
 
-def collect_requests(outputs: list[FrameOutput]) -> list[dict]:
-    """Every request's tokens and margins, gathered from the frames' updates (the engine keeps
-    no history: a request is gone once its final update was returned)."""
-    reqs: dict[int, dict] = {}
-    for o in outputs:
-        for u in o.updates:
-            r = reqs.setdefault(u.id, {"id": u.id, "frame": u.birth_frame, "kind": u.kind,
-                                       "tokens": [], "margins": [], "finish_reason": None,
-                                       "admitted_frame": u.admitted_frame})
-            r["tokens"].extend(u.new_tokens)
-            r["margins"].extend(u.new_margins)
-            if u.is_final:
-                r["finish_reason"] = u.finish_reason
-    return [reqs[i] for i in sorted(reqs)]
-
-
 def dump(path: str, engine: Engine, outputs: list[FrameOutput], args: argparse.Namespace) -> None:
     data = {
         "mode": engine.config.mode, "preset": args.preset, "k": args.k, "N": args.N, "S": args.S,
@@ -119,7 +104,7 @@ def dump(path: str, engine: Engine, outputs: list[FrameOutput], args: argparse.N
 
 def run_sim(built, args: argparse.Namespace, log: bool) -> int:
     """--sim: episodes of the task(s) driven by the engine; exit status 0 even when an episode
-    fails (the demo shows what happens; oxygen-sim-eval measures success rates)."""
+    fails (the demo shows what happens; oxygen-sim eval measures success rates)."""
     from ..sim.demo_loop import check_memory_prompt, period_steps, run_demo, summary_line
 
     try:

@@ -1,41 +1,16 @@
 """The engine flags that oxygen-demo and oxygen-replay share (model, checkpoint, k/N/S, mode,
 memory, device ...) and the EngineConfig they describe: one definition, so the two tools take
 the same settings under the same names. The engine knobs' flags (name, default, choices, help,
-range) come from their Knob (engine/config/engine_config.py ENGINE_KNOBS); oxygen-bench takes some of them
-through add_knob_args."""
+range) come from their Knob (engine/config/engine_config.py ENGINE_KNOBS) through
+bench/args.py add_knob_args, which oxygen-bench and the benchmarks use too."""
 from __future__ import annotations
 
 import argparse
-from typing import Iterable
-
-from ..engine import ENGINE_KNOBS, KNOBS, PRESETS, EngineConfig, Knob, range_text
+from ..bench.args import add_knob_args, dest
+from ..engine import ENGINE_KNOBS, PRESETS, EngineConfig, Knob
 from ..robot.build import ModelSource
 
 FLAG_KNOBS: tuple[Knob, ...] = tuple(k for k in ENGINE_KNOBS if k.flag)
-
-
-def dest(knob: Knob) -> str:
-    """The argparse attribute of a knob's flag (--max-active -> max_active)."""
-    return knob.flag.lstrip("-").replace("-", "_")
-
-
-def _help(knob: Knob) -> str:
-    sym = f"{knob.symbol}: " if knob.symbol else ""
-    unit = f" [{knob.unit}]" if knob.unit else ""
-    rng = f"; {range_text(knob.range)}" if knob.range else ""
-    return f"{sym}{knob.description}{unit}{rng}".replace("%", "%%") + " (default: %(default)r)"
-
-
-def add_knob_args(p: argparse.ArgumentParser, fields: Iterable[str]) -> None:
-    """A flag per engine knob in `fields`, as its Knob declares it."""
-    for field in fields:
-        k = KNOBS[field]
-        if k.type is bool:
-            p.add_argument(k.flag, dest=dest(k), action="store_true", default=k.default,
-                           help=_help(k))
-        else:
-            p.add_argument(k.flag, dest=dest(k), type=k.type, default=k.default,
-                           choices=k.choices, help=_help(k))
 
 
 def add_engine_args(p: argparse.ArgumentParser) -> None:

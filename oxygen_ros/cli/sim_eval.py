@@ -1,7 +1,7 @@
-"""oxygen-sim-eval: closed-loop evaluation of a checkpoint through the oxygen node and the sim.
+"""oxygen-sim eval: closed-loop evaluation of a checkpoint through the oxygen node and the sim.
 
-    oxygen-sim-eval --checkpoint CKPT --episodes 30 --out results/sim
-    oxygen-sim-eval --random-checkpoint --episodes 2 --settings isolated oxygen-k1 --out /tmp/e
+    oxygen-sim eval --checkpoint CKPT --episodes 30 --out results/sim
+    oxygen-sim eval --random-checkpoint --episodes 2 --settings isolated oxygen-k1 --out /tmp/e
 
 For every setting (default: the scripted expert as the ceiling, then isolated, oxygen-k1 and
 oxygen-k5, each with memory every frame, N = --N, under every --blends entry) it starts a node
@@ -26,7 +26,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     from ..sim.env import CONTROL_PERIOD_S
     from ..sim.tasks import ALL_TASKS, TASKS
 
-    p = argparse.ArgumentParser(prog="oxygen-sim-eval", description=__doc__,
+    p = argparse.ArgumentParser(prog="oxygen-sim eval", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     src = p.add_mutually_exclusive_group()  # one is needed unless every setting is expert
     src.add_argument("--checkpoint", help="LeRobot / openpi checkpoint folder (model.checkpoint)")
@@ -127,15 +127,15 @@ def main(argv: list[str] | None = None) -> int:
                 raise ValueError(f"--param {item!r}: expected NAME=JSON")
             extra[name] = json.loads(value)
     except (ValueError, json.JSONDecodeError) as exc:
-        print(f"oxygen-sim-eval: {exc}", file=sys.stderr)
+        print(f"oxygen-sim eval: {exc}", file=sys.stderr)
         return 2
     if not (args.checkpoint or args.random_checkpoint) and any(s.mode != "expert" for s in settings):
-        print("oxygen-sim-eval: --checkpoint or --random-checkpoint is needed for node settings",
+        print("oxygen-sim eval: --checkpoint or --random-checkpoint is needed for node settings",
               file=sys.stderr)
         return 2
     checkpoint = args.checkpoint or ""
     if args.random_checkpoint and args.robot == "aloha":
-        print("oxygen-sim-eval: --random-checkpoint is shaped for Meta-World's robot; for ALOHA pass "
+        print("oxygen-sim eval: --random-checkpoint is shaped for Meta-World's robot; for ALOHA pass "
               "--checkpoint (docs/aloha.md)", file=sys.stderr)
         return 2
     if args.random_checkpoint:
@@ -145,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         rate = control_rate(args.control_rate, checkpoint)
     except ValueError as exc:
-        print(f"oxygen-sim-eval: {exc}", file=sys.stderr)
+        print(f"oxygen-sim eval: {exc}", file=sys.stderr)
         return 2
     opts = NodeOptions(checkpoint=str(Path(checkpoint).resolve()) if checkpoint else "", tokenizer=args.tokenizer,
                        control_rate_hz=rate, max_decode_steps=args.N,
@@ -154,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     runs = run_all(settings, sim_cfg, out, opts)
     summaries = [r.summary() for r in runs]
     (out / "results.json").write_text(json.dumps(
-        {"command": "oxygen-sim-eval " + " ".join(sys.argv[1:] if argv is None else argv),
+        {"command": "oxygen-sim eval " + " ".join(sys.argv[1:] if argv is None else argv),
          "checkpoint": opts.checkpoint, "sim": {k: (list(v) if isinstance(v, tuple) else v)
                                                  for k, v in vars(sim_cfg).items()},
          "settings": summaries}, indent=1))
@@ -176,7 +176,3 @@ def main(argv: list[str] | None = None) -> int:
     print(md)
     print(f"written: {out}/results.json, table.md, progress.png, bags/")
     return 1 if any(r.error for r in runs) else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,8 +1,8 @@
 """config/oxygen.yaml and the docs' parameter table, generated from the parameter table
 (node/params.py PARAMETERS: the engine's knobs and the node's own).
 
-    python -m oxygen_ros.node.param_files --write   # rewrite both
-    python -m oxygen_ros.node.param_files --check   # exit 1 when either is out of date
+    oxygen-dev param-files --write   # rewrite both
+    oxygen-dev param-files --check   # exit 1 when either is out of date
 
 test/node/test_package_files.py runs the check, so a knob changed in the table and not here
 (or edited here by hand) fails the tests.
@@ -45,7 +45,7 @@ _YAML_HEADER = """\
 # [configure] read in on_configure; rejected while configured (cleanup, set, configure again).
 # Doubles must be written with a decimal point (50.0, not 50): ROS parameters are typed.
 # Generated from the parameter table (engine/config/engine_config.py ENGINE_KNOBS, node/params.py):
-# python -m oxygen_ros.node.param_files --write
+# oxygen-dev param-files --write
 /**:
   ros__parameters:
 """
@@ -154,8 +154,7 @@ def write(root: Path = ROOT) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m oxygen_ros.node.param_files",
-                                description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     g = p.add_mutually_exclusive_group(required=True)
     g.add_argument("--write", action="store_true", help=f"rewrite {CONFIG} and {PARAMS_DOC.path}")
     g.add_argument("--check", action="store_true", help="exit 1 when either is out of date")
@@ -165,10 +164,6 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     stale = outdated()
     for name in stale:
-        print(f"{name} is out of date: python -m oxygen_ros.node.param_files --write",
+        print(f"{name} is out of date: oxygen-dev param-files --write",
               file=sys.stderr)
     return 1 if stale else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

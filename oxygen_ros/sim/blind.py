@@ -1,6 +1,6 @@
 """Does a task need the camera? Success of policies that ignore the image (ROS-free).
 
-    python -m oxygen_ros.sim.blind [--tasks ...] [--episodes 12]
+    oxygen-sim blind [--tasks ...] [--episodes 12]
 
 - mean: the scripted expert's absolute targets, recorded on `episodes` layouts and averaged step
   by step, replayed open loop on `episodes` new layouts: about the best a policy without vision
@@ -15,7 +15,6 @@ policy that ignores its image can still succeed.
 from __future__ import annotations
 
 import argparse
-import sys
 
 import numpy as np
 
@@ -71,7 +70,7 @@ def blind_successes(task: str, episodes: int = 12, seed: int = 100) -> dict[str,
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m oxygen_ros.sim.blind", description=__doc__,
+    p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(ALL_TASKS))
     p.add_argument("--episodes", type=int, default=12)
@@ -84,7 +83,3 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {task} | {r['expert']}/{args.episodes} | {r['expert_steps']} | "
               + " | ".join(f"{r[c]}/{args.episodes}" for c in cols) + " |", flush=True)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,7 +1,7 @@
 """Where completion claims come from: the demonstrations' labels, and a policy's captions on the
 expert's frames and on its own (ROS-free; the simulator waits for the model).
 
-    python -m oxygen_ros.sim.claim_audit --checkpoint checkpoints/sim-policy --episodes 10
+    oxygen-sim claim-audit --checkpoint checkpoints/sim-policy --episodes 10
 
 A completion claim is a caption that says the task is done (the task's `done` caption). It is
 false when its observation was taken more than CLAIM_SLACK_S before the simulator reported
@@ -22,9 +22,9 @@ task, on layouts no demonstration used (offline_eval's seeds + 500):
   simulator reported success. This is where the policy's early claims came from through the node
   (its failed episodes): a hand where success would put it, the object not done.
 
-    python -m oxygen_ros.sim.claim_audit --bag RUN/bags/SETTING/SETTING.mcap
+    oxygen-sim claim-audit --bag RUN/bags/SETTING/SETTING.mcap
 
-reads an oxygen-sim-eval bag instead and lists every false completion claim with its episode,
+reads an oxygen-sim eval bag instead and lists every false completion claim with its episode,
 the episode's outcome, the time it was said about and where the hand was then, relative to the
 object's contact point (Task.contact: where the hand is when the object starts to move; the
 layout is remade from the episode's seed).
@@ -35,6 +35,7 @@ import argparse
 import json
 import time
 from pathlib import Path
+from typing import Iterable
 
 import numpy as np
 
@@ -99,14 +100,14 @@ def audit_labels(task_name: str, seeds: list[int], frame_stride: int = 2) -> tup
             episodes)
 
 
-def audit_expert_frames(built, task_name: str, episodes: list[dict]) -> dict:
-    """The policy's captions on the expert's recorded frames."""
-    from . import get_task
-
-    task = get_task(task_name)
-    claims = before = early = right = n = 0
-    early_stages: dict[str, int] = {}
+def _score_captions(built, task, episodes: Iterable[dict]) -> dict:
+    """The policy's caption of every frame of `episodes` against the frame's true stage: stage
+    accuracy, completion claims, those before the episode's success and those false (before it by
+    more than SLACK_STEPS, or in an episode that never succeeded), the false ones by true stage."""
+    claims = before = false = right = n = 0
+    false_stages: dict[str, int] = {}
     for ep in episodes:
+        s = ep["success_step"]
         for f, (img, st, step, cap) in enumerate(zip(ep["images"], ep["state"], ep["step"], ep["captions"])):
             text, _ = _caption(built, img, st, task.instruction, f)
             n += 1
@@ -114,15 +115,21 @@ def audit_expert_frames(built, task_name: str, episodes: list[dict]) -> dict:
             if text != task.done:
                 continue
             claims += 1
-            s = ep["success_step"]
             if s is None or step < s:
                 before += 1
             if s is None or step < s - SLACK_STEPS:
-                early += 1
-                early_stages[cap] = early_stages.get(cap, 0) + 1
+                false += 1
+                false_stages[cap] = false_stages.get(cap, 0) + 1
     return {"frames": n, "stage_accuracy": right / n if n else None, "claims": claims,
-            "claims_before_success": before, "claims_false": early,
-            "false_claims_by_true_stage": early_stages}
+            "claims_before_success": before, "claims_false": false,
+            "false_claims_by_true_stage": false_stages}
+
+
+def audit_expert_frames(built, task_name: str, episodes: list[dict]) -> dict:
+    """The policy's captions on the expert's recorded frames."""
+    from . import get_task
+
+    return _score_captions(built, get_task(task_name), episodes)
 
 
 def audit_own_frames(built, task_name: str, seeds: list[int], replan: int = 4) -> dict:
@@ -179,27 +186,13 @@ def audit_missing_frames(built, task_name: str, seeds: list[int], max_steps: int
 
     task = get_task(task_name)
     env = SimEnv(task)
-    claims = false = right = n = 0
-    false_stages: dict[str, int] = {}
     try:
-        for seed in seeds:
-            ep = record_episode(env, seed, 2, aim_offset=miss_offset(seed), max_steps=max_steps)
-            s = ep["success_step"]
-            for f, (img, st, step, cap) in enumerate(zip(ep["images"], ep["state"], ep["step"],
-                                                         ep["captions"])):
-                text, _ = _caption(built, img, st, task.instruction, f)
-                n += 1
-                right += text == cap
-                if text != task.done:
-                    continue
-                claims += 1
-                if s is None or step < s - SLACK_STEPS:
-                    false += 1
-                    false_stages[cap] = false_stages.get(cap, 0) + 1
+        r = _score_captions(built, task, (record_episode(env, seed, 2, aim_offset=miss_offset(seed),
+                                                         max_steps=max_steps) for seed in seeds))
     finally:
         env.close()
-    return {"episodes": len(seeds), "frames": n, "stage_accuracy": right / n if n else None,
-            "claims": claims, "claims_false": false, "false_claims_by_true_stage": false_stages}
+    return {"episodes": len(seeds), **{k: r[k] for k in ("frames", "stage_accuracy", "claims", "claims_false",
+                                                          "false_claims_by_true_stage")}}
 
 
 def completion_pixels(task_name: str, seeds: list[int], threshold: int = 30) -> dict:
@@ -249,7 +242,7 @@ def _ns(stamp) -> int:
 
 
 def bag_false_claims(bag: str | Path) -> list[dict]:
-    """Every false completion claim in an oxygen-sim-eval bag (metrics.claim_is_true), with the
+    """Every false completion claim in an oxygen-sim eval bag (metrics.claim_is_true), with the
     hand's offset from the object at the claim's source observation."""
     import bisect
 
@@ -303,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--checkpoint", default=None)
-    p.add_argument("--bag", default=None, help="list the false claims of an oxygen-sim-eval bag")
+    p.add_argument("--bag", default=None, help="list the false claims of an oxygen-sim eval bag")
     p.add_argument("--episodes", type=int, default=10, help="episodes per task and check")
     p.add_argument("--tasks", default="all")
     p.add_argument("--replan", type=int, default=4)
@@ -355,7 +348,3 @@ def main(argv: list[str] | None = None) -> int:
         Path(a.out).parent.mkdir(parents=True, exist_ok=True)
         Path(a.out).write_text(json.dumps(result, indent=2, default=_plain))
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

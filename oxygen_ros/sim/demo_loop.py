@@ -4,7 +4,7 @@ Each frame renders the task's camera, feeds it with the arm's state and the task
 the engine (the demo's mode, k, N: memory requests run alongside control), and plays the served
 chunk's first `replan` absolute targets, each held for ACTION_PERIOD_STEPS control steps (the
 rate the policy was trained at). The simulator waits for the model here (offline_eval's timing);
-the node and oxygen-sim-eval run it on the wall clock. Per frame it prints the true stage
+the node and oxygen-sim eval run it on the wall clock. Per frame it prints the true stage
 caption (computed from the simulator's state), the newest finished memory text and the first
 target; per episode, success. Layout seeds are offline_eval's held-out range (never recorded).
 """

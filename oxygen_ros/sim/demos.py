@@ -1,6 +1,6 @@
 """Record scripted-expert demonstrations into a dataset file (oxygen_ros/sim/dataset.py).
 
-    python -m oxygen_ros.sim.demos --episodes 100 --seed 0 --out data/sim_demos.npz
+    oxygen-sim demos --episodes 100 --seed 0 --out data/sim_demos.npz
 
 Each episode: a new layout from its own seed, then every `frame_stride` control steps the camera
 image, the state, the expert's ABSOLUTE target (env.expert_target: target_from_expert of the
@@ -236,7 +236,3 @@ def main(argv: list[str] | None = None) -> int:
     out = demos.save(a.out)
     print(json.dumps({"out": str(out), **summary}, indent=2))
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
 from .tasks import ALL_TASKS
 
@@ -22,20 +22,24 @@ class Episode:
     instruction: str
 
 
-def schedule(tasks: Sequence[str], episodes_per_task: int, base_seed: int = 0) -> list[Episode]:
-    """The run's episodes in order (task-major)."""
+def schedule(tasks: Sequence[str], episodes_per_task: int, base_seed: int = 0,
+             known: Mapping[str, Any] = ALL_TASKS) -> list[Episode]:
+    """The run's episodes in order (task-major), `tasks` among `known` (name -> a task with its
+    `instruction`: Meta-World's by default, aloha/tasks.py's for the bimanual robot); the task
+    index of the seed is the task's place in `known`, so a run of one task sees the same layouts
+    as a run of several."""
     if episodes_per_task < 1:
         raise ValueError(f"episodes_per_task must be >= 1, got {episodes_per_task}")
     if not tasks:
         raise ValueError("no tasks")
-    unknown = [t for t in tasks if t not in ALL_TASKS]
+    unknown = [t for t in tasks if t not in known]
     if unknown:
-        raise ValueError(f"unknown tasks {unknown}; known: {', '.join(ALL_TASKS)}")
+        raise ValueError(f"unknown tasks {unknown}; known: {', '.join(known)}")
     out: list[Episode] = []
-    for ti, name in enumerate(tasks):
-        task_index = list(ALL_TASKS).index(name)
+    for name in tasks:
+        task_index = list(known).index(name)
         for e in range(episodes_per_task):
-            out.append(Episode(len(out), name, base_seed + 1000 * task_index + e, ALL_TASKS[name].instruction))
+            out.append(Episode(len(out), name, base_seed + 1000 * task_index + e, known[name].instruction))
     return out
 
 

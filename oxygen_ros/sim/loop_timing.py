@@ -1,6 +1,6 @@
-"""What limited a closed-loop run, from its bag (oxygen-sim-eval's bags/<setting>/).
+"""What limited a closed-loop run, from its bag (oxygen-sim eval's bags/<setting>/).
 
-    python -m oxygen_ros.sim.loop_timing BAG [BAG ...] [--episodes]
+    oxygen-sim loop-timing BAG [BAG ...] [--episodes]
 
 1. The chunks' timing: observation -> chunk latency (a chunk's log time minus its observation
    stamp), the period between chunks, and the share of control ticks whose newest chunk was
@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import bisect
 import json
-import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -136,7 +135,7 @@ def summary(starts: list[Start]) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m oxygen_ros.sim.loop_timing", description=__doc__,
+    p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("bags", nargs="+")
     p.add_argument("--episodes", action="store_true", help="also print every episode")
@@ -152,7 +151,3 @@ def main(argv: list[str] | None = None) -> int:
             report[str(bag)]["starts"] = [{**asdict(s), "held": s.held} for s in starts]
     print(json.dumps(report, indent=1))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

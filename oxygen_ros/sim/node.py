@@ -35,8 +35,9 @@ from __future__ import annotations
 import json
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 from rclpy.node import Node
@@ -50,7 +51,7 @@ from oxygen_ros.robot.values import joint_state_to_vector
 
 from .env import CAMERAS, CONTROL_PERIOD_S, DEFAULT_CAMERA, DEFAULT_IMAGE_SIZE, GAIN, JOINT_NAMES, SimEnv
 from .episodes import Episode, Status, schedule
-from .render_worker import RenderWorker
+from .loop_node import SimLoopNode
 from .tasks import TASKS
 
 RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
@@ -65,6 +66,25 @@ LATCHED = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, history=Hi
 #   state-swapped  the joint state's ee_x and ee_y values exchanged under the right names (a wrong
 #                  joint mapping); commands are still read by name
 FAULTS = ("", "bgr", "state-swapped")
+
+
+@contextmanager
+def spinning(sim: Any, nodes: list[Node], executor: Any) -> Iterator[None]:
+    """`nodes` (a sim node among them) spun by `executor` in a thread for the block; after it the
+    sim stopped, the executor shut down, its thread joined (a spin thread still inside rcl at exit
+    aborts the process) and every node destroyed. The caller owns rclpy's init and shutdown."""
+    for n in nodes:
+        executor.add_node(n)
+    spin = threading.Thread(target=executor.spin, daemon=True)
+    spin.start()
+    try:
+        yield
+    finally:
+        sim.stop()
+        executor.shutdown(timeout_sec=1.0)
+        spin.join(timeout=5.0)
+        for n in nodes:
+            n.destroy_node()
 
 
 @dataclass(frozen=True)
@@ -129,22 +149,14 @@ class RunStats:
     results: list = field(default_factory=list)  # final Status of each episode
 
 
-class SimNode(Node):
+class SimNode(SimLoopNode):
     """Runs `config`'s episodes on the wall clock; `finished` is set after the last one."""
 
     def __init__(self, config: SimConfig = SimConfig(), *, context: Any = None,
                  node_name: str = "sim", on_status: Callable[[Status], None] | None = None) -> None:
-        super().__init__(node_name, context=context)
-        self.config = config
-        self.episodes: list[Episode] = schedule(config.tasks, config.episodes_per_task, config.base_seed)
-        self.stats = RunStats()
-        self.finished = threading.Event()
-        self._on_status = on_status
-        self._stop = threading.Event()
-        self._lock = threading.Lock()
-        self._target: np.ndarray | None = None  # newest command, robot units
-        self._envs: dict[str, SimEnv] = {}
-        self._warned: dict[str, float] = {}
+        super().__init__(node_name, config,
+                         schedule(config.tasks, config.episodes_per_task, config.base_seed), RunStats(),
+                         context=context, on_status=on_status)
         self._pub_image = self.create_publisher(Image, config.image_topic, qos_profile_sensor_data)
         self._pub_joints = self.create_publisher(JointState, config.joint_state_topic, RELIABLE)
         self._pub_status = self.create_publisher(String, config.episode_topic, STATUS_QOS)
@@ -153,70 +165,13 @@ class SimNode(Node):
         self._pub_priv = (self.create_publisher(String, config.privileged_topic, RELIABLE)
                           if config.privileged else None)
         self.create_subscription(JointState, config.command_topic, self._command_cb, RELIABLE)
-        self._thread: threading.Thread | None = None
-        self._render: RenderWorker | None = None
         self._last_image: Image | None = None
-        self._ready: threading.Event | None = None
-        self._ready_timeout_s = 300.0
-        self.error = ""  # why the run ended early ("" = it did not)
 
-    # -- commands (callback: check and store only) ------------------------------------------------
-    def _command_cb(self, msg: JointState) -> None:
-        try:
-            target = joint_state_to_vector(msg, JOINT_NAMES).astype(np.float64)
-        except ValueError as exc:
-            self.stats.bad_commands += 1
-            self._warn("command", f"command refused: {exc}")
-            return
-        with self._lock:
-            self._target = target
-            self.stats.commands += 1
+    def _check_command(self, msg: JointState) -> np.ndarray:
+        return joint_state_to_vector(msg, JOINT_NAMES).astype(np.float64)
 
-    def _warn(self, key: str, text: str, every_s: float = 2.0) -> None:
-        now = time.monotonic()
-        if now - self._warned.get(key, -1e9) >= every_s:
-            self._warned[key] = now
-            self.get_logger().warning(text)
-
-    # -- the loop ----------------------------------------------------------------------------------
-    def start(self, ready: threading.Event | None = None, ready_timeout_s: float = 300.0) -> None:
-        """Make the simulators (slow: Meta-World builds each scene) and start the loop thread.
-        With `ready`, the first episode's scene is published (the robot holding still) until it
-        is set, e.g. by the policy's first output: a policy's start-up is not the episode's time.
-        Not set within `ready_timeout_s`: the run ends with no episode (`error` says why)."""
-        self._ready, self._ready_timeout_s = ready, ready_timeout_s
-        for name in dict.fromkeys(self.config.tasks):
-            self._envs[name] = SimEnv(name, self.config.image_size, self.config.camera, self.config.gain)
-        self._render = RenderWorker(self._deliver_image)
-        self._thread = threading.Thread(target=self._run, name="sim-loop", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout=5.0)
-        if self._render is not None:
-            self._render.close()
-            self._render = None
-        for env in self._envs.values():
-            env.close()
-        self._envs.clear()
-
-    def _run(self) -> None:
-        try:
-            for episode in self.episodes:
-                if self._stop.is_set():
-                    break
-                self._episode(episode)
-        except Exception as exc:  # noqa: BLE001 - the loop thread must say why it ended
-            self.error = f"simulation loop failed: {type(exc).__name__}: {exc}"
-            self.get_logger().error(self.error)
-            raise
-        finally:
-            self.finished.set()
-
-    def _stamp(self) -> Time:
-        return self.get_clock().now().to_msg()
+    def _make_env(self, task: str) -> SimEnv:
+        return SimEnv(task, self.config.image_size, self.config.camera, self.config.gain)
 
     def _episode(self, ep: Episode) -> None:
         cfg = self.config
@@ -313,7 +268,7 @@ class SimNode(Node):
             raise RuntimeError(f"rendering failed: {self._render.error}") from self._render.error
         return self._last_image
 
-    def _deliver_image(self, rgb: np.ndarray, stamp: Time | None, tag: object) -> None:
+    def _deliver(self, rgb: np.ndarray, stamp: Time | None, tag: object) -> None:
         """In the render thread: publish a drawn image (stamp None: keep it for the caller)."""
         msg = self._image_msg(rgb)
         stats = self.stats

@@ -1,7 +1,7 @@
 """Offline checks of a trained simulator policy, served by the engine exactly as the node does
 (robot/build.py build_engine on the checkpoint folder), without ROS and without wall-clock timing.
 
-    python -m oxygen_ros.sim.offline_eval --checkpoint checkpoints/sim-policy \
+    oxygen-sim offline-eval --checkpoint checkpoints/sim-policy \
         --data data/sim_demos.npz --frames 200 --episodes 10
 
 - open loop: on held-out demonstration frames (the episodes training.json lists as held out),
@@ -38,7 +38,7 @@ def load_policy(checkpoint: str | Path, memory: bool = False, denoise_steps: int
 
 def open_loop(checkpoint: str | Path, data: str | Path, frames: int = 200, seed: int = 0) -> dict:
     """Served chunks and memory texts on held-out frames against the demonstrations."""
-    from ..cli.demo import collect_requests
+    from ..bench.compare import collect_requests
     from .dataset import Demos
 
     demos = Demos.load(data)
@@ -90,7 +90,7 @@ def open_loop(checkpoint: str | Path, data: str | Path, frames: int = 200, seed:
 def _missing_captions(built, demos, frames_idx: np.ndarray, frames: int) -> dict | None:
     """On held-out caption-only frames (the expert aiming beside the object): how often the
     memory text is the frame's caption, and how often it claims success that did not happen."""
-    from ..cli.demo import collect_requests
+    from ..bench.compare import collect_requests
     from .tasks import get_task
 
     if not len(frames_idx):
@@ -194,7 +194,3 @@ def main(argv: list[str] | None = None) -> int:
     if a.out:
         Path(a.out).write_text(json.dumps(result, indent=2))
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

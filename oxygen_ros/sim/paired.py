@@ -1,9 +1,9 @@
-"""Time to success, paired by layout: two settings of one oxygen-sim-eval run, compared episode
+"""Time to success, paired by layout: two settings of one oxygen-sim eval run, compared episode
 for episode (the same seed in both, both succeeded).
 
-    python -m oxygen_ros.sim.paired EVAL_LOG [--a SETTING] [--b SETTING]
+    oxygen-sim paired EVAL_LOG [--a SETTING] [--b SETTING]
 
-EVAL_LOG is oxygen-sim-eval's output (one line per episode: `[setting] episode N task success
+EVAL_LOG is oxygen-sim eval's output (one line per episode: `[setting] episode N task success
 T s`). Medians over different sets of successes compare different layouts (a setting that also
 succeeds on hard layouts has a longer median); pairing compares like with like. Per task: the
 pairs, each setting's median, the median per-episode difference (b - a, seconds; negative: b
@@ -65,8 +65,8 @@ def pair(a: dict[int, tuple[str, bool, float]], b: dict[int, tuple[str, bool, fl
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m oxygen_ros.sim.paired", description=__doc__.split("\n")[0])
-    p.add_argument("log", type=Path, help="oxygen-sim-eval's output")
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("log", type=Path, help="oxygen-sim eval's output")
     p.add_argument("--a", default="", help="the reference setting (default: the first in the log)")
     p.add_argument("--b", default="", help="the compared setting (default: the second)")
     args = p.parse_args(argv)
@@ -79,7 +79,3 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps({"a": a, "b": b, "tasks": [asdict(r) for r in pair(runs[a], runs[b])]},
                      indent=1))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

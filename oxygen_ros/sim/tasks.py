@@ -117,7 +117,7 @@ class Task:
 # (door-lock: forward-down in 8 of 20 layouts; in handle-press, coffee-button and drawer-close a
 # fixed motion or standing still does it in most layouts: BLIND_SOLVABLE), though no task needs
 # vision entirely: Meta-World places objects within about 16 x 7 cm, and the scripted expert's
-# mean trajectory replayed blind succeeds in 8-12 of 20 layouts (`python -m oxygen_ros.sim.blind
+# mean trajectory replayed blind succeeds in 8-12 of 20 layouts (`oxygen-sim blind
 # --episodes 20`; docs/simulation.md has the table). door-lock and door-unlock share a scene:
 # only the instruction tells them apart.
 # Horizons: 2.5-3.2x the scripted expert's longest episode (20 layouts: 75, 96, 82, 120 steps),

@@ -1,6 +1,6 @@
 """Train the simulator policy (oxygen_ros/sim/policy.py) on recorded demonstrations, on the CPU.
 
-    python -m oxygen_ros.sim.train --data data/sim_demos.npz --out checkpoints/sim-policy
+    oxygen-sim train --data data/sim_demos.npz --out checkpoints/sim-policy
 
 Flow matching on the action chunks plus cross-entropy on the stage captions
 (oxygen_ros/sim/train_forward.py), AdamW with a linear warm-up and a cosine decay, normalisation
@@ -220,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
                                   ("depth", a.depth), ("patch", a.patch), ("horizon", a.horizon),
                                   ("max_prompt_tokens", a.max_prompt_tokens))
                 if v is not None}
-    command = "python -m oxygen_ros.sim.train " + " ".join(shlex.quote(x) for x in
+    command = "oxygen-sim train " + " ".join(shlex.quote(x) for x in
                                                             (argv if argv is not None else sys.argv[1:]))
     summary = train(a.data, a.out, a.epochs, a.batch_size, a.lr, a.weight_decay, a.warmup, a.seed,
                     a.held_out, a.caption_weight, a.threads, max_minutes=a.max_minutes,
@@ -228,7 +228,3 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps({k: summary[k] for k in ("steps", "epochs", "seconds", "final",
                                                "stopped_early")}, indent=2))
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -206,7 +206,8 @@ def test_starvla_floor_no_longer_refused_mixed_still_is(capsys):
     kv-layerwise expert beside StarVLA heads is refused with the reason (since StarVLA is a
     named family: when the config is made, before the floor or the engine see it); --heads
     refuses what does not fit."""
-    from oxygen_ros.bench.floor import main, no_floor_reason, with_heads
+    from oxygen_ros.bench.floor import no_floor_reason, with_heads
+    from oxygen_ros.bench.suite.floor import main
     from oxygen_ros.engine.config import STARVLA_TINY_PI_V3
 
     for name in ("starvla-tiny", "starvla-tiny-e3", "starvla-tiny-e4", "starvla"):

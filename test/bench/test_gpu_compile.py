@@ -1,4 +1,4 @@
-"""bench/gpu_compile.py: the engine's Triton kernels compiled ahead of time for Hopper (sm_90) and
+"""bench/suite/gpu_compile.py (oxygen-bench gpu-compile): the engine's Triton kernels compiled ahead of time for Hopper (sm_90) and
 Thor (sm_110) with no GPU and no driver (triton's bundled ptxas), resources read back. Run in a
 process of its own (as CI's other Triton tests) so no interpreter setting leaks in either way;
 triton's cache makes a second run take seconds."""
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from oxygen_ros.bench.gpu_compile import MAX_SHARED, Result, attention_shapes
+from oxygen_ros.bench.suite.gpu_compile import MAX_SHARED, Result, attention_shapes
 from oxygen_ros.engine.config import PRESETS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -31,7 +31,7 @@ def test_engine_kernels_compile_for_sm90_and_sm110_without_spills(tmp_path):
     combines, query-tiled). Every preset and target, fp16 and float32:
     benchmarks/results/gpu-compile/ (the suite's time allows this much)."""
     out = tmp_path / "r.json"
-    proc = _run("-m", "oxygen_ros.bench.gpu_compile", "--arch", "sm_90,sm_110",
+    proc = _run("-m", "oxygen_ros.cli.bench", "gpu-compile", "--arch", "sm_90,sm_110",
                 "--dtype", "bfloat16", "--presets", "pi05", "--json", str(out))
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
     rows = json.loads(out.read_text())
@@ -47,7 +47,7 @@ def test_a_spilling_tile_is_caught():
     """A float32 tile four times the chosen one (64 rows x 256 dims, the bf16 row count) spills:
     the check the tool relies on sees it (cuobjdump's local memory and stack)."""
     code = ("import torch\n"
-            "from oxygen_ros.bench.gpu_compile import compile_one, spill_bytes\n"
+            "from oxygen_ros.bench.suite.gpu_compile import compile_one, spill_bytes\n"
             "from oxygen_ros.engine.runner.attention.triton_paged import tiled_launch\n"
             "big = tiled_launch(8, 1, 256, 16, torch.float32, block_m=8, block_n=32)\n"
             "print(spill_bytes(compile_one(90, big, torch.float32)[0]))\n")

@@ -7,7 +7,8 @@ import json
 from oxygen_ros.engine.config import PRESETS, EngineConfig
 from oxygen_ros.engine.core.engine import Engine
 from oxygen_ros.engine.core.kv import KVManager
-from oxygen_ros.bench.profile import action_path_ms, kv_replay, linear_layouts, main
+from oxygen_ros.bench.profile import action_path_ms, kv_replay, linear_layouts
+from oxygen_ros.bench.suite.profile import main
 from oxygen_ros.engine.core.synthetic import SyntheticStream
 
 

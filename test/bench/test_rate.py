@@ -1,4 +1,4 @@
-"""python -m oxygen_ros.bench.rate on the tiny preset: the table and JSON rows a user gets, with
+"""oxygen-bench rate on the tiny preset: the table and JSON rows a user gets, with
 an impossible target reported as infeasible (the bench is a benchmark: no wall-clock goal here)."""
 import json
 import os
@@ -13,7 +13,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_rate_bench_rows_and_table():
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.run([sys.executable, "-m", "oxygen_ros.bench.rate", "--preset", "tiny",
+    proc = subprocess.run([sys.executable, "-m", "oxygen_ros.cli.bench", "rate", "--preset", "tiny",
                            "--targets", "20,9000", "--k-max", "6", "--N", "9", "--frames", "6",
                            "--warmup", "6", "--threads", "1", "--json"],
                           capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
@@ -34,7 +34,7 @@ def test_rate_bench_rows_and_table():
 
 
 def test_targets_the_engine_would_refuse_are_refused_at_the_cli():
-    from oxygen_ros.bench.rate import main
+    from oxygen_ros.bench.suite.rate import main
 
     for bad in ("20000", "0", "2,x", "nan"):
         with pytest.raises(SystemExit) as exc:

@@ -82,10 +82,10 @@ def test_config_has_every_parameter_and_only_those():
 
 def test_config_and_docs_are_generated_from_the_table():
     """config/oxygen.yaml and the docs' parameter table are what the table generates (names,
-    defaults, ranges, live / configure, meanings): python -m oxygen_ros.node.param_files --write."""
+    defaults, ranges, live / configure, meanings): oxygen-dev param-files --write."""
     from oxygen_ros.node import param_files as F
 
-    assert F.outdated() == [], "run: python -m oxygen_ros.node.param_files --write"
+    assert F.outdated() == [], "run: oxygen-dev param-files --write"
     params = yaml.safe_load(CONFIG.read_text())["/**"]["ros__parameters"]
     for name, value in params.items():
         want = P.SPECS[name].default

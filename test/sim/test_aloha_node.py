@@ -3,7 +3,6 @@ named joint states every physics step, commands by name (refused when incomplete
 from __future__ import annotations
 
 import importlib.util
-import threading
 import time
 
 import numpy as np
@@ -50,6 +49,7 @@ def test_schedule_seeds_do_not_depend_on_the_other_tasks():
 def test_topics_of_the_bimanual_robot(ctx, fault):
     from oxygen_ros.sim.aloha.env import JOINT_NAMES
     from oxygen_ros.sim.aloha.node import AlohaSimConfig, AlohaSimNode
+    from oxygen_ros.sim.node import spinning
 
     cfg = AlohaSimConfig(tasks=("transfer-cube",), episodes_per_task=1, reset_hold_s=0.2, image_size=32,
                          real_time_factor=0.5, fault=fault)
@@ -63,12 +63,7 @@ def test_topics_of_the_bimanual_robot(ctx, fault):
     lis.create_subscription(JointState, cfg.joint_state_topic, joints.append, 1000)
     lis.create_subscription(String, cfg.episode_topic, lambda m: status.append(m.data), 100)
     pub = lis.create_publisher(JointState, cfg.command_topic, 10)
-    ex = SingleThreadedExecutor(context=ctx)
-    ex.add_node(sim)
-    ex.add_node(lis)
-    spin = threading.Thread(target=ex.spin, daemon=True)
-    spin.start()
-    try:
+    with spinning(sim, [sim, lis], SingleThreadedExecutor(context=ctx)):
         time.sleep(0.3)
         sim.start()
         time.sleep(1.0)
@@ -78,12 +73,6 @@ def test_topics_of_the_bimanual_robot(ctx, fault):
         target[7] = 0.25
         pub.publish(JointState(name=list(JOINT_NAMES), position=target.tolist()))
         time.sleep(1.5)
-    finally:
-        sim.stop()
-        ex.shutdown(timeout_sec=1.0)
-        spin.join(timeout=5.0)
-        sim.destroy_node()
-        lis.destroy_node()
     assert sim.stats.bad_commands == 1 and sim.stats.commands == 1
     assert all(len(v) > 3 for v in images.values()), {k: len(v) for k, v in images.items()}
     top = images["top"][-1]
@@ -101,7 +90,7 @@ def test_topics_of_the_bimanual_robot(ctx, fault):
 
 
 def test_the_evaluation_wires_the_node_to_the_bimanual_robot(tmp_path):
-    """oxygen-sim-eval --robot aloha: three camera topics in the policy's order, the 14 joint
+    """oxygen-sim eval --robot aloha: three camera topics in the policy's order, the 14 joint
     names, the robot's own faults; Meta-World's settings unchanged."""
     from oxygen_ros.cli.sim_eval import make_sim_config, parse_args
     from oxygen_ros.sim.aloha.env import JOINT_NAMES

@@ -6,7 +6,7 @@ target. ROS simulated time (use_sim_time, the clock set to the sim's) stands in 
 clock, so the sim waits for the node and the episode does not depend on how loaded the machine
 is (deterministic: one thread, the engine's seed). Checked by hand: fed a black image instead of
 the camera, the same episode times out in stage 0; button pressing is easy enough that BGR
-images or swapped x/y state still succeed here (oxygen-sim-eval's fault settings measure those)."""
+images or swapped x/y state still succeed here (oxygen-sim eval's fault settings measure those)."""
 from __future__ import annotations
 
 import time

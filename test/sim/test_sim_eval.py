@@ -1,4 +1,4 @@
-"""oxygen-sim-eval's parts: settings, Wilson intervals, progress curves, memory checks, the table;
+"""oxygen-sim eval's parts: settings, Wilson intervals, progress curves, memory checks, the table;
 and one run of the expert setting end to end (in-process, through the sim's topics)."""
 from __future__ import annotations
 

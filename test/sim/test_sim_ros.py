@@ -3,8 +3,6 @@ succeeds through the command topic; without commands the robot holds still and t
 out on the wall clock."""
 from __future__ import annotations
 
-import json
-import threading
 import time
 
 import numpy as np
@@ -41,7 +39,7 @@ class Listener:
 
 
 def run(ctx, cfg, with_expert: bool, limit_s: float):
-    from oxygen_ros.sim.node import SimNode
+    from oxygen_ros.sim.node import SimNode, spinning
 
     sim = SimNode(cfg, context=ctx)
     listener = Listener(ctx)
@@ -50,24 +48,13 @@ def run(ctx, cfg, with_expert: bool, limit_s: float):
         from oxygen_ros.sim.expert import ExpertNode
 
         nodes.append(ExpertNode(context=ctx))
-    executor = MultiThreadedExecutor(num_threads=2, context=ctx)
-    for n in nodes:
-        executor.add_node(n)
-    spin = threading.Thread(target=executor.spin, daemon=True)
-    spin.start()
-    try:
+    with spinning(sim, nodes, MultiThreadedExecutor(num_threads=2, context=ctx)):
         time.sleep(0.3)  # discovery before the first episode's messages
         sim.start()
         t0 = time.monotonic()
         assert sim.finished.wait(limit_s), "episodes did not end in time"
         elapsed = time.monotonic() - t0
         time.sleep(0.2)  # the last messages reach the listener
-    finally:
-        sim.stop()
-        executor.shutdown(timeout_sec=1.0)
-        spin.join(timeout=5.0)
-        for n in nodes:
-            n.destroy_node()
     return sim, listener, elapsed
 
 

@@ -1,3 +1,4 @@
-"""The benchmarks that run the node, a soak or one measurement each (registered in
-bench/registry.py: `oxygen-bench <name>`); their results are committed under benchmarks/results/
-and described in docs/benchmarks.md."""
+"""The benchmarks, one module each with `main(argv)`, each registered by name in
+bench/registry.py and run as `oxygen-bench <name>` (node_process.py: the node benchmarks'
+helper, not one). Their results are committed under benchmarks/results/ and described in
+docs/benchmarks.md."""

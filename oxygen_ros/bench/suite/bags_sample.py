@@ -18,14 +18,14 @@ from __future__ import annotations
 import argparse
 import math
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 
 from .node_process import (
-    close_client, feed, fresh_work_dir, spin_client, start_node, stop_node)
+    close_client, feed, fresh_work_dir, recording_params, run_shown, sensor_feeder, spin_client, start_node,
+    stop_node)
 
 ROOT = Path(__file__).resolve().parents[3]  # the repository
 JOINTS = [f"joint_{i}" for i in range(1, 7)]
@@ -37,33 +37,21 @@ TOPICS = ["/camera/image_raw", "/joint_states", "/teleop/joint_command", "/oxyge
           "/oxygen/ask", "/oxygen/instruction", "/diagnostics"]
 
 
-def run(cmd: list[str], cwd: Path) -> None:
-    print("$ " + " ".join(cmd), flush=True)
-    subprocess.run(cmd, cwd=cwd, check=False)
-
-
 def positions(t: float) -> list[float]:
     return [0.3 * math.sin(0.8 * t + j) for j in range(len(JOINTS))]
 
 
 def record(bag: Path, seconds: float) -> None:
-    import rclpy
-    from rclpy.qos import qos_profile_sensor_data
-    from sensor_msgs.msg import Image, JointState
+    from sensor_msgs.msg import JointState
     from std_msgs.msg import String
     from trajectory_msgs.msg import JointTrajectory
 
     from oxygen_ros.node import conversions as conv
 
-    params = ["autostart:=true", "record.enabled:=true", f"record.path:={bag}",
-              "record.topics:=[" + ",".join(TOPICS) + "]", *NODE_SETTINGS]
-    node_proc = start_node(params)
-    rclpy.init()
-    node = rclpy.create_node("bags_sample_feeder")
+    node_proc = start_node(recording_params(bag, TOPICS, NODE_SETTINGS))
+    node, img_pub, js_pub = sensor_feeder("bags_sample_feeder")
     chunks: list = []
     node.create_subscription(JointTrajectory, "/oxygen/action_chunk", chunks.append, 10)
-    img_pub = node.create_publisher(Image, "/camera/image_raw", qos_profile_sensor_data)
-    js_pub = node.create_publisher(JointState, "/joint_states", 10)
     ref_pub = node.create_publisher(JointState, "/teleop/joint_command", 10)
     ask_pub = node.create_publisher(String, "/oxygen/ask", 10)
     ex = spin_client(node)
@@ -99,15 +87,11 @@ def main(argv: list[str] | None = None) -> int:
     record(work / "run", args.seconds)
     py = sys.executable
     # relative paths: the reports name the bags as the commands did
-    run([py, "-m", "oxygen_ros.cli.eval", "run", "--out", str(out / "eval")], work)
+    run_shown([py, "-m", "oxygen_ros.cli.eval", "run", "--out", str(out / "eval")], work)
     for mode, name in (("oxygen", "oxy"), ("isolated", "iso")):
-        run([py, "-m", "oxygen_ros.cli.replay", "run", "--mode", mode, *REPLAY_SETTINGS,
+        run_shown([py, "-m", "oxygen_ros.cli.replay", "run", "--mode", mode, *REPLAY_SETTINGS,
              "--reference-topic", "/teleop/joint_command", "--out", name, "--quiet", "--json"], work)
-    run([py, "-m", "oxygen_ros.cli.eval", "oxy", "iso", "--out", str(out / "compare"), "--no-plots"], work)
+    run_shown([py, "-m", "oxygen_ros.cli.eval", "oxy", "iso", "--out", str(out / "compare"), "--no-plots"], work)
     for name in ("oxy", "iso"):
         shutil.copytree(work / f"{name}-score", out / f"{name}-score", dirs_exist_ok=True)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

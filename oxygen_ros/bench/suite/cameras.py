@@ -357,7 +357,3 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(text)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

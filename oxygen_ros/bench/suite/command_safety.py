@@ -13,14 +13,14 @@ plots of both runs. The bags stay under <out>/work/ (not meant to be committed).
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 
 from .node_process import (
-    close_client, feed, fresh_work_dir, spin_client, start_node, stop_node)
+    close_client, feed, fresh_work_dir, recording_params, run_shown, sensor_feeder, spin_client, start_node,
+    stop_node)
 
 ROOT = Path(__file__).resolve().parents[3]  # the repository
 JOINTS = [f"joint_{i}" for i in range(1, 7)]
@@ -34,21 +34,14 @@ TOPICS = ["/joint_states", "/oxygen/joint_command", "/oxygen/action_chunk", "/ox
 
 
 def record(bag: Path, seconds: float, extra: list[str]) -> None:
-    import rclpy
-    from rclpy.qos import qos_profile_sensor_data
-    from sensor_msgs.msg import Image, JointState
+    from sensor_msgs.msg import JointState
 
     from oxygen_ros.node import conversions as conv
 
-    params = ["autostart:=true", "record.enabled:=true", f"record.path:={bag}",
-              "record.topics:=[" + ",".join(TOPICS) + "]", *SETTINGS, *extra]
-    proc = start_node(params)
-    rclpy.init()
-    node = rclpy.create_node("command_safety_feeder")
+    proc = start_node(recording_params(bag, TOPICS, [*SETTINGS, *extra]))
+    node, img_pub, js_pub = sensor_feeder("command_safety_feeder")
     commands: list = []
     node.create_subscription(JointState, "/oxygen/joint_command", commands.append, 100)
-    img_pub = node.create_publisher(Image, "/camera/image_raw", qos_profile_sensor_data)
-    js_pub = node.create_publisher(JointState, "/joint_states", 10)
     ex = spin_client(node)
     base = np.random.default_rng(0).integers(0, 255, (480, 640, 3), dtype=np.uint8)
 
@@ -107,11 +100,5 @@ def main(argv: list[str] | None = None) -> int:
         print(line, flush=True)
         lines.append(line)
     (out / "summary.txt").write_text("\n".join(lines) + "\n")
-    cmd = [sys.executable, "-m", "oxygen_ros.cli.eval", *runs, "--out", str(out / "eval")]
-    print("$ " + " ".join(cmd), flush=True)
-    subprocess.run(cmd, cwd=work, check=False)
+    run_shown([sys.executable, "-m", "oxygen_ros.cli.eval", *runs, "--out", str(out / "eval")], work)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

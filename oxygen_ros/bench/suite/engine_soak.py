@@ -71,7 +71,3 @@ def main(argv: list[str] | None = None) -> None:
         "live_requests_per_frame": (end["live_requests"] - warm["live_requests"]) / span,
         "traced_bytes_per_frame": (end["traced_bytes"] - warm["traced_bytes"]) / span,
     }))
-
-
-if __name__ == "__main__":
-    main()

@@ -369,8 +369,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.child:
         _child(args.child[0], args.child[1], args.threads, args.frames, params)
         return 0
+    from oxygen_ros.bench.registry import child_command
     from oxygen_ros.bench.timing import peak_rss_bytes
-    from oxygen_ros.cli.inspect_checkpoint import main as inspect_main
 
     print(f"$ oxygen-bench full-size {' '.join(argv if argv is not None else sys.argv[1:])}")
     print(f"loadavg before: {_machine()}; {os.cpu_count()} CPUs", flush=True)
@@ -387,11 +387,11 @@ def main(argv: list[str] | None = None) -> int:
                   f"model.safetensors {w['file_bytes'] / 1e9:.2f} GB in {w['write_s']:.0f} s; the "
                   f"writer's peak RSS {peak_rss_bytes() / 2**30:.2f} GiB", flush=True)
         print(f"\n$ oxygen-inspect {folder} --tokenizer {tokenizer}", flush=True)
-        inspect_status = inspect_main([str(folder), "--tokenizer", str(tokenizer)])
-        sys.stdout.flush()
-        cmd = [sys.executable, "-m", "oxygen_ros.bench.suite.full_size", "--child", str(folder),
-               str(tokenizer), "--threads", str(args.threads), "--frames", str(args.frames),
-               *(["--node"] if args.node else []), *(f"--param={item}" for item in args.param)]
+        # the command itself (cli/ is the commands' layer, not a library to import)
+        inspect_status = subprocess.run([sys.executable, "-m", "oxygen_ros.cli.inspect_checkpoint",
+                                         str(folder), "--tokenizer", str(tokenizer)]).returncode
+        cmd = [*child_command("oxygen_ros.bench.suite.full_size:main", "--child", str(folder), str(tokenizer)),
+               "--threads", str(args.threads), "--frames", str(args.frames), *(["--node"] if args.node else []), *(f"--param={item}" for item in args.param)]
         t0 = time.perf_counter()
         # the child's stderr holds the loader's progress bar: shown only when the child fails
         proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -412,7 +412,3 @@ def main(argv: list[str] | None = None) -> int:
             if args.dir:
                 shutil.rmtree(tokenizer, ignore_errors=True)
     return status
-
-
-if __name__ == "__main__":
-    sys.exit(main())

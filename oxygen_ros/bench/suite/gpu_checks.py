@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import time
 from pathlib import Path
 
@@ -168,7 +167,3 @@ def main(argv: list[str] | None = None) -> int:
     (out / f"{a.check}.json").write_text(json.dumps(res, indent=1))
     print(("[PASS] " if res["ok"] else "[FAIL] ") + line, flush=True)
     return 0 if res["ok"] else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

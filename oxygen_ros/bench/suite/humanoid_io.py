@@ -397,7 +397,3 @@ def main(argv: list[str] | None = None) -> int:
         (out / "README.md").write_text(text)
         (out / "results.json").write_text(json.dumps(results, indent=1, default=float) + "\n")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 from oxygen_ros.bench.args import add_bench_args
+from oxygen_ros.bench.registry import child_command
 from oxygen_ros.bench.timing import peak_rss_bytes, rss_bytes
 
 _ST = {"float32": "F32", "bfloat16": "BF16", "float16": "F16"}
@@ -109,8 +110,8 @@ def main(argv=None) -> int:
         written = True
         print(f"wrote {n / 2**30:.2f} GiB in {time.perf_counter() - t0:.0f} s: {path}", file=sys.stderr)
     try:
-        out = subprocess.run([sys.executable, "-m", "oxygen_ros.bench.suite.load_memory", "--child", "--file", str(path), "--preset",
-                              args.preset, "--dtype", args.dtype], check=True, stdout=subprocess.PIPE,
+        out = subprocess.run(child_command("oxygen_ros.bench.suite.load_memory:main", "--child", "--file", str(path),
+                                           "--preset", args.preset, "--dtype", args.dtype), check=True, stdout=subprocess.PIPE,
                              text=True).stdout.strip().splitlines()[-1]
     finally:
         if written and not args.keep:
@@ -124,7 +125,3 @@ def main(argv=None) -> int:
           f"(loading added {r['load_added_over_param_bytes']:.3f}x); {r['seconds']} s")
     print(json.dumps(r))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import IO, Callable
+from typing import IO, Callable, Sequence
 
 ROOT = Path(__file__).resolve().parents[3]  # the repository
 
@@ -24,6 +24,20 @@ def start_node(params: list[str], log: IO[bytes] | int | None = None) -> subproc
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
     return subprocess.Popen(cmd, env=env, stdout=log, stderr=None if log is None else subprocess.STDOUT,
                             start_new_session=True)
+
+
+def recording_params(bag: Path, topics: Sequence[str], settings: Sequence[str]) -> list[str]:
+    """start_node's `params` for a node that starts at once (autostart) and records `topics`
+    into `bag`, plus `settings`."""
+    return ["autostart:=true", "record.enabled:=true", f"record.path:={bag}",
+            "record.topics:=[" + ",".join(topics) + "]", *settings]
+
+
+def run_shown(cmd: list[str], cwd: Path) -> None:
+    """`cmd` printed as `$ ...`, then run in `cwd`; its exit status is not checked (what it
+    writes says what failed)."""
+    print("$ " + " ".join(cmd), flush=True)
+    subprocess.run(cmd, cwd=cwd, check=False)
 
 
 def stop_node(proc: subprocess.Popen, wait_s: float = 20.0) -> None:
@@ -50,6 +64,19 @@ def spin_client(node):
     executor.add_node(node)
     threading.Thread(target=executor.spin, daemon=True).start()
     return executor
+
+
+def sensor_feeder(name: str):
+    """rclpy up and the benchmark's own node `name` with publishers on the node's camera
+    (/camera/image_raw) and joint state (/joint_states) topics: (node, image, joint state)."""
+    import rclpy
+    from rclpy.qos import qos_profile_sensor_data
+    from sensor_msgs.msg import Image, JointState
+
+    rclpy.init()
+    node = rclpy.create_node(name)
+    return (node, node.create_publisher(Image, "/camera/image_raw", qos_profile_sensor_data),
+            node.create_publisher(JointState, "/joint_states", 10))
 
 
 def close_client(executor, node=None) -> None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import sys
 import threading
 import time
 from pathlib import Path
@@ -129,7 +128,3 @@ def main(argv: list[str] | None = None) -> int:
           f"chunks {counts['chunks'] / elapsed:.1f}/s; load avg {os.getloadavg()[0]:.1f} "
           f"on {os.cpu_count()} CPUs (goal < 0.1 MiB/min)")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

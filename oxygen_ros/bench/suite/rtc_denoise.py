@@ -97,7 +97,3 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  ({preset}: {time.perf_counter() - t0:.0f} s)", flush=True)
     print(f"load average at the end: {os.getloadavg()[0]:.2f}")
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -19,7 +19,6 @@ import argparse
 import math
 import os
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -152,7 +151,3 @@ def main(argv: list[str] | None = None) -> int:
     print(f"chunks/s crossfade {np.mean(rates['crossfade']):.1f}, rtc {np.mean(rates['rtc']):.1f}")
     print(f"load average at the end: {os.getloadavg()[0]:.2f} (machine shared with other sessions)")
     return 0 if mean["rtc"] <= 0.5 * mean["crossfade"] else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

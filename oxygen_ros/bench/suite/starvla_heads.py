@@ -95,7 +95,3 @@ def main(argv: list[str] | None = None) -> int:
         Path(a.out).write_text(text)
     print(text)
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -30,7 +30,7 @@ MAX_GUIDANCE = 1000.0
 # Each EngineConfig field once: default, range, unit, meaning, live or fixed, and its names in
 # the node (param) and on the command line (flag). EngineConfig, the node's parameters, the
 # tools' flags, config/oxygen.yaml and the docs' parameter table follow from this table
-# (engine/config/knobs.py; `python -m oxygen_ros.node.param_files --write` regenerates the files).
+# (engine/config/knobs.py; `oxygen-dev param-files --write` regenerates the files).
 ENGINE_KNOBS: tuple[Knob, ...] = (
     Knob("mode", str, "oxygen", "scheduling mode: oxygen (one prefill per frame shared by the "
          "action expert and k batched decode steps) or a baseline: shared, isolated, parallel "

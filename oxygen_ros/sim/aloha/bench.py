@@ -1,6 +1,6 @@
 """What the bimanual robot costs on this machine: a physics step, and one image per camera and size.
 
-    python -m oxygen_ros.sim.aloha.bench
+    oxygen-sim aloha bench
 
 Prints the median over `--repeats` renders of each camera (fast settings: no shadows, reflections,
 skybox or multisampling) at each size, the median physics step, and the load average.
@@ -46,7 +46,3 @@ def main(argv: list[str] | None = None) -> int:
     out["cpus"] = os.cpu_count()
     print(json.dumps(out, indent=1))
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

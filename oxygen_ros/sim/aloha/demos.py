@@ -1,6 +1,6 @@
 """Record the scripted bimanual expert into a demonstration file (oxygen_ros/sim/dataset.py format).
 
-    nice -n 10 python -m oxygen_ros.sim.aloha.demos --episodes 50 --out data/aloha_demos.npz
+    nice -n 10 oxygen-sim aloha demos --episodes 50 --out data/aloha_demos.npz
 
 Per episode: the expert's joint trajectory for a layout seed (expert.joint_trajectory), replayed
 in the joint-space robot; every `frame_stride` control periods the three cameras, the 14-value
@@ -166,7 +166,3 @@ def main(argv: list[str] | None = None) -> int:
     out = demos.save(a.out)
     print(json.dumps({"out": str(out), **summary}, indent=1))
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -8,7 +8,7 @@
    expert's sequence of absolute joint targets: replayed in the joint-space robot (AlohaEnv)
    from the same layout, it is what a policy is trained to imitate.
 Its success depends on the physics (MuJoCo version), so it is measured here
-(`python -m oxygen_ros.sim.aloha.expert`), and demonstrations keep only the episodes that
+(`oxygen-sim aloha expert`), and demonstrations keep only the episodes that
 succeed in the joint-space replay.
 """
 from __future__ import annotations
@@ -224,7 +224,3 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     print(json.dumps(measure(a.tasks, a.episodes, a.seed), indent=1))
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -17,13 +17,11 @@ task's horizon (400 periods, 8 s) or success; the next starts at once.
 """
 from __future__ import annotations
 
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
-from rclpy.node import Node
 from rclpy.qos import qos_profile_sensor_data
 
 from builtin_interfaces.msg import Time
@@ -32,9 +30,10 @@ from std_msgs.msg import Header, String
 
 from oxygen_ros.robot.values import joint_state_to_vector
 
+from .. import episodes
 from ..episodes import Episode, Status
 from ..node import LATCHED, RELIABLE, STATUS_QOS
-from ..render_worker import RenderWorker
+from ..loop_node import SimLoopNode
 from .env import (CAMERAS, DEFAULT_CAMERAS, DEFAULT_IMAGE_SIZE, JOINT_NAMES, MAX_IMAGE_SIZE, PHYSICS_DT,
                   SUBSTEPS, AlohaEnv, check_target)
 from .tasks import TASKS
@@ -48,19 +47,9 @@ EVAL_BASE_SEED = 1_000_000  # evaluation layouts, away from the demonstrations' 
 
 
 def schedule(tasks: tuple[str, ...], episodes_per_task: int, base_seed: int) -> list[Episode]:
-    """Task-major episodes; episode e of task i has layout seed base + 1000 * i + e (i: index in
-    TASKS, so a run of one task sees the same layouts as a run of both)."""
-    if episodes_per_task < 1:
-        raise ValueError(f"episodes_per_task must be >= 1, got {episodes_per_task}")
-    unknown = [t for t in tasks if t not in TASKS]
-    if unknown or not tasks:
-        raise ValueError(f"tasks {list(tasks)}: each must be one of {', '.join(TASKS)}")
-    out: list[Episode] = []
-    for name in tasks:
-        i = list(TASKS).index(name)
-        for e in range(episodes_per_task):
-            out.append(Episode(len(out), name, base_seed + 1000 * i + e, TASKS[name].instruction))
-    return out
+    """The bimanual robot's episodes: episodes.schedule over its TASKS (episode e of task i has
+    layout seed base + 1000 * i + e, i its index in TASKS)."""
+    return episodes.schedule(tasks, episodes_per_task, base_seed, known=TASKS)
 
 
 @dataclass(frozen=True)
@@ -145,21 +134,15 @@ class _Rig:
         return self.env.camera.draw()
 
 
-class AlohaSimNode(Node):
+class AlohaSimNode(SimLoopNode):
+    loop_name = "aloha-physics"
+
     def __init__(self, config: AlohaSimConfig = AlohaSimConfig(), *, context: Any = None,
                  node_name: str = "aloha_sim", on_status: Callable[[Status], None] | None = None) -> None:
-        super().__init__(node_name, context=context)
-        self.config = config
-        self.episodes = schedule(config.tasks, config.episodes_per_task, config.base_seed)
-        self.stats = RunStats()
-        self.finished = threading.Event()
-        self.error = ""
-        self._on_status = on_status
-        self._stop = threading.Event()
-        self._lock = threading.Lock()
-        self._target: np.ndarray | None = None
+        super().__init__(node_name, config,
+                         schedule(config.tasks, config.episodes_per_task, config.base_seed), RunStats(),
+                         context=context, on_status=on_status)
         self._fresh = False
-        self._envs: dict[str, AlohaEnv] = {}
         self._pub_images = {c: self.create_publisher(Image, config.image_topic(c), qos_profile_sensor_data)
                             for c in config.cameras}
         self._pub_joints = self.create_publisher(JointState, config.joint_state_topic, RELIABLE)
@@ -167,65 +150,16 @@ class AlohaSimNode(Node):
         self._pub_instruction = (self.create_publisher(String, config.instruction_topic, LATCHED)
                                  if config.instruction_topic else None)
         self.create_subscription(JointState, config.command_topic, self._command_cb, RELIABLE)
-        self._render: RenderWorker | None = None
-        self._thread: threading.Thread | None = None
-        self._ready: threading.Event | None = None
-        self._ready_timeout_s = 300.0
         self._held: list[Image] | None = None
-        self._warned: dict[str, float] = {}
 
-    # -- commands: check and store only ----------------------------------------------------------
-    def _command_cb(self, msg: JointState) -> None:
-        try:
-            target = check_target(joint_state_to_vector(msg, JOINT_NAMES))
-        except ValueError as exc:
-            self.stats.bad_commands += 1
-            self._warn("command", f"command refused: {exc}")
-            return
-        with self._lock:
-            self._target, self._fresh = target, True
-            self.stats.commands += 1
+    def _check_command(self, msg: JointState) -> np.ndarray:
+        return check_target(joint_state_to_vector(msg, JOINT_NAMES))
 
-    def _warn(self, key: str, text: str, every_s: float = 2.0) -> None:
-        now = time.monotonic()
-        if now - self._warned.get(key, -1e9) >= every_s:
-            self._warned[key] = now
-            self.get_logger().warning(text)
+    def _store_target(self, target: np.ndarray) -> None:
+        self._target, self._fresh = target, True
 
-    # -- lifecycle -------------------------------------------------------------------------------
-    def start(self, ready: threading.Event | None = None, ready_timeout_s: float = 300.0) -> None:
-        """Make the scenes and start the physics thread; with `ready`, the first episode holds
-        (scene published) until it is set: a policy's start-up is not episode time."""
-        self._ready, self._ready_timeout_s = ready, ready_timeout_s
-        for name in dict.fromkeys(self.config.tasks):
-            self._envs[name] = AlohaEnv(name, self.config.image_size, self.config.cameras)
-        self._render = RenderWorker(self._deliver)
-        self._thread = threading.Thread(target=self._run, name="aloha-physics", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout=5.0)
-        if self._render is not None:
-            self._render.close()
-            self._render = None
-        for env in self._envs.values():
-            env.close()
-        self._envs.clear()
-
-    def _run(self) -> None:
-        try:
-            for ep in self.episodes:
-                if self._stop.is_set():
-                    break
-                self._episode(ep)
-        except Exception as exc:  # noqa: BLE001 - the loop thread says why it ended
-            self.error = f"simulation loop failed: {type(exc).__name__}: {exc}"
-            self.get_logger().error(self.error)
-            raise
-        finally:
-            self.finished.set()
+    def _make_env(self, task: str) -> AlohaEnv:
+        return AlohaEnv(task, self.config.image_size, self.config.cameras)
 
     # -- one episode -----------------------------------------------------------------------------
     def _episode(self, ep: Episode) -> None:
@@ -315,9 +249,6 @@ class AlohaSimNode(Node):
                 return
 
     # -- messages --------------------------------------------------------------------------------
-    def _stamp(self) -> Time:
-        return self.get_clock().now().to_msg()
-
     def _render_now(self, env: AlohaEnv) -> dict[str, Image]:
         self._render.wait_idle()
         self._held = None

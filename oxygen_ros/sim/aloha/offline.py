@@ -1,6 +1,6 @@
 """The trained policy on the bimanual robot with the simulator waiting for it (no ROS, no clock).
 
-    python -m oxygen_ros.sim.aloha.offline --checkpoint checkpoints/aloha-policy --episodes 2
+    oxygen-sim aloha offline --checkpoint checkpoints/aloha-policy --episodes 2
 
 Each frame: the three cameras and the state into the engine (isolated, memory off), the chunk's
 first `--replan` targets played, each held for the checkpoint's period (2 control periods at
@@ -63,7 +63,3 @@ def main(argv: list[str] | None = None) -> int:
         rs = [r for r in results if r["task"] == task]
         print(f"{task}: {sum(r['success'] for r in rs)}/{len(rs)} success, stages {[r['stage'] for r in rs]}")
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -148,7 +148,8 @@ def test_mode_dtype_and_preset_lists_are_written_once():
 def test_demo_and_replay_flags_follow_the_knobs(capsys):
     from oxygen_ros.cli import demo
     from oxygen_ros.cli import replay as replay_cli
-    from oxygen_ros.cli.engine_args import FLAG_KNOBS, dest, engine_config
+    from oxygen_ros.bench.args import dest
+    from oxygen_ros.cli.engine_args import FLAG_KNOBS, engine_config
 
     args = demo.parse_args([])
     assert engine_config(args) == EngineConfig()  # every flag's default is its knob's

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import oxygen_ros.engine.runner.paging as paging
-from oxygen_ros.cli.demo import collect_requests
+from oxygen_ros.bench.compare import collect_requests
 from oxygen_ros.engine.config import PRESETS, EngineConfig
 from oxygen_ros.engine.core.engine import Engine
 from oxygen_ros.engine.families.loader import init_model

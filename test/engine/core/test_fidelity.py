@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from oxygen_ros.cli.demo import collect_requests
+from oxygen_ros.bench.compare import collect_requests
 from oxygen_ros.bench.compare import compare_runs
 from oxygen_ros.engine.config import PRESETS, EngineConfig
 from oxygen_ros.engine.core.engine import Engine

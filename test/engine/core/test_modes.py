@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from oxygen_ros.cli.demo import collect_requests
+from oxygen_ros.bench.compare import collect_requests
 from oxygen_ros.bench.compare import compare_runs
 from oxygen_ros.engine.config import MODES, PRESETS, EngineConfig
 from oxygen_ros.engine.core.engine import Engine

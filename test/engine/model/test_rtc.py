@@ -8,7 +8,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from oxygen_ros.cli.demo import collect_requests
+from oxygen_ros.bench.compare import collect_requests
 from oxygen_ros.engine.config import MODES, PRESETS, EngineConfig
 from oxygen_ros.engine.core.engine import Engine
 from oxygen_ros.engine.families.loader import init_model

@@ -16,7 +16,7 @@ rows being BLOCK_M queries x G_PAD heads, so each K/V tile is loaded once for al
 (docs/gpu.md). Each query keeps its own q_len.
 
 Launch configurations (constexprs, warps) come from attend_launch / tiled_launch /
-combine_launch, which bench/gpu_compile.py also uses to compile every one ahead of time.
+combine_launch, which bench/suite/gpu_compile.py also uses to compile every one ahead of time.
 
 `FP32_MATH` (constexpr) loads every tile as float32 and multiplies in IEEE float32: used for
 float32 inputs and by Triton's CPU interpreter (TRITON_INTERPRET=1, which must be set before
@@ -212,7 +212,7 @@ def _pow2(n: int, floor: int = 1) -> int:
 @dataclass(frozen=True)
 class Launch:
     """One kernel's compile-time configuration: what the wrappers below launch, and what
-    bench/gpu_compile.py compiles ahead of time for a GPU target (the same functions decide)."""
+    bench/suite/gpu_compile.py compiles ahead of time for a GPU target (the same functions decide)."""
 
     kernel: str  # a name in KERNELS
     constexprs: tuple[tuple[str, int | bool], ...]
@@ -380,6 +380,6 @@ def paged_attention_triton(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torc
     return out
 
 
-# The kernels by Launch.kernel name (bench/gpu_compile.py compiles them for GPU targets).
+# The kernels by Launch.kernel name (bench/suite/gpu_compile.py compiles them for GPU targets).
 KERNELS = {"attend": _attend_kernel, "attend_tiled": _attend_tiled_kernel,
            "combine": _combine_kernel}

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from oxygen_ros.cli import inspect_checkpoint as checkpoint_cli
-from oxygen_ros.cli.demo import collect_requests
+from oxygen_ros.bench.compare import collect_requests
 from oxygen_ros.bench.compare import compare_runs
 from oxygen_ros.engine.config import MODES, PRESETS, EngineConfig
 from oxygen_ros.engine.core.engine import Engine

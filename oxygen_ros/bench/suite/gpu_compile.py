@@ -11,7 +11,7 @@ cuobjdump on the cubin, shared memory from the compiled kernel's metadata (what 
 asks for). Exit 1 on a compile failure, on spills (in any dtype listed: bf16, fp16, float32), or
 shared memory over 99 KB (the per-block limit of the smallest target, sm_120).
 
-    python -m oxygen_ros.bench.gpu_compile --arch sm_87,sm_90,sm_110,sm_120 --dtype bfloat16,float16
+    oxygen-bench gpu-compile --arch sm_87,sm_90,sm_110,sm_120 --dtype bfloat16,float16
 
 Pointers are compiled as 16-byte aligned (as torch allocates); integer arguments unspecialised
 (the runtime JIT also specialises strides divisible by 16: it knows more, not less). triton's
@@ -23,7 +23,6 @@ import argparse
 import json
 import os
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass
@@ -31,7 +30,7 @@ from pathlib import Path
 
 import torch
 
-from ..engine.config import DTYPES as DTYPE_NAMES, PRESETS
+from oxygen_ros.engine.config import DTYPES as DTYPE_NAMES, PRESETS
 
 DTYPES = {name: getattr(torch, name) for name in DTYPE_NAMES}
 _TRITON_TYPE = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32"}
@@ -134,7 +133,7 @@ def compile_one(arch: int, launch, dtype: torch.dtype) -> tuple[dict[str, int], 
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from ..engine.runner.attention.triton_paged import KERNELS
+    from oxygen_ros.engine.runner.attention.triton_paged import KERNELS
 
     fn = KERNELS[launch.kernel]
     sig = _signature(fn, launch, dtype)
@@ -149,7 +148,7 @@ def compile_one(arch: int, launch, dtype: torch.dtype) -> tuple[dict[str, int], 
 
 
 def run(archs: list[int], dtypes: list[str], presets: list[str], block_size: int) -> list[Result]:
-    from ..engine.runner.attention import triton_paged
+    from oxygen_ros.engine.runner.attention import triton_paged
 
     if triton_paged.INTERPRETED:
         raise SystemExit("gpu_compile compiles for GPU targets: unset TRITON_INTERPRET")
@@ -239,7 +238,3 @@ def main(argv: list[str] | None = None) -> int:
     if a.json:
         Path(a.json).write_text(json.dumps([asdict(r) for r in results], indent=1))
     return 1 if failed else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,7 +1,7 @@
 """Parameter bytes and peak memory of building a preset's model for inference (random init +
 fused projections, as the Engine holds it).
 
-`python -m oxygen_ros.bench.memory --preset pi05 --dtype bfloat16 [--device cuda] [--json]`
+`oxygen-bench memory --preset pi05 --dtype bfloat16 [--device cuda] [--json]`
 CPU: peak RSS of this process (ru_maxrss; the interpreter and torch included, ~0.4 GB), also
 printed net of the RSS before the build. CUDA: torch.cuda.max_memory_allocated.
 Run it in a fresh process: the peak RSS is the whole process's.
@@ -10,16 +10,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 
 import torch
 
-from ..engine.config import PRESETS
-from ..engine.config import family_registry
-from ..engine.families.loader import init_model
-from .args import add_bench_args
-from .timing import peak_rss_bytes, rss_bytes
+from oxygen_ros.engine.config import PRESETS
+from oxygen_ros.engine.config import family_registry
+from oxygen_ros.engine.families.loader import init_model
+from oxygen_ros.bench.args import add_bench_args
+from oxygen_ros.bench.timing import peak_rss_bytes, rss_bytes
 
 
 def measure_build(preset: str, dtype: str, device: str, layout: str = "standard", seed: int = 0
@@ -73,7 +72,3 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print(f"max_memory_allocated {r['peak_bytes'] / gb:.2f} GB = {r['peak_over_parameters']}x")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

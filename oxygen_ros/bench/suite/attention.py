@@ -1,6 +1,6 @@
 """Paged attention micro-benchmark: one layer's attention call at the engine's shapes.
 
-`python -m oxygen_ros.bench.attention [--threads 1] [--backends cpp,reference]` prints the median
+`oxygen-bench attention [--threads 1] [--backends cpp,reference]` prints the median
 milliseconds per call for
 - denoise: the action queries of one frame (one block-table row, all seeing prefix + horizon),
 - suffix: a causal prompt suffix after the prefix,
@@ -10,20 +10,19 @@ The default denoise case is 10 action queries over 316 keys (the OxyGen authors'
 For the triton backend, denoise and suffix run twice: `triton` is the per-query kernel (one
 program per query and KV head) and `triton-tiled` the query-tiled one (BLOCK_M queries of the
 sequence per program, as the engine dispatches them):
-`python -m oxygen_ros.bench.attention --backends triton --device cuda --dtype bfloat16 --horizon 50`
+`oxygen-bench attention --backends triton --device cuda --dtype bfloat16 --horizon 50`
 """
 from __future__ import annotations
 
 import argparse
 import json
 import statistics
-import sys
 import time
 
 import torch
 
-from ..engine.runner.attention import paged_attention, select_backend
-from .args import add_bench_args
+from oxygen_ros.engine.runner.attention import paged_attention, select_backend
+from oxygen_ros.bench.args import add_bench_args
 
 
 def _case(kind: str, prefix: int, horizon: int, batch: int, heads: int, kv_heads: int, dim: int,
@@ -99,7 +98,3 @@ def main(argv: list[str] | None = None) -> int:
         for key, ms in results.items():
             print(f"  {key:<22} {ms:8.3f} ms")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
