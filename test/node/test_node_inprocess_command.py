@@ -252,7 +252,8 @@ def test_sync_execution_plays_and_publishes_only_chunks_observed_at_rest(node):
     sink = Sink()
     saved, rt.pubs.action_chunk = rt.pubs.action_chunk, sink
     try:
-        assert node.set_parameters([Parameter("chunk_execution", value="sync")])[0].successful
+        res = node.set_parameters([Parameter("chunk_execution", value="sync")])[0]
+        assert res.successful, res.reason  # the reason: what refused it (a rare refusal in full runs)
         assert rt.player.config.execution == "sync"
         t0 = node.get_clock().now().nanoseconds * 1e-9
         rng = np.random.default_rng(3)
