@@ -35,7 +35,7 @@ import torch
 
 from ..engine.config import (DTYPES, PRESETS, STARVLA_GR00T, STARVLA_OFT, STARVLA_PI_V3,
                              ModelConfig, frame_unsupported_reason, load_model_config)
-from ..engine.families.base import HeadParams, ParamCounts  # noqa: F401 (HeadParams: its old path)
+from ..engine.families.base import ParamCounts
 from ..engine.config.family_registry import family_of
 from ..engine.families.pi05.family import MOT_PER_FRAME
 

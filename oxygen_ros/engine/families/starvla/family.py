@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Sequence
 import torch
 
 from ...runner.action_stage import ActionInputs
-from ..base import HeadParams, ParamCounts, StageCost
+from ..base import ParamCounts, StageCost
 from ..qwen3vl.family import QwenVLFamily
 from .config import StarVLARules
 from .heads import (crossattn_memory, crossattn_memory_bytes, crossattn_sample, kept_hidden_bytes,
@@ -102,4 +102,4 @@ class StarVLAFamily(StarVLARules, QwenVLFamily):
 
 
 FAMILY = StarVLAFamily()
-__all__ = ["FAMILY", "HeadParams", "StarVLAFamily"]
+__all__ = ["FAMILY", "StarVLAFamily"]
