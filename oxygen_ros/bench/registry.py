@@ -44,6 +44,8 @@ BENCHMARKS: dict[str, Benchmark] = {
     "cameras": Benchmark("oxygen_ros.bench.suite.cameras", "camera callbacks, decode, rates"),
     "humanoid-io": Benchmark("oxygen_ros.bench.suite.humanoid_io",
                              "a fake humanoid's joint states, cameras and commands under load"),
+    "control-tick": Benchmark("oxygen_ros.bench.suite.control_tick",
+                              "the CPU cost of one control tick (the joint-state take included)"),
     "command-safety": Benchmark("oxygen_ros.bench.suite.command_safety",
                                 "the command path of a running node, recorded"),
     "rtc-node-seam": Benchmark("oxygen_ros.bench.suite.rtc_node_seam",

@@ -23,6 +23,7 @@ float round trip.
 """
 from __future__ import annotations
 
+import array
 import math
 from typing import Any, Sequence
 
@@ -136,16 +137,22 @@ def joint_command(names: Sequence[str], values: np.ndarray, stamp: Time,
     if field not in ("position", "velocity"):
         raise ValueError(f"a command goes in position or velocity, not {field!r}")
     msg = JointState()
-    msg.header = Header(stamp=stamp, frame_id="")
+    msg.header.stamp = stamp
     msg.name = list(names)
-    setattr(msg, field, [float(v) for v in values])
+    setattr(msg, field, _doubles(values))
     return msg
+
+
+def _doubles(values: np.ndarray) -> array.array:
+    """A float64[] field's value: an array('d') is taken as is, where a list is checked element
+    by element (control_rate_hz commands: microseconds per message)."""
+    return array.array("d", np.ascontiguousarray(values, dtype=np.float64).tobytes())
 
 
 def joint_command_array(values: np.ndarray) -> Float64MultiArray:
     """The command as forward_command_controller takes it: one value per joint, joint_names
     order, no stamp."""
-    return Float64MultiArray(data=[float(v) for v in values])
+    return Float64MultiArray(data=_doubles(values))
 
 
 def chunk_to_trajectory(chunk: np.ndarray, names: Sequence[str], stamp: Time, dt: float,

@@ -296,12 +296,12 @@ class Inputs:
             self._polled_at = time.monotonic()
             sub, taken = self._joint_sub, None
             try:
-                while sub is not None:  # KEEP_LAST 1: at most one, unless it came meanwhile
+                # KEEP_LAST 1: one take is the newest (one that comes meanwhile waits for the
+                # next tick: a second take per tick would cost every tick, for a message a few
+                # microseconds newer)
+                if sub is not None:
                     with sub.handle:
-                        got = sub.handle.take_message(sub.msg_type, sub.raw)
-                    if got is None:
-                        break
-                    taken = got
+                        taken = sub.handle.take_message(sub.msg_type, sub.raw)
             except Exception:  # noqa: BLE001 - destroyed meanwhile (cleanup): nothing to take
                 taken = None
             if taken is not None:

@@ -65,10 +65,13 @@ class Publishers:
 
     # -- per control tick -----------------------------------------------------------------------
     def command(self, names: Sequence[str], values: np.ndarray, stamp: Any) -> None:
+        self.joint_command.publish(self.command_message(names, values, stamp))
+
+    def command_message(self, names: Sequence[str], values: np.ndarray, stamp: Any) -> Any:
+        """~/joint_command's message for these values (command_type's type and field)."""
         if self._field == "position":
-            self.joint_command.publish(self._command.convert(names, values, stamp))
-        else:
-            self.joint_command.publish(self._command.convert(names, values, stamp, self._field))
+            return self._command.convert(names, values, stamp)
+        return self._command.convert(names, values, stamp, self._field)
 
     # -- per inference frame --------------------------------------------------------------------
     def chunk(self, chunk: np.ndarray, names: Sequence[str], stamp: Any, dt: float,

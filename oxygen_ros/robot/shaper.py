@@ -68,7 +68,7 @@ def per_joint(values: Sequence[float] | None, num_joints: int, name: str, zero_o
     if a.ndim != 1 or a.size not in (1, num_joints):
         raise ValueError(f"{name} has {a.size} entries: give one value or one per joint "
                          f"({num_joints}), or none")
-    if not np.all(np.isfinite(a)):
+    if not np.isfinite(a).all():
         raise ValueError(f"{name} must hold finite numbers, got {a.tolist()}")
     if np.any(a < 0) or (not zero_ok and np.any(a == 0)):
         what = ">= 0 (0 = off)" if zero_ok else "> 0 (empty = no limit)"
@@ -227,7 +227,7 @@ class CommandShaper:
         of this tick's): continue from it, at rest, after a restart check."""
         v = np.asarray(values, dtype=np.float64)
         with self._lock:
-            if v.shape == (self.num_joints,) and np.all(np.isfinite(v)):
+            if v.shape == (self.num_joints,) and np.isfinite(v).all():
                 self._last, self._time = v.copy(), now
             else:
                 self._last, self._time = None, None  # start again from the measured pose
@@ -255,7 +255,7 @@ class CommandShaper:
             step = min(step, a.shape[0] - 1)
             m = None if measured is None else np.asarray(measured, dtype=np.float64)
             checked = dev > 0  # commands with a measured value (the others have deviation 0)
-            if m is None or not np.all(np.isfinite(m[checked])):
+            if m is None or not np.isfinite(m[checked]).all():
                 refusal = GateRefusal(-1, float("nan"), float("nan"), step)
             else:
                 row = a[step]
@@ -291,11 +291,11 @@ class CommandShaper:
         one nominal period after the previous command)."""
         n = self.num_joints
         t = None if target is None else np.asarray(target, dtype=np.float64)
-        if t is not None and (t.shape != (n,) or not np.all(np.isfinite(t))):
+        if t is not None and (t.shape != (n,) or not np.isfinite(t).all()):
             t = None
             hold = hold or "non-finite target"
         m = None if measured is None else np.asarray(measured, dtype=np.float64)
-        if m is not None and (m.shape != (n,) or not np.all(np.isfinite(m[self._measured]))):
+        if m is not None and (m.shape != (n,) or not np.isfinite(m[self._measured]).all()):
             m = None
         if m is None and not self._measured.any():
             m = np.full(n, np.nan)  # nothing to measure: no measured value is ever missing
@@ -329,10 +329,10 @@ class CommandShaper:
 
     def _heal(self) -> None:
         """A state that is not finite is forgotten (never expected: counted in `faults`)."""
-        if self._last is not None and not np.all(np.isfinite(self._last)):
+        if self._last is not None and not np.isfinite(self._last).all():
             self._last, self._time, self._target, self._restart = None, None, None, False
             self.faults += 1
-        if not np.all(np.isfinite(self._vel)):
+        if not np.isfinite(self._vel).all():
             self._vel = np.zeros(self.num_joints)
             self.faults += 1
 
@@ -393,7 +393,7 @@ class CommandShaper:
         limited = np.abs(s - distance) > LIMIT_TOL if count else np.zeros(s.shape, bool)
         new = self._last + s
         vel = v0 if h <= 0.0 else s / h
-        if not (np.all(np.isfinite(new)) and np.all(np.isfinite(vel))):
+        if not (np.isfinite(new).all() and np.isfinite(vel).all()):
             self.faults += 1  # never expected: keep the last command, at rest
             self._vel, self._time, self._restart, self._target = np.zeros_like(v0), now, True, None
             return Shaped(self._last.copy(), np.zeros(s.shape, bool), False, "non-finite step")
@@ -412,7 +412,7 @@ class MeasuredPose:
 
     def update(self, stamp: float, values: np.ndarray) -> None:
         v = np.asarray(values, dtype=np.float64)
-        if np.all(np.isfinite(v)):
+        if np.isfinite(v).all():
             self._latest = (float(stamp), v.copy())
 
     def fresh(self, now: float, max_age_s: float) -> np.ndarray | None:

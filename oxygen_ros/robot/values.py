@@ -24,7 +24,7 @@ def joint_state_to_vector(msg: Any, joint_names: Sequence[str]) -> np.ndarray:
     `name:velocity` / `name:effort` those fields (robot/interface.py, state_names). ValueError
     naming missing, duplicate or NaN values."""
     names = tuple(msg.name)
-    fields, picks, missing = _layout(names, tuple(joint_names))
+    fields, picks, missing, gather = _layout(names, tuple(joint_names))
     columns: dict[str, np.ndarray] = {}
     for f in fields:
         values = getattr(msg, f)
@@ -35,10 +35,10 @@ def joint_state_to_vector(msg: Any, joint_names: Sequence[str]) -> np.ndarray:
     if missing:
         raise ValueError(f"joint state is missing joints {list(missing)}")
     if len(fields) == 1:  # the usual case: positions only, one gather
-        vec = columns[fields[0]][np.array([i for _, i in picks], dtype=np.intp)]
+        vec = columns[fields[0]][gather]
     else:
         vec = np.array([columns[f][i] for f, i in picks], dtype=np.float64)
-    if not np.all(np.isfinite(vec)):
+    if not np.isfinite(vec).all():
         bad = [joint_names[i] for i in np.flatnonzero(~np.isfinite(vec))]
         what = "positions" if all(f == "position" for f, _ in picks) else "values"
         raise ValueError(f"joint state has non-finite {what} for joints {bad}")
@@ -47,10 +47,11 @@ def joint_state_to_vector(msg: Any, joint_names: Sequence[str]) -> np.ndarray:
 
 @functools.lru_cache(maxsize=16)
 def _layout(names: tuple[str, ...], joint_names: tuple[str, ...]
-            ) -> tuple[tuple[str, ...], tuple[tuple[str, int], ...], tuple[str, ...]]:
+            ) -> tuple[tuple[str, ...], tuple[tuple[str, int], ...], tuple[str, ...], np.ndarray]:
     """Where each of `joint_names` sits in a JointState named `names`: (the fields read, (field,
-    index) per joint name, the joint names it lacks). A driver sends the same names every time:
-    this is worked out once per layout, not per message (500 Hz - 1 kHz joint states)."""
+    index) per joint name, the joint names it lacks, the indices as one gather array, read-only).
+    A driver sends the same names every time: this is worked out once per layout, not per
+    message (500 Hz - 1 kHz joint states)."""
     index = {n: i for i, n in enumerate(names)}
     if len(index) != len(names):
         dup = sorted({n for n in names if names.count(n) > 1})
@@ -59,7 +60,9 @@ def _layout(names: tuple[str, ...], joint_names: tuple[str, ...]
     missing = tuple(j for j, (n, _) in zip(joint_names, wanted) if n not in index)
     fields = tuple(sorted({f for _, f in wanted}))
     picks = tuple((f, index.get(n, -1)) for n, f in wanted)
-    return fields, picks, missing
+    gather = np.array([i for _, i in picks], dtype=np.intp)
+    gather.flags.writeable = False  # shared by every message of this layout (lru_cache)
+    return fields, picks, missing, gather
 
 
 @dataclass
