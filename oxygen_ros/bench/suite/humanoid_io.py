@@ -301,8 +301,29 @@ def summarise(run: Run, robot: FakeHumanoid, outs: NodeOutputs, t0: float, t1: f
     return r
 
 
+def row_name(r: dict) -> str:
+    """A result's row name: the configuration, and its repetition when there were several."""
+    return r["run"] if not r.get("repeats", 1) > 1 else f"{r['run']} #{r['repeat'] + 1}"
+
+
+def base_of(r: dict, results: list[dict]) -> dict | None:
+    """The run without the input load measured in the same repetition (None: not run)."""
+    name = RUNS[r["run"]].baseline
+    return next((b for b in results if b["run"] == name and b.get("repeat", 0) == r.get("repeat", 0)),
+                None)
+
+
+def ratios(results: list[dict]) -> dict[str, list[float]]:
+    """Action Hz against the run without the load, per loaded configuration, one per repetition."""
+    out: dict[str, list[float]] = {}
+    for r in results:
+        b = base_of(r, results)
+        if b is not None and b is not r and b["action_hz"]:
+            out.setdefault(r["run"], []).append(r["action_hz"] / b["action_hz"])
+    return out
+
+
 def report(results: list[dict], args, load0: str, load1: str) -> str:
-    by = {r["run"]: r for r in results}
     f = lambda x, d=1: "n/a" if x is None or (isinstance(x, float) and np.isnan(x)) else f"{x:.{d}f}"
     lines = ["# Humanoid I/O benchmark", "",
              f"Command: `oxygen-bench humanoid-io {shlex.join(args)}`", "",
@@ -322,14 +343,14 @@ def report(results: list[dict], args, load0: str, load1: str) -> str:
              "at inference p50 / p99 ms | image age at inference p50 / p99 ms | action Hz (x base) "
              "| tokens/s (x base) | node CPU s/s |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
-        b = by.get(RUNS[r["run"]].baseline)
-        xa = f" ({r['action_hz'] / b['action_hz']:.2f}x)" if b and b["action_hz"] else ""
-        xt = f" ({r['tokens_per_s'] / b['tokens_per_s']:.2f}x)" if b and b["tokens_per_s"] else ""
+        b = base_of(r, results)
+        xa = f" ({r['action_hz'] / b['action_hz']:.3f}x)" if b and b["action_hz"] else ""
+        xt = f" ({r['tokens_per_s'] / b['tokens_per_s']:.3f}x)" if b and b["tokens_per_s"] else ""
         a, i, im = r["age_at_command_ms"], r["age_at_inference_ms"], r["image_age_at_inference_ms"]
         fl = r.get("sender_age_floor_at_command_ms", (None, None))
         dl = r.get("joint_delivery_ms", (None, None))
         lines.append(
-            f"| {r['run']} | {f(r['command_hz'])} ({r['control_hz']:g}) | {f(r['period_ms_p50'], 2)} / "
+            f"| {row_name(r)} | {f(r['command_hz'])} ({r['control_hz']:g}) | {f(r['period_ms_p50'], 2)} / "
             f"{f(r['period_ms_p99'], 2)} / {f(r['period_ms_max'])} | {r['gaps_over_4_periods']} | "
             f"{f(r['executor_stall_ms'])} | {f(r['tick_late_max_ms'])} | {f(a[0], 2)} / {f(a[1], 2)} "
             f"({f(fl[0], 2)} / {f(fl[1], 2)}; {f(dl[0], 2)} / {f(dl[1], 2)}) | "
@@ -349,15 +370,25 @@ def report(results: list[dict], args, load0: str, load1: str) -> str:
         pb = r.get("joint_driver_publish_ms", (None, None, None))
         known = [v for v in c.values() if v is not None]
         other = r["node_cpu_s_per_s"] - sum(known) if len(known) == len(c) else None
-        lines.append(f"| {r['run']} | {js['received'] if js['received'] is not None else 'n/a'} / {js['sent']} | "
+        lines.append(f"| {row_name(r)} | {js['received'] if js['received'] is not None else 'n/a'} / {js['sent']} | "
                      f"{f(js.get('sender_max_gap_ms'))} | {f(pb[1], 2)} / {f(pb[2], 1)} | {cams} | {f(c['joint_states'], 3)} | {f(c['camera_callbacks'], 3)} | "
                      f"{f(c['control_ticks'], 3)} | {f(c['inference'], 3)} | {f(other, 3)} |")
     lines += ["", "## What `oxygen: inputs` said (1 Hz reports: OK / WARN, the most frequent message)", "",
               "| run | part | OK | WARN | most said | warnings (count) |", "|---|---|---|---|---|---|"]
     for r in results:
-        for label, s in r["inputs_diagnostic"].items():
+        for part, s in r["inputs_diagnostic"].items():
             warned = "; ".join(f"{m} ({n})" for m, n in s.get("warnings", {}).items())
-            lines.append(f"| {r['run']} | {label} | {s['ok']} | {s['warn']} | {s['most_said']} | {warned} |")
+            lines.append(f"| {row_name(r)} | {part} | {s['ok']} | {s['warn']} | {s['most_said']} | {warned} |")
+    per = ratios(results)
+    if any(len(v) > 1 for v in per.values()):
+        lines += ["", "## Action Hz against the run without the input load, per repetition", "",
+                  "Each repetition measures the base and then the loaded configuration, each in a fresh "
+                  "node process: the base's own rate varies between processes on a shared machine, so "
+                  "the spread of the ratios is part of the result.", "",
+                  "| run | ratio per repetition | median | min - max |", "|---|---|---|---|"]
+        for name, v in per.items():
+            lines.append(f"| {name} | {', '.join(f'{x:.3f}' for x in v)} | {statistics.median(v):.3f} "
+                         f"| {min(v):.3f} - {max(v):.3f} |")
     return "\n".join(lines) + "\n"
 
 
@@ -372,8 +403,13 @@ def main(argv: list[str] | None = None) -> int:
                     help="FASTDDS_DEFAULT_PROFILES_FILE for this process and the node ('' = defaults)")
     ap.add_argument("--joint-priority", type=int, default=JOINT_PRIORITY,
                     help="SCHED_FIFO priority of the fake joint driver (0: normal), as a robot's is")
+    ap.add_argument("--repeats", type=int, default=1,
+                    help="measure the --runs this many times, in order (each loaded run is compared "
+                         "with its base of the same repetition)")
     ap.add_argument("--out", default=None, help="folder for README.md (the report) and results.json")
     args = ap.parse_args(argv)
+    if not 1 <= args.repeats <= 20:
+        ap.error("--repeats must be 1..20")
     if args.dds_profile:
         os.environ["FASTDDS_DEFAULT_PROFILES_FILE"] = args.dds_profile
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
@@ -383,11 +419,14 @@ def main(argv: list[str] | None = None) -> int:
     runs = [RUNS[n] for n in args.runs]
     ck = checkpoint(tmp) if any(r.cameras == 3 for r in runs) else None
     results = []
-    for run in runs:
-        print(f"== {run.name}", flush=True)
-        res = measure(run, args.seconds, args.warmup, ck, tmp / f"{run.name}.log", args.joint_priority)
-        print(json.dumps(res, default=float), flush=True)
-        results.append(res)
+    for rep in range(args.repeats):
+        for run in runs:
+            print(f"== {run.name} (repetition {rep + 1} of {args.repeats})", flush=True)
+            res = measure(run, args.seconds, args.warmup, ck, tmp / f"{run.name}-{rep}.log",
+                          args.joint_priority)
+            res.update(repeat=rep, repeats=args.repeats)
+            print(json.dumps(res, default=float), flush=True)
+            results.append(res)
     load1 = Path("/proc/loadavg").read_text().strip()
     text = report(results, argv, load0, load1)
     print(text)
