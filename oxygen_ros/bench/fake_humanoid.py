@@ -219,6 +219,11 @@ class FakeHumanoid:
                                                   self._every, self._stop, self._ready[1],
                                                   self._pipes[1][1]), daemon=True)]
 
+    @property
+    def pids(self) -> dict[str, int | None]:
+        """The joint driver's and the camera rig's process ids (None before start)."""
+        return {"joint_driver": self._procs[0].pid, "camera_rig": self._procs[1].pid}
+
     def slow_joints(self, factor: float) -> None:
         self._hz.value = self.joints.hz / float(factor)
 

@@ -79,6 +79,9 @@ def _runs() -> list[Run]:
     runs.append(Run("3cam-raw-base-fifo", 3, "raw", 50, 50, priority=20))
     runs += [Run(f"3cam-raw-js{int(j)}-cmd{int(c)}-fifo", 3, "raw", j, c, priority=20)
              for j in (500, 1000) for c in (200, 500)]
+    # the load taken apart: only the joint states at 500 Hz, only the commands at 200 Hz
+    runs += [Run("3cam-raw-js500-cmd50-fifo", 3, "raw", 500, 50, priority=20),
+             Run("3cam-raw-js50-cmd200-fifo", 3, "raw", 50, 200, priority=20)]
     runs += [Run("3cam-compressed-base-fifo", 3, "compressed", 50, 50, priority=20),
              Run("3cam-compressed-js500-cmd200-fifo", 3, "compressed", 500, 200, priority=20)]
     return runs
@@ -130,6 +133,16 @@ def node_params(run: Run, topics: list[str], ck: Path | None) -> list[str]:
 def cpu_s(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def machine_ticks() -> tuple[int, int, int]:
+    """(busy, steal, total) jiffies of all CPUs since boot (/proc/stat): the machine's load over
+    a window, the fake robot and this process included; steal: what a VM's host took."""
+    f = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = f[3] + f[4]  # idle + iowait
+    steal = f[7] if len(f) > 7 else 0
+    total = sum(f[:8])
+    return total - idle - steal, steal, total
 
 
 def _num(v: str | None) -> float | None:
@@ -207,6 +220,8 @@ def measure(run: Run, seconds: float, warm: float, ck: Path | None, log_path: Pa
         time.sleep(warm)
         outs.clear()
         t0, c0 = time.monotonic(), cpu_s(proc.pid)
+        robot0 = {k: cpu_s(pid) for k, pid in robot.pids.items() if pid is not None}
+        own0, m0 = time.process_time(), machine_ticks()
         if run.slow:
             time.sleep(seconds / 2)
             t_half = time.monotonic()
@@ -219,9 +234,18 @@ def measure(run: Run, seconds: float, warm: float, ck: Path | None, log_path: Pa
             time.sleep(seconds)
             t_half = None
         t1, c1 = time.monotonic(), cpu_s(proc.pid)
+        robot1 = {k: cpu_s(robot.pids[k]) for k in robot0}
+        own1, m1 = time.process_time(), machine_ticks()
         robot.stop()  # its records: what it sent
         res.update(summarise(run, robot, outs, t0, t1, t_half))
         res["node_cpu_s_per_s"] = (c1 - c0) / (t1 - t0)
+        # what else used the 2 CPUs meanwhile: the fake robot's processes, this process (its
+        # subscriptions to the node's outputs), and the machine as a whole (CPUs busy, stolen)
+        res["robot_cpu_s_per_s"] = {k: (robot1[k] - robot0[k]) / (t1 - t0) for k in robot0}
+        res["bench_cpu_s_per_s"] = (own1 - own0) / (t1 - t0)
+        busy, steal, total = (b - a for a, b in zip(m0, m1))
+        res["machine_busy_cpus"] = os.cpu_count() * busy / total if total else float("nan")
+        res["machine_steal_cpus"] = os.cpu_count() * steal / total if total else float("nan")
         res["joint_driver_scheduling"] = robot.joint_scheduling
         pub_ms = (np.asarray(robot.joint_published_ns, dtype=np.float64)
                   - np.asarray(robot.joints.sent_stamps, dtype=np.float64)) * 1e-6
@@ -373,6 +397,15 @@ def report(results: list[dict], args, load0: str, load1: str) -> str:
         lines.append(f"| {row_name(r)} | {js['received'] if js['received'] is not None else 'n/a'} / {js['sent']} | "
                      f"{f(js.get('sender_max_gap_ms'))} | {f(pb[1], 2)} / {f(pb[2], 1)} | {cams} | {f(c['joint_states'], 3)} | {f(c['camera_callbacks'], 3)} | "
                      f"{f(c['control_ticks'], 3)} | {f(c['inference'], 3)} | {f(other, 3)} |")
+    lines += ["", "## The machine meanwhile (CPU s/s; 'busy': CPUs in use of "
+              f"{os.cpu_count()}, all processes)", "",
+              "| run | node | joint driver | camera rig | this benchmark | machine busy | stolen by the host |",
+              "|---|---|---|---|---|---|---|"]
+    for r in results:
+        rc = r.get("robot_cpu_s_per_s", {})
+        lines.append(f"| {row_name(r)} | {f(r['node_cpu_s_per_s'], 2)} | {f(rc.get('joint_driver'), 2)} | "
+                     f"{f(rc.get('camera_rig'), 2)} | {f(r.get('bench_cpu_s_per_s'), 2)} | "
+                     f"{f(r.get('machine_busy_cpus'), 2)} | {f(r.get('machine_steal_cpus'), 3)} |")
     lines += ["", "## What `oxygen: inputs` said (1 Hz reports: OK / WARN, the most frequent message)", "",
               "| run | part | OK | WARN | most said | warnings (count) |", "|---|---|---|---|---|---|"]
     for r in results:
