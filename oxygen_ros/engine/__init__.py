@@ -48,9 +48,9 @@ _EXPORTS: dict[str, str] = {
     "num_text": "oxygen_ros.engine.config.knobs",
     "open_checkpoint": "oxygen_ros.engine.families.loader",
     "range_text": "oxygen_ros.engine.config.knobs",
+    "rtc_unsupported_reason": "oxygen_ros.engine.model.rtc",
     "save_lerobot_checkpoint": "oxygen_ros.engine.families.pi05.writer",
     "train_fps": "oxygen_ros.engine.model.formats",
-    "unsupported_reason": "oxygen_ros.engine.model.rtc",
     "version_options": "oxygen_ros.engine.families.loader",
 }
 
@@ -79,7 +79,7 @@ if TYPE_CHECKING:  # what type checkers see (the same names and modules as _EXPO
     from oxygen_ros.engine.core.request import RequestKind as RequestKind
     from oxygen_ros.engine.core.request import RequestUpdate as RequestUpdate
     from oxygen_ros.engine.model.rtc import ActionPrior as ActionPrior
-    from oxygen_ros.engine.model.rtc import unsupported_reason as unsupported_reason
+    from oxygen_ros.engine.model.rtc import rtc_unsupported_reason as rtc_unsupported_reason
     from oxygen_ros.engine.core.synthetic import SyntheticStream as SyntheticStream
     from oxygen_ros.engine.model.conventions import check_version_param as check_version_param
     from oxygen_ros.engine.model.formats import train_fps as train_fps

@@ -38,7 +38,7 @@ from typing import Any, Callable
 import numpy as np
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 
-from oxygen_ros.engine import head_names, unsupported_reason
+from oxygen_ros.engine import head_names, rtc_unsupported_reason
 from oxygen_ros.robot.chunk_player import ChunkPlayer
 from oxygen_ros.robot.command_config import CommandConfig
 from oxygen_ros.robot.inference import executed_steps
@@ -186,8 +186,8 @@ class OxygenNode(LifecycleNode):
     # -- configure ------------------------------------------------------------------------------
     def _build(self, p: dict[str, Any]) -> Runtime:
         built = build(p)
-        if p["chunk_blend"] == "rtc" and unsupported_reason(built.model_config):
-            raise ValueError(f"chunk_blend rtc: {unsupported_reason(built.model_config)}")
+        if p["chunk_blend"] == "rtc" and rtc_unsupported_reason(built.model_config):
+            raise ValueError(f"chunk_blend rtc: {rtc_unsupported_reason(built.model_config)}")
         steps = executed_steps(int(p["n_action_steps"]), built.n_action_steps,
                                built.model_config.action_horizon)
         robot = P.interface(p)
@@ -287,7 +287,7 @@ class OxygenNode(LifecycleNode):
         else:
             command = None
         if rt is not None and changes.get("chunk_blend") == "rtc":
-            reason = unsupported_reason(rt.built.model_config)
+            reason = rtc_unsupported_reason(rt.built.model_config)
             if reason:
                 return reason
         engine = None

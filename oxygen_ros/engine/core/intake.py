@@ -20,7 +20,7 @@ from ..model import format_prompt
 from ..model.tokenizer import Tokenizer, token_text
 from .observation import Observation
 from .request import RequestKind
-from ..model.rtc import ActionPrior, Guide, build_guide, unsupported_reason
+from ..model.rtc import ActionPrior, Guide, build_guide, rtc_unsupported_reason
 from .scheduler import request_blocks
 
 MAX_NEW_TOKENS = 4096  # the most a caller may ask for one request (ask's cheap bound)
@@ -183,7 +183,7 @@ class Intake:
         if not isinstance(prior, ActionPrior):
             raise ValueError(f"observation prior must be an ActionPrior, got {type(prior).__name__}")
         mc = self.model_config
-        reason = unsupported_reason(mc)
+        reason = rtc_unsupported_reason(mc)
         if reason:
             raise ValueError(reason)
         prior.validate(mc.action_horizon, mc.action_dim)

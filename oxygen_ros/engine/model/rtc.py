@@ -58,7 +58,7 @@ class ActionPrior:
             raise ValueError(f"action prior delay must be an int >= 0, got {self.delay!r}")
 
 
-def unsupported_reason(config: "ModelConfig") -> str | None:
+def rtc_unsupported_reason(config: "ModelConfig") -> str | None:
     """Why a model cannot take an action prior (None: it can): its family declares
     capabilities.rtc (the guided and inpainted loops drive a flow-matching expert on the paged
     prefix: pi0.5's)."""
