@@ -237,17 +237,17 @@ class SimNode(SimLoopNode):
                     target = self._target
             physics.start = next_t
             # on time, its physics steps one by one on the wall clock, each one's joint state
-            # published; behind by a physics step already, at once (nothing to wait for, and one
-            # MuJoCo call: catching up costs less than keeping time, never more)
+            # published; when the next control step is due already (late: catching up), at once
+            # (nothing to wait for, one MuJoCo call: catching up costs less than keeping time)
             on_time = now < physics.due(PHYSICS_STEPS)
             info = env.step(target if target is not None else hold_target, physics.after if on_time else None)
             step += 1
             self.stats.steps += 1
-            next_t += dt
-            now = time.monotonic()
-            if now >= next_t:  # the next control step is already due: this one was stepped late
+            if not on_time:
                 late += 1
                 self.stats.late_steps += 1
+            next_t += dt
+            now = time.monotonic()
             t = step * CONTROL_PERIOD_S
             done = info.success or info.timed_out
             image = (step - 1) // cam_every != step // cam_every or done  # an image step
