@@ -1,13 +1,17 @@
 """The simulated robot on ROS topics (rclpy): camera, joint states, commands, episode status.
 
-Timing: physics advances on the wall clock, one control step (12.5 ms) per period, in a thread of
-its own; it never waits for a command. The newest absolute target on the command topic is
-applied at every step; with none (yet) the last one is held. Images are drawn in a render thread
-(render_worker.py) from a scene captured at their step, and published with that step's stamp
-when drawn (15-35 ms later here, like a camera's latency). When the loop falls behind (a busy
-machine) the missed steps are stepped at once (physics costs ~1 ms a step) so that simulated
-time keeps up with wall time; they are counted as late steps. More than `max_catch_up_s` behind,
-the clock is re-based and the loss counted (`lost_s` in the log).
+Timing: physics advances on the wall clock, one control step (12.5 ms, 5 MuJoCo steps of 2.5 ms)
+per period, in a thread of its own; it never waits for a command. The newest absolute target on
+the command topic is applied at every control step; with none (yet) the last one is held. The
+MuJoCo steps run one at a time, each when it is due, and each one's joint state is published,
+stamped at its due time (400 Hz). Images are drawn in a render thread (render_worker.py) from a
+scene captured at their step, and published with that step's stamp when drawn (15-35 ms later
+here, like a camera's latency). When the loop falls behind (a busy machine) so that the next
+control step is due already, the owed control steps are stepped at once, each in one MuJoCo
+call (~1 ms), so that simulated time keeps up with wall time; they are counted as late steps
+and publish one joint state per control period at most: catching up costs less than keeping
+time, so a busy process never gets busier for it. More than `max_catch_up_s` behind, the clock
+is re-based and the loss counted (`lost_s` in the log).
 
 `real_time_factor` (Gazebo's name) below 1 runs the simulation slower than the wall clock: a
 control step every 12.5 ms / factor of wall time. Stamps stay wall time, so a policy sees a
@@ -22,13 +26,14 @@ task's horizon; the next one starts at once (episodes.schedule).
 
 Topics (defaults; SimConfig):
 - /sim/camera/image_raw   sensor_msgs/Image rgb8, camera_rate_hz (sensor-data QoS)
-- /sim/joint_states       sensor_msgs/JointState, every step (JOINT_NAMES, absolute); one for
-                          the steps stepped at once to catch up with the wall clock
+- /sim/joint_states       sensor_msgs/JointState (JOINT_NAMES, absolute), every MuJoCo step
+                          (400 Hz) stamped at its due time; catching up, the newest due only
 - /oxygen/joint_command   sensor_msgs/JointState in: absolute targets by joint name
 - /sim/episode            std_msgs/String, JSON episodes.Status at camera rate and at the end
 - /oxygen/instruction     std_msgs/String: the task instruction at every episode start
-- /sim/privileged_state   std_msgs/String JSON {episode, task, obs} every step, only with
-                          `privileged` (for the scripted expert; never for a policy)
+- /sim/privileged_state   std_msgs/String JSON {episode, task, obs} with each control step's
+                          joint state, only with `privileged` (for the scripted expert; never
+                          for a policy)
 """
 from __future__ import annotations
 
@@ -49,8 +54,8 @@ from std_msgs.msg import Header, String
 
 from oxygen_ros.robot.values import joint_state_to_vector
 
-from .env import (CAMERAS, CONTROL_PERIOD_S, DEFAULT_CAMERA, DEFAULT_IMAGE_SIZE, GAIN, JOINT_NAMES, PHYSICS_STEPS,
-                  SimEnv)
+from .env import (CAMERAS, CONTROL_PERIOD_S, DEFAULT_CAMERA, DEFAULT_IMAGE_SIZE, GAIN, JOINT_NAMES,
+                  PHYSICS_STEPS, SimEnv)
 from .episodes import Episode, Status, schedule
 from .loop_node import SimLoopNode
 from .tasks import TASKS
@@ -240,7 +245,8 @@ class SimNode(SimLoopNode):
             # published; when the next control step is due already (late: catching up), at once
             # (nothing to wait for, one MuJoCo call: catching up costs less than keeping time)
             on_time = now < physics.due(PHYSICS_STEPS)
-            info = env.step(target if target is not None else hold_target, physics.after if on_time else None)
+            info = env.step(target if target is not None else hold_target,
+                            physics.after if on_time else None)
             step += 1
             self.stats.steps += 1
             if not on_time:
