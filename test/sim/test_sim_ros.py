@@ -167,8 +167,12 @@ def test_joint_states_come_at_the_physics_rate_stamped_at_their_due_times(ctx):
           f"({st.late_steps} late), stamp gaps ms p50 {1e3 * np.median(gaps):.3f} "
           f"max {1e3 * gaps.max():.2f}")
     assert st.joint_states >= 0.8 * PHYSICS_STEPS * on_time  # one per control step before
-    assert np.median(gaps) == pytest.approx(PHYSICS_DT, abs=1e-4)
     assert gaps.min() > 0
-    # on time, a control step's worth at most between two (catching up: one per control period
-    # of wall time, whatever the simulated time stepped meanwhile)
-    assert st.late_steps > 0 or gaps.max() <= CONTROL_PERIOD_S + 1e-3, gaps.max()
+    # stamped at due times: on the 2.5 ms grid, nearly all one physics step apart (a wake-up a
+    # few ms late skips the states a newer one replaced: only the newest due goes out)
+    steps_apart = gaps / PHYSICS_DT
+    assert np.mean(np.abs(steps_apart - np.round(steps_apart)) < 0.04) > 0.95
+    assert np.mean(np.abs(gaps - PHYSICS_DT) < 1e-4) > 0.9
+    # never a stall (the reverted version left 5-7 s between two): on time, a few steps at most;
+    # catching up, one per control period of wall time, up to max_catch_up_s of simulated time
+    assert gaps.max() < (cfg.max_catch_up_s + CONTROL_PERIOD_S if st.late_steps else 0.1), gaps.max()
