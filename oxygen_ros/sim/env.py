@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import warnings
+from typing import Callable
 
 os.environ.setdefault("MUJOCO_GL", "osmesa")
 
@@ -32,6 +33,8 @@ from .tasks import TASKS, Task, get_task  # noqa: E402
 
 JOINT_NAMES: tuple[str, ...] = ("ee_x", "ee_y", "ee_z", "gripper")
 CONTROL_PERIOD_S = 0.0125  # Meta-World: timestep 2.5 ms x frame_skip 5 per env step (80 Hz)
+PHYSICS_STEPS = 5  # MuJoCo steps per control step (Meta-World's frame_skip)
+PHYSICS_DT = CONTROL_PERIOD_S / PHYSICS_STEPS  # 2.5 ms: one MuJoCo step (400 Hz)
 GAIN = 10.0  # 1/m: a 10 cm error is a full-speed (1 cm/step) action; measured: no overshoot
 GRIPPER_OPEN = 1.0  # measured opening with the fingers commanded fully open (-1)
 GRIPPER_CLOSED = 0.297  # measured opening with the fingers commanded closed (+1) on nothing
@@ -139,7 +142,10 @@ class SimEnv:
     def __init__(self, task: str | Task, image_size: int = DEFAULT_IMAGE_SIZE,
                  camera: str = DEFAULT_CAMERA, gain: float = GAIN) -> None:
         import metaworld
+        import mujoco
         from metaworld.policies import ENV_POLICY_MAP
+
+        self._mujoco = mujoco
 
         self.task = task if isinstance(task, Task) else get_task(task)
         if not 0.0 < gain <= 50.0:
@@ -153,6 +159,16 @@ class SimEnv:
         self._env.seeded_rand_vec = True
         self._expert = ENV_POLICY_MAP[self.task.env_name]()
         self.camera = FastCamera(self._env.model, self._env.data, camera, image_size)
+        if self._env.frame_skip != PHYSICS_STEPS:
+            raise RuntimeError(f"{self.task.env_name}: frame_skip {self._env.frame_skip}, "
+                               f"expected {PHYSICS_STEPS} (CONTROL_PERIOD_S)")
+        # Meta-World's step runs its frame_skip MuJoCo steps in one call; to see the robot after
+        # each (the joint states at the physics rate) they run one at a time when a step is given
+        # a hook: the same MuJoCo steps in the same order, the same result (test_env.py)
+        self._physics_hook: Callable[[int], None] | None = None
+        self._env._step_mujoco_simulation = self._step_physics
+        space = self._env.sawyer_observation_space
+        self._state_low, self._state_high = space.low[0:4].copy(), space.high[0:4].copy()
         self._obs: np.ndarray | None = None
         self._steps = 0
         self._reach0 = self._place0 = 1.0
@@ -170,10 +186,17 @@ class SimEnv:
         self._last = self._info(obs, success=False, place=self._place0)
         return self.state()
 
-    def step(self, target: np.ndarray) -> StepInfo:
+    def step(self, target: np.ndarray, after_physics_step: Callable[[int], None] | None = None) -> StepInfo:
         """One control period towards the absolute `target`; after a timeout or success the
-        caller resets (stepping on past the task's horizon is allowed up to Meta-World's 500)."""
-        return self.step_action(action_from_target(self.state(), target, self.gain))
+        caller resets (stepping on past the task's horizon is allowed up to Meta-World's 500).
+        `after_physics_step(i)` is called after each of its first PHYSICS_STEPS - 1 MuJoCo steps
+        (i = 0, 1, ...; `physics_state()` is the robot then): the caller may wait for the wall
+        clock there. After the last one the step's own result is the robot (`state()`)."""
+        self._physics_hook = after_physics_step
+        try:
+            return self.step_action(action_from_target(self.state(), target, self.gain))
+        finally:
+            self._physics_hook = None
 
     def play(self, targets: np.ndarray, hold_steps: int) -> tuple[StepInfo, bool]:
         """Each of `targets` held for `hold_steps` control periods, stopping at success or
@@ -200,6 +223,18 @@ class SimEnv:
         """[ee_x, ee_y, ee_z, gripper opening] (JOINT_NAMES), float64."""
         self._need_obs()
         return np.array(self._obs[0:4], dtype=np.float64)
+
+    def physics_state(self) -> np.ndarray:
+        """`state()` of the robot as the newest MuJoCo step left it, between a step's MuJoCo
+        steps too (kinematics recomputed: Meta-World's observation of the hand and fingers,
+        clipped as it clips them; the next MuJoCo step recomputes them anyway)."""
+        env = self._env
+        mujoco = self._mujoco
+        mujoco.mj_kinematics(env.model, env.data)
+        data = env.data
+        opening = np.linalg.norm(data.body("rightclaw").xpos - data.body("leftclaw").xpos)
+        state = np.array([*data.body("hand").xpos, np.clip(opening / 0.1, 0.0, 1.0)], dtype=np.float64)
+        return np.clip(state, self._state_low, self._state_high)
 
     def render(self) -> np.ndarray:
         """The camera image, uint8 (size, size, 3), RGB."""
@@ -242,6 +277,20 @@ class SimEnv:
         self._env.close()
 
     # -- internals -------------------------------------------------------------------------------
+    def _step_physics(self, ctrl, n_frames: int) -> None:
+        """Gymnasium's MujocoEnv._step_mujoco_simulation, its MuJoCo steps one at a time with
+        the hook between them when a step has one."""
+        env, mujoco, hook = self._env, self._mujoco, self._physics_hook
+        env.data.ctrl[:] = ctrl
+        if hook is None:
+            mujoco.mj_step(env.model, env.data, nstep=n_frames)
+        else:
+            for i in range(n_frames):
+                mujoco.mj_step(env.model, env.data)
+                if i < n_frames - 1:
+                    hook(i)
+        mujoco.mj_rnePostConstraint(env.model, env.data)
+
     def _need_obs(self) -> None:
         if self._obs is None:
             raise RuntimeError("reset(seed) first")
@@ -269,5 +318,5 @@ class SimEnv:
                         timed_out=not success and self._steps >= self.task.horizon)
 
 
-__all__ = ["TASKS", "JOINT_NAMES", "CONTROL_PERIOD_S", "GAIN", "SimEnv", "StepInfo", "FastCamera",
+__all__ = ["TASKS", "JOINT_NAMES", "CONTROL_PERIOD_S", "PHYSICS_STEPS", "PHYSICS_DT", "GAIN", "SimEnv", "StepInfo", "FastCamera",
            "action_from_target", "target_from_expert", "gripper_command", "gripper_opening"]

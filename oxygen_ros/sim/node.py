@@ -1,13 +1,17 @@
 """The simulated robot on ROS topics (rclpy): camera, joint states, commands, episode status.
 
-Timing: physics advances on the wall clock, one control step (12.5 ms) per period, in a thread of
-its own; it never waits for a command. The newest absolute target on the command topic is
-applied at every step; with none (yet) the last one is held. Images are drawn in a render thread
-(render_worker.py) from a scene captured at their step, and published with that step's stamp
-when drawn (15-35 ms later here, like a camera's latency). When the loop falls behind (a busy
-machine) the missed steps are stepped at once (physics costs ~1 ms a step) so that simulated
-time keeps up with wall time; they are counted as late steps. More than `max_catch_up_s` behind,
-the clock is re-based and the loss counted (`lost_s` in the log).
+Timing: physics advances on the wall clock, one control step (12.5 ms, 5 MuJoCo steps of 2.5 ms)
+per period, in a thread of its own; it never waits for a command. The newest absolute target on
+the command topic is applied at every control step; with none (yet) the last one is held. The
+MuJoCo steps run one at a time, each when it is due, and each one's joint state is published,
+stamped at its due time (400 Hz). Images are drawn in a render thread (render_worker.py) from a
+scene captured at their step, and published with that step's stamp when drawn (15-35 ms later
+here, like a camera's latency). When the loop falls behind (a busy machine) so that the next
+control step is due already, the owed control steps are stepped at once, each in one MuJoCo
+call (~1 ms), so that simulated time keeps up with wall time; they are counted as late steps
+and publish one joint state per control period at most: catching up costs less than keeping
+time, so a busy process never gets busier for it. More than `max_catch_up_s` behind, the clock
+is re-based and the loss counted (`lost_s` in the log).
 
 `real_time_factor` (Gazebo's name) below 1 runs the simulation slower than the wall clock: a
 control step every 12.5 ms / factor of wall time. Stamps stay wall time, so a policy sees a
@@ -22,13 +26,14 @@ task's horizon; the next one starts at once (episodes.schedule).
 
 Topics (defaults; SimConfig):
 - /sim/camera/image_raw   sensor_msgs/Image rgb8, camera_rate_hz (sensor-data QoS)
-- /sim/joint_states       sensor_msgs/JointState, every step (JOINT_NAMES, absolute); one for
-                          the steps stepped at once to catch up with the wall clock
+- /sim/joint_states       sensor_msgs/JointState (JOINT_NAMES, absolute), every MuJoCo step
+                          (400 Hz) stamped at its due time; catching up, the newest due only
 - /oxygen/joint_command   sensor_msgs/JointState in: absolute targets by joint name
 - /sim/episode            std_msgs/String, JSON episodes.Status at camera rate and at the end
 - /oxygen/instruction     std_msgs/String: the task instruction at every episode start
-- /sim/privileged_state   std_msgs/String JSON {episode, task, obs} every step, only with
-                          `privileged` (for the scripted expert; never for a policy)
+- /sim/privileged_state   std_msgs/String JSON {episode, task, obs} with each control step's
+                          joint state, only with `privileged` (for the scripted expert; never
+                          for a policy)
 """
 from __future__ import annotations
 
@@ -49,7 +54,8 @@ from std_msgs.msg import Header, String
 
 from oxygen_ros.robot.values import joint_state_to_vector
 
-from .env import CAMERAS, CONTROL_PERIOD_S, DEFAULT_CAMERA, DEFAULT_IMAGE_SIZE, GAIN, JOINT_NAMES, SimEnv
+from .env import (CAMERAS, CONTROL_PERIOD_S, DEFAULT_CAMERA, DEFAULT_IMAGE_SIZE, GAIN, JOINT_NAMES,
+                  PHYSICS_STEPS, SimEnv)
 from .episodes import Episode, Status, schedule
 from .loop_node import SimLoopNode
 from .tasks import TASKS
@@ -136,8 +142,9 @@ class SimConfig:
 
 @dataclass
 class RunStats:
-    steps: int = 0
-    late_steps: int = 0
+    steps: int = 0  # control steps
+    late_steps: int = 0  # control steps stepped when the next was due already (catching up)
+    joint_states: int = 0  # published
     lost_s: float = 0.0
     images: int = 0
     skipped_images: int = 0  # due while the previous image was still being drawn
@@ -166,6 +173,8 @@ class SimNode(SimLoopNode):
                           if config.privileged else None)
         self.create_subscription(JointState, config.command_topic, self._command_cb, RELIABLE)
         self._last_image: Image | None = None
+        self._joints_msg = JointState(name=list(JOINT_NAMES))
+        self._published_at = float("-inf")  # monotonic time of the newest joint state
 
     def _check_command(self, msg: JointState) -> np.ndarray:
         return joint_state_to_vector(msg, JOINT_NAMES).astype(np.float64)
@@ -214,9 +223,10 @@ class SimNode(SimLoopNode):
         hold_target = state.copy()
 
         start = time.monotonic()
-        next_t = start
+        next_t = start  # when the next control step's first physics step is due (wall clock)
         step = 0
         commands0 = self.stats.commands
+        physics = _PhysicsSteps(self, env, dt)
         while not self._stop.is_set():
             now = time.monotonic()
             if now < next_t:
@@ -227,27 +237,32 @@ class SimNode(SimLoopNode):
                 self.stats.lost_s += behind
                 self._warn("lost", f"simulation {behind:.2f} s behind the wall clock: re-based")
                 next_t = now
-            due = int((now - next_t) / dt) + 1  # steps owed to the wall clock, this one included
             with self._lock:
                 if self._target is not None:
                     target = self._target
-            first = step
-            for _ in range(due):
-                info = env.step(target if target is not None else hold_target)
-                step += 1
-                if info.success or info.timed_out:
-                    break
-            taken = step - first
-            late += taken - 1
-            self.stats.steps += taken
-            self.stats.late_steps += taken - 1
-            next_t += due * dt
+            physics.start = next_t
+            # on time, its physics steps one by one on the wall clock, each one's joint state
+            # published; when the next control step is due already (late: catching up), at once
+            # (nothing to wait for, one MuJoCo call: catching up costs less than keeping time)
+            on_time = now < physics.due(PHYSICS_STEPS)
+            info = env.step(target if target is not None else hold_target,
+                            physics.after if on_time else None)
+            step += 1
+            self.stats.steps += 1
+            if not on_time:
+                late += 1
+                self.stats.late_steps += 1
+            next_t += dt
+            now = time.monotonic()
             t = step * CONTROL_PERIOD_S
-            stamp = self._stamp()
-            state = env.state()
-            self._publish_state(state, stamp, ep, env)
             done = info.success or info.timed_out
-            if first // cam_every != step // cam_every or done:  # an image step was crossed
+            image = (step - 1) // cam_every != step // cam_every or done  # an image step
+            stamp = self._stamp_at(physics.due(PHYSICS_STEPS - 1))
+            # its joint state goes out when it is the newest due (or the image and the status
+            # carry its stamp, or none went out for a control period while catching up)
+            if now < physics.due(PHYSICS_STEPS) or image or now - self._published_at >= dt:
+                self._publish_state(env.state(), stamp, ep, env)
+            if image:
                 self._render.submit(env.camera, stamp)  # published when drawn, with this stamp
                 if self._render.error is not None:
                     raise RuntimeError(f"rendering failed: {self._render.error}") from self._render.error
@@ -256,6 +271,15 @@ class SimNode(SimLoopNode):
                 self.stats.episode_s += time.monotonic() - start
                 self.stats.episode_commands += self.stats.commands - commands0
                 return
+
+    def _stamp_at(self, due: float) -> Time:
+        """The node clock's time when monotonic time was `due`."""
+        clock_ns = self.get_clock().now().nanoseconds
+        now = time.monotonic()  # read next to the clock: a thread switch between them shifts it
+        if clock_ns == 0:  # simulated time before the first /clock: no time at all
+            return Time()
+        ns = clock_ns - round((now - due) * 1e9)
+        return Time(sec=ns // 1_000_000_000, nanosec=ns % 1_000_000_000)
 
     # -- messages ----------------------------------------------------------------------------------
     def _render_now(self, env: SimEnv) -> Image:
@@ -287,11 +311,20 @@ class SimNode(SimLoopNode):
         return Image(header=Header(frame_id=self.config.frame_id), height=h, width=w, encoding="rgb8",
                      is_bigendian=0, step=w * 3, data=rgb.tobytes())
 
-    def _publish_state(self, state: np.ndarray, stamp: Time, ep: Episode, env: SimEnv) -> None:
+    def _publish_joints(self, state: np.ndarray, stamp: Time) -> None:
+        """One joint state, cheaply: the message is reused (publish serializes it at once)."""
         if self.config.fault == "state-swapped":
             state = state[[1, 0, 2, 3]]
-        self._pub_joints.publish(JointState(header=Header(stamp=stamp), name=list(JOINT_NAMES),
-                                            position=[float(v) for v in state]))
+        msg = self._joints_msg
+        msg.header.stamp = stamp
+        msg.position = state.tolist()
+        self._pub_joints.publish(msg)
+        self._published_at = time.monotonic()
+        self.stats.joint_states += 1
+
+    def _publish_state(self, state: np.ndarray, stamp: Time, ep: Episode, env: SimEnv) -> None:
+        """A control step's joint state and, with `privileged`, the simulator's state."""
+        self._publish_joints(state, stamp)
         if self._pub_priv is not None:
             self._pub_priv.publish(String(data=json.dumps(
                 {"episode": ep.index, "task": ep.task, "obs": env.raw_obs.tolist()})))
@@ -309,3 +342,29 @@ class SimNode(SimLoopNode):
         if self._on_status is not None:
             self._on_status(status)
 
+
+
+class _PhysicsSteps:
+    """The physics steps of one control step on the wall clock: physics step i of the control
+    step due at `start` is due at start + i * dt / PHYSICS_STEPS. After each (but the last, which
+    the loop publishes with the step's result) its joint state goes out, stamped at its due time,
+    when it is the newest due one; behind the clock, only one per control period (so catching
+    up costs fewer messages, not more: a burst of publishes starved the process and it fell
+    further behind); then it waits for the next one's due time."""
+
+    def __init__(self, node: SimNode, env: SimEnv, dt: float) -> None:
+        self.node, self.env, self.start = node, env, 0.0
+        self.physics_dt = dt / PHYSICS_STEPS  # wall seconds per physics step
+        self.control_dt = dt
+
+    def due(self, i: int) -> float:
+        return self.start + i * self.physics_dt
+
+    def after(self, i: int) -> None:
+        node = self.node
+        now = time.monotonic()
+        if now < self.due(i + 1) or now - node._published_at >= self.control_dt:
+            node._publish_joints(self.env.physics_state(), node._stamp_at(self.due(i)))
+        wait = self.due(i + 1) - time.monotonic()
+        if wait > 0:
+            node._stop.wait(wait)

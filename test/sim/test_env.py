@@ -138,3 +138,27 @@ def test_blind_check_runs_and_counts():
     r = blind_successes("door-unlock", episodes=1)
     assert r["expert"] == 1 and set(r) == {"expert", "expert_steps", "mean", *DIRECTIONS, "hold"}
     assert r["hold"] == 0 and all(0 <= r[k] <= 1 for k in ("mean", *DIRECTIONS))
+
+
+@needs_sim
+def test_physics_steps_one_at_a_time_step_the_same_robot():
+    """The sim node steps a control step's MuJoCo steps one at a time (a joint state after
+    each): the same physics, bit for bit, as Meta-World's one call, and the robot after the last
+    MuJoCo step is the step's own state."""
+    from oxygen_ros.sim.env import PHYSICS_STEPS, SimEnv
+
+    whole, split = SimEnv("door-unlock"), SimEnv("door-unlock")
+    try:
+        whole.reset(3), split.reset(3)
+        between: list[np.ndarray] = []
+        for _ in range(60):
+            target = whole.expert_target()
+            info = whole.step(target)
+            assert split.step(target, lambda i: between.append(split.physics_state())) == info
+            np.testing.assert_array_equal(split.raw_obs, whole.raw_obs)
+            np.testing.assert_array_equal(split.physics_state(), split.state())
+        assert len(between) == 60 * (PHYSICS_STEPS - 1)
+        # the robot moves between control steps: the MuJoCo steps' states are not all one
+        assert len({tuple(s) for s in between}) > 60
+    finally:
+        whole.close(), split.close()

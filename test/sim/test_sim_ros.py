@@ -15,7 +15,7 @@ pytestmark = [pytest.mark.ros,
                                  reason=str(unavailable_reason()))]
 rclpy = pytest.importorskip("rclpy")
 
-from rclpy.executors import MultiThreadedExecutor  # noqa: E402
+from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from rclpy.qos import qos_profile_sensor_data  # noqa: E402
 from sensor_msgs.msg import Image, JointState  # noqa: E402
 from std_msgs.msg import String  # noqa: E402
@@ -48,7 +48,12 @@ def run(ctx, cfg, with_expert: bool, limit_s: float):
         from oxygen_ros.sim.expert import ExpertNode
 
         nodes.append(ExpertNode(context=ctx))
-    with spinning(sim, nodes, MultiThreadedExecutor(num_threads=2, context=ctx)):
+    # single-threaded, as oxygen-sim and the sim evaluation spin it: rclpy's multi-threaded
+    # executor rebuilds its wait set in Python for every message and hands it to a pool thread,
+    # and with the joint states at 400 Hz it held the interpreter lock so much that the
+    # physics thread, which gives it up in every MuJoCo call and every wait, stalled for
+    # seconds (episodes not ending within 20-30 s; docs/simulation.md)
+    with spinning(sim, nodes, SingleThreadedExecutor(context=ctx)):
         time.sleep(0.3)  # discovery before the first episode's messages
         sim.start()
         t0 = time.monotonic()
@@ -142,3 +147,32 @@ def test_wiring_faults_reach_the_policy_not_the_simulator(ctx, fault):
     np.testing.assert_array_equal(first, expect_img)
     expect_state = state[[1, 0, 2, 3]] if fault == "state-swapped" else state
     np.testing.assert_allclose(lis.joints[0].position, expect_state, atol=1e-9)
+
+
+def test_joint_states_come_at_the_physics_rate_stamped_at_their_due_times(ctx):
+    """Issue 36 item 4: a joint state for every 2.5 ms MuJoCo step (400 Hz), not one per
+    12.5 ms control step, each stamped when its physics step was due on the wall clock: the
+    stamps are PHYSICS_DT apart. Steps stepped late to catch up publish fewer, never a burst."""
+    from oxygen_ros.sim.env import CONTROL_PERIOD_S, PHYSICS_DT, PHYSICS_STEPS
+    from oxygen_ros.sim.node import SimConfig
+
+    cfg = SimConfig(tasks=("button-press-topdown",), episodes_per_task=1, reset_hold_s=0.0)
+    sim, lis, elapsed = run(ctx, cfg, with_expert=False, limit_s=20.0)
+    st = sim.stats
+    stamps = np.array([m.header.stamp.sec + 1e-9 * m.header.stamp.nanosec for m in lis.joints])
+    assert len(stamps) == st.joint_states, (len(stamps), st.joint_states)  # every one arrived
+    gaps = np.diff(stamps)  # no hold (reset_hold_s 0): all are the episode's
+    on_time = st.steps - st.late_steps
+    print(f"{st.joint_states} joint states in {elapsed:.2f} s, {st.steps} control steps "
+          f"({st.late_steps} late), stamp gaps ms p50 {1e3 * np.median(gaps):.3f} "
+          f"max {1e3 * gaps.max():.2f}")
+    assert st.joint_states >= 0.8 * PHYSICS_STEPS * on_time  # one per control step before
+    assert gaps.min() > 0
+    # stamped at due times: on the 2.5 ms grid, nearly all one physics step apart (a wake-up a
+    # few ms late skips the states a newer one replaced: only the newest due goes out)
+    steps_apart = gaps / PHYSICS_DT
+    assert np.mean(np.abs(steps_apart - np.round(steps_apart)) < 0.04) > 0.95
+    assert np.mean(np.abs(gaps - PHYSICS_DT) < 1e-4) > 0.9
+    # never a stall (the reverted version left 5-7 s between two): on time, a few steps at most;
+    # catching up, one per control period of wall time, up to max_catch_up_s of simulated time
+    assert gaps.max() < (cfg.max_catch_up_s + CONTROL_PERIOD_S if st.late_steps else 0.1), gaps.max()
