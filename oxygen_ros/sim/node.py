@@ -343,7 +343,6 @@ class SimNode(SimLoopNode):
             self._on_status(status)
 
 
-
 class _PhysicsSteps:
     """The physics steps of one control step on the wall clock: physics step i of the control
     step due at `start` is due at start + i * dt / PHYSICS_STEPS. After each (but the last, which

@@ -249,6 +249,11 @@ def test_sync_execution_plays_and_publishes_only_chunks_observed_at_rest(node):
     from an observation taken while it plays is neither (the robot executes the first to its
     end); sync with rtc is refused with the reason, and stream takes every chunk again."""
     rt = node.rt
+    # the shared node: the property test above leaves its last random example's command
+    # parameters (chunk_blend rtc refused sync; a max_start_deviation of 1e-7 refused the chunk)
+    base = {**{k: P.SPECS[k].default for k in P.COMMAND_KEYS},
+            "joint_limits_lower": [-LIMIT] * J, "joint_limits_upper": [LIMIT] * J}
+    assert node.set_parameters_atomically([_param(k, v) for k, v in base.items()]).successful
     sink = Sink()
     saved, rt.pubs.action_chunk = rt.pubs.action_chunk, sink
     try:
