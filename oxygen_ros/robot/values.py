@@ -24,7 +24,7 @@ def joint_state_to_vector(msg: Any, joint_names: Sequence[str]) -> np.ndarray:
     `name:velocity` / `name:effort` those fields (robot/interface.py, state_names). ValueError
     naming missing, duplicate or NaN values."""
     names = tuple(msg.name)
-    fields, picks, missing, gather = _layout(names, tuple(joint_names))
+    fields, picks, missing, gather = joint_layout(names, tuple(joint_names))
     columns: dict[str, np.ndarray] = {}
     for f in fields:
         values = getattr(msg, f)
@@ -46,7 +46,7 @@ def joint_state_to_vector(msg: Any, joint_names: Sequence[str]) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=16)
-def _layout(names: tuple[str, ...], joint_names: tuple[str, ...]
+def joint_layout(names: tuple[str, ...], joint_names: tuple[str, ...]
             ) -> tuple[tuple[str, ...], tuple[tuple[str, int], ...], tuple[str, ...], np.ndarray]:
     """Where each of `joint_names` sits in a JointState named `names`: (the fields read, (field,
     index) per joint name, the joint names it lacks, the indices as one gather array, read-only).

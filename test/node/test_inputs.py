@@ -473,3 +473,40 @@ def test_a_joint_stream_below_its_set_rate_or_stamped_late_is_named(node, load_i
     # not the wait for a take
     d50, d99 = (float(x) for x in values[f"{topic} delivery_ms"].split(" / "))
     assert 200.0 <= d50 <= d99 < 230.0, values
+
+
+def test_a_take_reads_the_drivers_layout_from_the_bytes_and_anything_new_whole(node, load_inputs):
+    """A driver's names never change: after the first message (deserialised, checked) each take
+    reads the positions from the serialized bytes (robot/joint_state_bytes.py: ~100 us less of
+    a 30-joint control tick, with the interpreter lock held). The pose is the message's; a new
+    order is read whole and by name; a NaN is still refused by name."""
+    topic = "/test/js_bytes"
+    inputs, pub = load_inputs(topic)
+    warnings = []
+    inputs._warn = lambda key, text: warnings.append(text)
+
+    def send_and_take(names, positions):
+        js = JointState(name=list(names), position=[float(p) for p in positions])
+        js.header.stamp = _now(node)
+        pub.publish(js)
+        deadline = time.monotonic() + 2.0
+        while not inputs.poll() and time.monotonic() < deadline:
+            time.sleep(0.002)
+        return inputs.measured.fresh(_node_s(node), 5.0)
+
+    want = np.arange(len(JOINTS), dtype=np.float32) * 0.1
+    np.testing.assert_array_equal(send_and_take(JOINTS, want), want)
+    assert inputs.joint_bytes.reads == 0  # the first: deserialised whole, its layout learned
+    for k in range(1, 4):
+        np.testing.assert_array_equal(send_and_take(JOINTS, want + k), want + k)
+    assert inputs.joint_bytes.reads == 3
+    back = list(reversed(JOINTS))  # another order: read whole, by name
+    np.testing.assert_array_equal(send_and_take(back, (want + 7)[::-1]), want + 7)
+    assert inputs.joint_bytes.reads == 3
+    np.testing.assert_array_equal(send_and_take(back, (want + 8)[::-1]), want + 8)
+    assert inputs.joint_bytes.reads == 4  # ... and learned
+    bad = (want + 9)[::-1].copy()
+    bad[0] = np.nan
+    send_and_take(back, bad)
+    assert any(JOINTS[-1] in w and "non-finite" in w for w in warnings), warnings
+    np.testing.assert_array_equal(inputs.measured.fresh(_node_s(node), 5.0), want + 8)
