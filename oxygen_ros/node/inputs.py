@@ -349,7 +349,7 @@ class Inputs:
         try:
             vec = joint_state_to_vector(msg, self._joint_names)
         except ValueError as exc:
-            t, _, reason, _ = self._stamp_of(s.sec, s.nanosec)  # a bad stamp is said first
+            _, _, reason, _ = self._stamp_of(s.sec, s.nanosec)  # a bad stamp is said first
             self._refuse(self.joint_topic, reason or str(exc))
             return False
         return self._joint_state(s.sec, s.nanosec, vec, info)
@@ -362,7 +362,7 @@ class Inputs:
             return False
         if arrived_ns and lag is not None:
             self.joint_delivery.add(time.monotonic(), arrived_ns * 1e-9 - t)
-        vec = vec.astype(np.float32)
+        vec = vec.astype(np.float32, copy=False)  # the slow path's is float32 already
         self.pairer.add_state(t, vec, stamp)
         self.measured.update(t, vec)
         self._newest_state = t if self._newest_state is None else max(self._newest_state, t)

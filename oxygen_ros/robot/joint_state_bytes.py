@@ -43,9 +43,9 @@ class _Layout:
     count: int  # positions (= names)
 
 
-def _parse(raw: bytes) -> tuple[_Layout, int] | None:
-    """The layout of this serialized JointState up to its positions, and the raw offset where
-    its positions end; None when it is not plain little-endian CDR or ends early."""
+def _parse(raw: bytes) -> _Layout | None:
+    """The layout of this serialized JointState up to its positions; None when it is not plain
+    little-endian CDR or ends early."""
     if len(raw) < _BODY + 12 or raw[:2] != _ENCAPSULATION:
         return None
     body = _BODY
@@ -77,15 +77,14 @@ def _parse(raw: bytes) -> tuple[_Layout, int] | None:
     if count != names:
         return None
     positions_at = body + _align(at - body, 8)
-    end = positions_at + 8 * count
-    if end > len(raw):
+    if positions_at + 8 * count > len(raw):
         return None
     reference = np.frombuffer(raw, dtype=np.uint8, count=at - start, offset=start).copy()
     mask = np.full(at - start, 0xFF, dtype=np.uint8)
     for a, b in pad:
         mask[a - start:b - start] = 0
     reference &= mask
-    return _Layout(start, reference, mask, positions_at, count), end
+    return _Layout(start, reference, mask, positions_at, count)
 
 
 class JointStateBytes:
@@ -99,11 +98,10 @@ class JointStateBytes:
     def learn(self, raw: bytes, positions: Sequence[float]) -> bool:
         """Remember this message's layout; `positions`: its positions as deserialised whole (the
         layout is kept only when this reader finds the same). Whether it was learned."""
-        parsed = _parse(raw)
-        if parsed is None:
+        layout = _parse(raw)
+        if layout is None:
             self._layout = None
             return False
-        layout, _ = parsed
         found = np.frombuffer(raw, dtype="<f8", count=layout.count, offset=layout.positions_at)
         same = np.array_equal(found, np.asarray(positions, dtype=np.float64), equal_nan=True)
         self._layout = layout if same else None

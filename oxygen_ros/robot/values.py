@@ -47,7 +47,7 @@ def joint_state_to_vector(msg: Any, joint_names: Sequence[str]) -> np.ndarray:
 
 @functools.lru_cache(maxsize=16)
 def joint_layout(names: tuple[str, ...], joint_names: tuple[str, ...]
-            ) -> tuple[tuple[str, ...], tuple[tuple[str, int], ...], tuple[str, ...], np.ndarray]:
+                 ) -> tuple[tuple[str, ...], tuple[tuple[str, int], ...], tuple[str, ...], np.ndarray]:
     """Where each of `joint_names` sits in a JointState named `names`: (the fields read, (field,
     index) per joint name, the joint names it lacks, the indices as one gather array, read-only).
     A driver sends the same names every time: this is worked out once per layout, not per
