@@ -60,6 +60,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=0,
                    help="model.num_threads of the node (0: its default, every core but one)")
     p.add_argument("--image-size", type=int, default=64)
+    p.add_argument("--top-fovy", type=float, default=0.0,
+                   help="ALOHA's top camera field of view, degrees (default 0: the one the checkpoint "
+                        "was trained on, training.json, else the robot's default)")
     p.add_argument("--camera-rate", type=float, default=0.0, help="Hz (default: Meta-World 20, ALOHA 25)")
     p.add_argument("--reset-hold", type=float, default=0.5)
     p.add_argument("--param", action="append", default=[], metavar="NAME=JSON",
@@ -90,8 +93,13 @@ def make_sim_config(args: argparse.Namespace):
         from ..sim.aloha.node import AlohaSimConfig
         from ..sim.aloha.tasks import TASKS as ALOHA_TASKS
 
+        from ..sim.aloha.env import DEFAULT_TOP_FOVY
+        from ..sim.checkpoint import checkpoint_top_fovy
+
+        fovy = args.top_fovy or (checkpoint_top_fovy(args.checkpoint) if args.checkpoint else None)
         return AlohaSimConfig(tasks=tuple(args.tasks or ALOHA_TASKS), episodes_per_task=args.episodes,
                               base_seed=args.seed, image_size=args.image_size,
+                              top_fovy=fovy or DEFAULT_TOP_FOVY,
                               camera_rate_hz=args.camera_rate or 25.0, reset_hold_s=args.reset_hold)
     from ..sim.node import SimConfig
 

@@ -57,7 +57,7 @@ def parse_metaworld(argv: list[str] | None = None, epilog: str | None = None) ->
 
 
 def parse_aloha(argv: list[str] | None = None) -> argparse.Namespace:
-    from ..sim.aloha.env import CAMERAS, DEFAULT_CAMERAS, DEFAULT_IMAGE_SIZE
+    from ..sim.aloha.env import CAMERAS, DEFAULT_CAMERAS, DEFAULT_IMAGE_SIZE, DEFAULT_TOP_FOVY
     from ..sim.aloha.node import EVAL_BASE_SEED, FAULTS
     from ..sim.aloha.tasks import TASKS
 
@@ -65,6 +65,8 @@ def parse_aloha(argv: list[str] | None = None) -> argparse.Namespace:
                 "simulated s per wall s")
     p.add_argument("--cameras", nargs="+", default=list(DEFAULT_CAMERAS), choices=CAMERAS)
     p.add_argument("--fault", default="", choices=FAULTS, help="a wiring fault fed to the policy")
+    p.add_argument("--top-fovy", type=float, default=DEFAULT_TOP_FOVY,
+                   help="the top camera's vertical field of view, degrees (the policy's training data's)")
     p.add_argument("--wait-for-policy", action="store_true",
                    help="hold the first episode until a command arrives (a policy's start-up is not episode time)")
     return p.parse_args(argv)
@@ -174,7 +176,7 @@ def aloha(argv: list[str] | None = None) -> int:
 
     def config() -> AlohaSimConfig:
         return AlohaSimConfig(tasks=tuple(args.tasks), episodes_per_task=args.episodes, base_seed=args.seed,
-                              image_size=args.image_size, cameras=tuple(args.cameras),
+                              image_size=args.image_size, top_fovy=args.top_fovy, cameras=tuple(args.cameras),
                               camera_rate_hz=args.camera_rate, reset_hold_s=args.reset_hold,
                               real_time_factor=args.real_time_factor, fault=args.fault)
 

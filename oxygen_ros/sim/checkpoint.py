@@ -33,6 +33,23 @@ def write_random_checkpoint(folder: str | Path, image_size: int = DEFAULT_IMAGE_
                                    tokenizer=build_tiny_tokenizer(mc.vocab_size), camera_keys=[CAMERA_KEY])
 
 
+def checkpoint_top_fovy(folder: str | Path) -> float | None:
+    """The ALOHA top camera's field of view a checkpoint was trained on (training.json's data
+    meta top_fovy; the shipped scene's 78 degrees for an ALOHA recording older than the field);
+    None when the folder names no ALOHA training data."""
+    import json
+
+    f = Path(folder) / "training.json"
+    if not f.is_file():
+        return None
+    meta = json.loads(f.read_text()).get("data_meta") or {}
+    if meta.get("simulator") != "aloha":
+        return None
+    from .aloha.env import SCENE_TOP_FOVY, check_top_fovy
+
+    return check_top_fovy(meta.get("top_fovy", SCENE_TOP_FOVY))
+
+
 def checkpoint_rate_hz(folder: str | Path) -> float | None:
     """The rate a checkpoint's action chunk steps at, when its folder names one: training.json's
     control_rate_hz (this project's simulator training), else LeRobot's train_config.json env.fps

@@ -96,3 +96,28 @@ def test_three_cameras_render_small_upright_rgb():
     assert red.sum() >= 1
     assert not np.array_equal(images[1], images[0])
     env.close()
+
+
+def test_the_top_camera_is_zoomed_onto_the_objects_and_a_bad_field_of_view_is_refused():
+    """The shipped scene's top camera (78 degrees) shows the whole 1.3 m table: at 64 px the cube is
+    about 2 px. The robot's default (40 degrees) shows the objects' part of the table, the cube
+    several times larger, and the view is the model's (every renderer of the scene sees it)."""
+    from oxygen_ros.sim.aloha.env import DEFAULT_TOP_FOVY, SCENE_TOP_FOVY, AlohaEnv, check_top_fovy
+    from oxygen_ros.sim.aloha.node import AlohaSimConfig
+
+    def red_pixels(fovy: float) -> int:
+        env = AlohaEnv("transfer-cube", image_size=64, cameras=("top",), top_fovy=fovy)
+        env.reset(1_000_000)
+        assert env.physics.named.model.cam_fovy["top"] == fovy
+        top = env.render()[0].astype(int)
+        env.close()
+        return int(((top[..., 0] > 150) & (top[..., 1] < 80) & (top[..., 2] < 80)).sum())
+
+    assert DEFAULT_TOP_FOVY < SCENE_TOP_FOVY
+    scene, default = red_pixels(SCENE_TOP_FOVY), red_pixels(DEFAULT_TOP_FOVY)
+    assert 1 <= scene <= 6 and default >= 3 * scene, (scene, default)
+    for bad in (5.0, 120.0, float("nan")):
+        with pytest.raises(ValueError, match="fovy"):
+            check_top_fovy(bad)
+        with pytest.raises(ValueError, match="fovy"):
+            AlohaSimConfig(top_fovy=bad)

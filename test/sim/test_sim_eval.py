@@ -203,3 +203,28 @@ def test_eval_control_rate_is_the_checkpoints_unless_asked(tmp_path):
         control_rate(0.0, str(tmp_path / "ck"))
     with pytest.raises(ValueError, match="control-rate"):
         control_rate(-1.0, trained)
+
+
+def test_the_aloha_robot_shows_the_top_camera_the_checkpoint_was_trained_on(tmp_path):
+    """ALOHA's top camera field of view is part of what the policy depends on: the evaluation's
+    robot takes the checkpoint's (training.json data meta top_fovy; an ALOHA recording older than
+    the field was made with the scene's 78 degrees), unless --top-fovy names one."""
+    from oxygen_ros.cli.sim_eval import make_sim_config, parse_args
+    from oxygen_ros.sim.aloha.env import DEFAULT_TOP_FOVY, SCENE_TOP_FOVY
+    from oxygen_ros.sim.checkpoint import checkpoint_top_fovy
+
+    ck = tmp_path / "ck"
+    ck.mkdir()
+    assert checkpoint_top_fovy(ck) is None
+    args = ["--robot", "aloha", "--out", str(tmp_path), "--checkpoint", str(ck)]
+    assert make_sim_config(parse_args(args)).top_fovy == DEFAULT_TOP_FOVY
+    (ck / "training.json").write_text(json.dumps({"data_meta": {"simulator": "aloha"}}))
+    assert make_sim_config(parse_args(args)).top_fovy == SCENE_TOP_FOVY
+    (ck / "training.json").write_text(json.dumps({"data_meta": {"simulator": "aloha", "top_fovy": 50}}))
+    assert make_sim_config(parse_args(args)).top_fovy == 50.0
+    assert make_sim_config(parse_args(args + ["--top-fovy", "60"])).top_fovy == 60.0
+    (ck / "training.json").write_text(json.dumps({"data_meta": {"simulator": "metaworld"}}))
+    assert checkpoint_top_fovy(ck) is None
+    (ck / "training.json").write_text(json.dumps({"data_meta": {"simulator": "aloha", "top_fovy": 200}}))
+    with pytest.raises(ValueError, match="fovy"):
+        make_sim_config(parse_args(args))

@@ -20,7 +20,8 @@ import time
 import numpy as np
 
 from ..dataset import Demos
-from .env import CONTROL_PERIOD_S, DEFAULT_CAMERAS, DEFAULT_IMAGE_SIZE, JOINT_NAMES, AlohaEnv
+from .env import (CONTROL_PERIOD_S, DEFAULT_CAMERAS, DEFAULT_IMAGE_SIZE, JOINT_NAMES, DEFAULT_TOP_FOVY,
+                  AlohaEnv)
 from .expert import EndEffectorScene, joint_trajectory
 from .tasks import TASKS, get_task
 
@@ -62,7 +63,8 @@ def record_episode(env: AlohaEnv, scene: EndEffectorScene, seed: int, frame_stri
 
 def record(task_names: list[str], episodes: int, seed: int = 0, frame_stride: int = FRAME_STRIDE,
            image_size: int = DEFAULT_IMAGE_SIZE, cameras: tuple[str, ...] = DEFAULT_CAMERAS,
-           after: int = 10, first_episode: int = 0) -> tuple[Demos, dict]:
+           after: int = 10, first_episode: int = 0,
+           top_fovy: float = DEFAULT_TOP_FOVY) -> tuple[Demos, dict]:
     tasks = [get_task(n) for n in task_names]
     captions = sorted({c for t in tasks for c in t.captions})
     cap_index = {c: i for i, c in enumerate(captions)}
@@ -70,7 +72,7 @@ def record(task_names: list[str], episodes: int, seed: int = 0, frame_stride: in
     ep_task, summary, kept = [], {}, 0
     t0 = time.perf_counter()
     for ti, task in enumerate(tasks):
-        env, scene = AlohaEnv(task, image_size, cameras), EndEffectorScene(task)
+        env, scene = AlohaEnv(task, image_size, cameras, top_fovy), EndEffectorScene(task)
         ok, when, failed = 0, [], []
         try:
             for e in range(first_episode, first_episode + episodes):
@@ -96,6 +98,7 @@ def record(task_names: list[str], episodes: int, seed: int = 0, frame_stride: in
                               "success_step_min_median_max": [int(min(when)), int(np.median(when)), int(max(when))]
                               if when else None}
     meta = {"seed": seed, "frame_stride": frame_stride, "image_size": image_size, "cameras": list(cameras),
+            "top_fovy": float(top_fovy),
             "action_period_steps": ACTION_PERIOD_STEPS, "control_period_s": CONTROL_PERIOD_S,
             "joint_names": list(JOINT_NAMES), "after_success_steps": after, "simulator": "aloha",
             "recorder_version": RECORDER_VERSION, "episodes_per_task": episodes,
@@ -146,6 +149,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="episode index of the first (to add episodes to an earlier recording)")
     p.add_argument("--frame-stride", type=int, default=FRAME_STRIDE, help="control periods per frame")
     p.add_argument("--image-size", type=int, default=DEFAULT_IMAGE_SIZE)
+    p.add_argument("--top-fovy", type=float, default=DEFAULT_TOP_FOVY,
+                   help="the top camera's vertical field of view, degrees (the robot's --top-fovy)")
     p.add_argument("--after", type=int, default=10, help="control periods recorded after success")
     p.add_argument("--out", required=True)
     p.add_argument("--merge", nargs="+", default=None, metavar="NPZ",
@@ -162,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     if ACTION_PERIOD_STEPS % a.frame_stride:
         p.error(f"--frame-stride must divide the action period ({ACTION_PERIOD_STEPS})")
     demos, summary = record(a.tasks, a.episodes, a.seed, a.frame_stride, a.image_size, after=a.after,
-                            first_episode=a.first_episode)
+                            first_episode=a.first_episode, top_fovy=a.top_fovy)
     out = demos.save(a.out)
     print(json.dumps({"out": str(out), **summary}, indent=1))
     return 0

@@ -38,6 +38,10 @@ CAMERAS = ("top", "angle", "front_close", "left_pillar", "right_pillar", "left_w
 DEFAULT_CAMERAS: tuple[str, ...] = ("top", "left_wrist", "right_wrist")
 DEFAULT_IMAGE_SIZE = 64
 MAX_IMAGE_SIZE = 480  # the scene's offscreen buffer is 640 x 480
+SCENE_TOP_FOVY = 78.0  # the shipped scene's top camera: the whole 1.3 m table across the image
+# the robot's top camera: the objects' 0.6 m of table across the image (0.9 cm per 64 px pixel, the
+# cube 4-5 px; at 78 degrees 2 cm per pixel and the cube 2 px): docs/aloha.md
+DEFAULT_TOP_FOVY = 40.0
 
 
 class CameraRig:
@@ -96,6 +100,13 @@ class StepInfo:
     timed_out: bool  # step >= task.horizon without success
 
 
+def check_top_fovy(fovy: float) -> float:
+    """The top camera's vertical field of view in degrees, 10..90, else ValueError."""
+    if not 10.0 <= float(fovy) <= 90.0:  # NaN fails too
+        raise ValueError(f"top camera fovy {fovy} must be 10..90 degrees")
+    return float(fovy)
+
+
 def check_target(target: np.ndarray) -> np.ndarray:
     """14 finite absolute targets, else ValueError (a simulator fed NaN does not recover)."""
     t = np.asarray(target, dtype=np.float64)
@@ -111,12 +122,15 @@ class AlohaEnv:
     from `seed` alone; `step(target)` advances 20 ms; `physics_step()` 2 ms."""
 
     def __init__(self, task: str | AlohaTask, image_size: int = DEFAULT_IMAGE_SIZE,
-                 cameras: tuple[str, ...] | None = DEFAULT_CAMERAS) -> None:
+                 cameras: tuple[str, ...] | None = DEFAULT_CAMERAS,
+                 top_fovy: float = DEFAULT_TOP_FOVY) -> None:
         from dm_control import mujoco as dm_mujoco
         from gym_aloha.constants import ASSETS_DIR
 
         self.task = task if isinstance(task, AlohaTask) else get_task(task)
         self.physics = dm_mujoco.Physics.from_xml_path(str(ASSETS_DIR / self.task.joint_xml))
+        self.top_fovy = check_top_fovy(top_fovy)
+        self.physics.named.model.cam_fovy["top"] = self.top_fovy
         self._task = self.task.make_task(end_effector=False)
         self.camera = (CameraRig(self.physics.model.ptr, self.physics.data.ptr, tuple(cameras), image_size)
                        if cameras else None)

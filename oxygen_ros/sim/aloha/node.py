@@ -34,8 +34,8 @@ from .. import episodes
 from ..episodes import Episode, Status
 from ..node import LATCHED, RELIABLE, STATUS_QOS
 from ..loop_node import SimLoopNode
-from .env import (CAMERAS, DEFAULT_CAMERAS, DEFAULT_IMAGE_SIZE, JOINT_NAMES, MAX_IMAGE_SIZE, PHYSICS_DT,
-                  SUBSTEPS, AlohaEnv, check_target)
+from .env import (CAMERAS, DEFAULT_CAMERAS, DEFAULT_IMAGE_SIZE, DEFAULT_TOP_FOVY, JOINT_NAMES, MAX_IMAGE_SIZE,
+                  PHYSICS_DT, SUBSTEPS, AlohaEnv, check_target, check_top_fovy)
 from .tasks import TASKS
 
 # Wiring faults a sensitivity run feeds the policy (the simulator itself stays right):
@@ -58,6 +58,7 @@ class AlohaSimConfig:
     episodes_per_task: int = 5
     base_seed: int = EVAL_BASE_SEED
     image_size: int = DEFAULT_IMAGE_SIZE
+    top_fovy: float = DEFAULT_TOP_FOVY  # degrees: the top camera's field of view
     cameras: tuple[str, ...] = DEFAULT_CAMERAS
     camera_rate_hz: float = 25.0
     reset_hold_s: float = 0.5
@@ -80,6 +81,7 @@ class AlohaSimConfig:
             raise ValueError("fault wrists-swapped needs both wrist cameras")
         if not 16 <= self.image_size <= MAX_IMAGE_SIZE:
             raise ValueError(f"image_size {self.image_size} must be 16..{MAX_IMAGE_SIZE} px")
+        check_top_fovy(self.top_fovy)
         if not 1.0 <= self.camera_rate_hz <= 50.0:
             raise ValueError(f"camera_rate_hz {self.camera_rate_hz} must be 1..50 (at most one image set per control period)")
         if not 0.0 <= self.reset_hold_s <= 10.0:
@@ -159,7 +161,7 @@ class AlohaSimNode(SimLoopNode):
         self._target, self._fresh = target, True
 
     def _make_env(self, task: str) -> AlohaEnv:
-        return AlohaEnv(task, self.config.image_size, self.config.cameras)
+        return AlohaEnv(task, self.config.image_size, self.config.cameras, self.config.top_fovy)
 
     # -- one episode -----------------------------------------------------------------------------
     def _episode(self, ep: Episode) -> None:

@@ -15,13 +15,14 @@ import time
 
 import numpy as np
 
-from .env import AlohaEnv
+from .env import DEFAULT_TOP_FOVY, AlohaEnv
 from .node import EVAL_BASE_SEED, schedule
 
 
 def main(argv: list[str] | None = None) -> int:
     from ...engine import EngineConfig, Observation
     from ...robot.build import ModelSource, build_engine
+    from ..checkpoint import checkpoint_top_fovy
     from .tasks import TASKS
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -35,9 +36,10 @@ def main(argv: list[str] | None = None) -> int:
                          EngineConfig(mode="isolated", memory_every_n_frames=0))
     engine, norm = built.engine, built.norm
     size = engine.model_config.vision.image_size
+    fovy = checkpoint_top_fovy(a.checkpoint) or DEFAULT_TOP_FOVY  # the camera it was trained on
     results = []
     for ep in schedule(tuple(a.tasks), a.episodes, EVAL_BASE_SEED):
-        env = AlohaEnv(ep.task, image_size=size)
+        env = AlohaEnv(ep.task, image_size=size, top_fovy=fovy)
         state, info, frames, t0 = env.reset(ep.seed), env.info, 0, time.perf_counter()
         while not (info.success or info.timed_out):
             obs = Observation(images=list(env.render()),
