@@ -72,6 +72,7 @@ class ReplayConfig:
     chunk_blend: str = "crossfade"  # crossfade | rtc | none, as the node's parameter
     chunk_skip_latency: bool = True  # as the node's parameter (False: a deliberate fault)
     chunk_execution: str = "stream"  # stream | sync, as the node's parameter
+    chunk_replan_steps: int = 0  # as the node's parameter (0: every newer chunk at once)
     observation_timeout_s: float = 0.5
     rate: float = 0.0  # 0 = as fast as possible, else x recorded speed
     drain: bool = True  # after the last input, finish every language request (see Replayer.drain)
@@ -135,6 +136,7 @@ class ReplayConfig:
             upper=() if mapping.upper is None else mapping.upper, crossfade_s=self.crossfade_s,
             observation_timeout_s=self.observation_timeout_s, blend=self.chunk_blend,
             skip_latency=self.chunk_skip_latency, execution=self.chunk_execution,
+            replan_steps=self.chunk_replan_steps,
             velocity_limits=self.joint_velocity_limits,
             acceleration_limits=self.joint_acceleration_limits,
             max_start_deviation=self.max_start_deviation,
@@ -426,8 +428,8 @@ class Replayer:
             while self._ready and self._ready[0][0] <= now:
                 fr = heapq.heappop(self._ready)[2]
                 at = fr.ready_ns
-                if not self.player.takes(fr.header_ns * 1e-9):
-                    continue  # sync: observed in motion, passed over as the node does
+                if not self.player.takes(fr.header_ns * 1e-9, at * 1e-9):
+                    continue  # sync: observed in motion; replan_steps: too soon (as the node)
                 self._poses_until(at)
                 measured = self._measured(at)
                 first = self.player.first_value(fr.chunk, fr.header_ns * 1e-9, at * 1e-9)

@@ -71,6 +71,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--chunk-execution", choices=EXECUTIONS, default="stream",
                    help="as the node's chunk_execution: stream, or sync (each chunk plays to its "
                         "end, then the next one made from an observation taken at rest)")
+    p.add_argument("--chunk-replan-steps", type=int, default=0,
+                   help="as the node's chunk_replan_steps: a newer chunk takes over only after "
+                        "the playing one has played this many steps (0 = at once)")
     p.add_argument("--n-action-steps", type=int, default=0,
                    help="steps of each chunk the robot executes, as the node's n_action_steps "
                         "(0 = the checkpoint's)")
@@ -139,6 +142,7 @@ def config_from(args: argparse.Namespace, bag: BagData, num_cameras: int, action
                         crossfade_s=args.crossfade_s, chunk_blend=args.chunk_blend,
                         chunk_skip_latency=not args.no_skip_latency,
                         chunk_execution=args.chunk_execution,
+                        chunk_replan_steps=args.chunk_replan_steps,
                         observation_timeout_s=args.observation_timeout_s,
                         rate=args.rate, drain=not args.no_drain,
                         joint_velocity_limits=list(args.joint_velocity_limits),

@@ -416,7 +416,9 @@ class ControlLoop:
             "commands": self.commands, "stale_ticks": self.stale_ticks,
             "rejected_chunks": self.player.rejected, "chunk_age_s": float(self.last_age_s),
             "chunk_execution": self.player.config.execution,
-            "passed_chunks": self.player.passed,  # sync: observed in motion, not played
+            "chunk_replan_steps": self.player.config.replan_steps,
+            # not played: sync, observed in motion; chunk_replan_steps, finished too soon
+            "passed_chunks": self.player.passed,
             "limited_ticks": self.shaper.limited_ticks,
             "limited_ticks_last_2s": sum(1 for x in list(self.limited_times) if now - x < LIMITED_WINDOW_S),
             "limited_joints": ", ".join(limited),

@@ -144,8 +144,10 @@ class InferenceWorker:
             # inside Engine.step, the moment the chunk exists: the robot acts on it while the
             # frame's language work runs (isolated mode decodes whole texts after it)
             now = self._node.get_clock().now().nanoseconds * 1e-9
-            if not self.player.takes(pair.stamp):
-                return  # chunk_execution sync: observed in motion, neither played nor published
+            if not self.player.takes(pair.stamp, now):
+                # chunk_execution sync: observed in motion; chunk_replan_steps: the playing
+                # chunk has not played its steps yet. Neither played nor published
+                return
             refusal, publish = self._admit(chunk, pair.stamp, now) if self._admit else (None, True)
             if refusal is None and not self.player.set_chunk(chunk, pair.stamp, now):
                 self._warn("chunk", "action chunk rejected (non-finite values): holding the last command")

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from oxygen_ros.engine import ENGINE_KNOBS, RUNNABLE_PRESETS, Knob, num_text
-from oxygen_ros.robot.command_config import BLENDS, EXECUTIONS, CommandConfig
+from oxygen_ros.robot.command_config import BLENDS, EXECUTIONS, MAX_REPLAN_STEPS, CommandConfig
 from oxygen_ros.robot.interface import KINDS, RobotInterface
 from oxygen_ros.robot.shaper import DEFAULT_TRACKING_ERROR, limit  # pure numpy: the shaper's own check
 from oxygen_ros.node.recorder import STORAGES  # no rosbags import: the writer loads lazily
@@ -46,6 +46,7 @@ INTERFACE_KEYS = ("joint_names", "state_names", "command_names", "command_kinds"
 # change of any of them builds a new one from ALL of them (command_config below)
 COMMAND_KEYS = ("joint_limits_lower", "joint_limits_upper", "crossfade_s", "observation_timeout_s",
                 "max_stamp_offset_s", "chunk_blend", "chunk_skip_latency", "chunk_execution",
+                "chunk_replan_steps",
                 *SHAPER_LIMITS, TRACKING)
 
 LIVE, CONFIGURE, READ_ONLY = "live", "configure", "read_only"
@@ -119,6 +120,11 @@ NODE_PARAMETERS: tuple[Spec, ...] = (
          "the robot plays each chunk to its end, holds still, and plays the next chunk made from an "
          "observation taken at rest (a synchronous loop: inference time becomes waiting time; not "
          "with chunk_blend rtc)", LIVE, choices=EXECUTIONS),
+    Spec("chunk_replan_steps", "int", 0, "stream: a newer action chunk takes over only once the "
+         "one playing has played this many chunk steps (or its plan ran out); chunks finished "
+         "sooner are passed over, the robot never stops. 0 = every newer chunk at once. For a "
+         "policy that dithers when it re-decides every few steps (openpi's replan_steps); sync: "
+         "no effect", LIVE, (0, MAX_REPLAN_STEPS), unit="steps"),
     Spec("stamp_tolerance_s", "double", 0.05, "max stamp difference between paired camera frames "
          "and joint states", LIVE, (0.0, 10.0), unit="s"),
     Spec("max_stamp_offset_s", "double", 1.0, "inputs stamped further than this ahead of or behind "
@@ -380,6 +386,7 @@ def command_config(values: dict[str, Any], step_s: float, tick_s: float) -> Comm
         observation_timeout_s=float(values["observation_timeout_s"]),
         future_tolerance_s=float(values["max_stamp_offset_s"]), blend=values["chunk_blend"],
         skip_latency=values["chunk_skip_latency"], execution=values["chunk_execution"],
+        replan_steps=int(values["chunk_replan_steps"]),
         velocity_limits=values["joint_velocity_limits"] or (),
         acceleration_limits=values["joint_acceleration_limits"] or (),
         max_start_deviation=values["max_start_deviation"] or (),

@@ -49,6 +49,11 @@ position is the step itself: with tick_s == step_s every tick plays exactly a st
   counts from the hand-over (a chunk older than `observation_timeout_s` then is not started)
   and from the rest (no fresh chunk within `observation_timeout_s` of it), never during the
   chunk's own play. rtc is refused with sync (CommandConfig).
+- ``replan_steps`` M (stream only): a newer chunk takes over only once the one playing has been
+  played for M chunk steps since its hand-over, or its plan has run out; chunks arriving sooner
+  are passed over (`passed`). The robot keeps moving (no wait as with sync); the first chunk
+  finished after M steps takes over by time, its latency skipped, so a plan is followed for M
+  steps plus at most one inference frame.
 - `tick(now)` is the control loop's call (one per control tick: it is what is counted);
   `value_at(now)` only looks.
 Every setting comes in one CommandConfig, replaced whole by `configure` (never merged).
@@ -174,7 +179,7 @@ class ChunkPlayer:
         self._last: np.ndarray | None = None
         self.accepted = 0
         self.rejected = 0
-        self.passed = 0  # sync: chunks made from an observation taken in motion (not played)
+        self.passed = 0  # chunks not played: sync, observed in motion; replan_steps, too soon
 
     # -- settings (one immutable CommandConfig) -------------------------------------------------
     def configure(self, config: CommandConfig) -> None:
@@ -216,16 +221,25 @@ class ChunkPlayer:
         return None if self._upper is None else self._upper.copy()
 
     # -- input ----------------------------------------------------------------------------------
-    def takes(self, stamp: float) -> bool:
-        """Whether a chunk from the observation stamped `stamp` would be played: always with
-        execution stream; with sync only once the current chunk has played to its end and the
-        observation was taken at rest (or while holding a stale / future chunk)."""
+    def takes(self, stamp: float, now: float | None = None) -> bool:
+        """Whether a chunk from the observation stamped `stamp`, handed over at `now` (None: not
+        asked), would be played: with execution stream always, or with replan_steps once the
+        current chunk has played that many steps; with sync only once the current chunk has
+        played to its end and the observation was taken at rest (or while holding a stale /
+        future chunk)."""
         with self._lock:
-            return self._takes_locked(float(stamp))
+            return self._takes_locked(float(stamp), now)
 
-    def _takes_locked(self, stamp: float) -> bool:
-        if self._config.execution != "sync" or self._chunk is None or self._holding:
+    def _takes_locked(self, stamp: float, now: float | None) -> bool:
+        cfg = self._config
+        if self._chunk is None or self._holding:
             return True
+        if cfg.execution != "sync":
+            if not cfg.replan_steps or now is None:
+                return True
+            # played long enough, or its plan is over (never wait at a chunk's end for M)
+            return (now - self._arrival >= cfg.replan_steps * cfg.step_s - EPS
+                    or now >= self._origin() + (self._chunk.shape[0] - 1) * cfg.step_s - EPS)
         if not self._chunk_sync:  # taken while streaming: at rest once its plan has run out
             return stamp >= self._origin() + self._chunk.shape[0] * self._config.step_s - EPS
         return self._rest_from is not None and stamp >= self._rest_from - EPS
@@ -245,8 +259,10 @@ class ChunkPlayer:
                 self.rejected += 1  # older than what plays: out of order, ignore
                 return False
             sync = cfg.execution == "sync"
-            if sync and not self._takes_locked(float(stamp)):
-                self.passed += 1  # observed in motion: the synchronous robot does not play it
+            if not self._takes_locked(float(stamp), float(now)):
+                # sync: observed in motion, the synchronous robot does not play it; stream with
+                # replan_steps: the playing chunk has not played its steps yet
+                self.passed += 1
                 return False
             current = self._value_locked(now) if self._chunk is not None else None
             self._fade_from, self._fade_chunk = None, None

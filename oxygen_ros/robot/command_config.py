@@ -24,6 +24,7 @@ BLENDS = ("crossfade", "rtc", "none")
 # chunk lasts; sync: each chunk plays to its end, the robot holds still, and only a chunk made
 # from an observation taken at rest is played next (openpi's and LeRobot's synchronous loop)
 EXECUTIONS = ("stream", "sync")
+MAX_REPLAN_STEPS = 10000  # the node's chunk_replan_steps bound (n_action_steps's)
 
 
 def clip_to_limits(values: np.ndarray, lower: np.ndarray | None, upper: np.ndarray | None
@@ -63,6 +64,11 @@ class CommandConfig:
     # late: a deliberate fault for sensitivity runs (a loop that forgot its latency)
     skip_latency: bool = True
     execution: str = "stream"  # EXECUTIONS
+    # stream: a newer chunk takes over only once the one playing has played this many chunk
+    # steps since its hand-over (or its plan ran out); chunks that come sooner are passed over.
+    # 0: every newer chunk at once. A policy that re-decides every few steps can dither between
+    # its modes; openpi's replan_steps, without stopping the robot. sync: no effect
+    replan_steps: int = 0
     # per command (robot/interface.py; () = every command a measured position, a joint robot):
     # rates: a velocity command (held per step, 0 when holding; the velocity limit bounds its
     # value, the acceleration limit its change per second); measured: has a measured value
@@ -106,6 +112,11 @@ class CommandConfig:
             raise ValueError("chunk_blend rtc continues a plan the robot is executing; with "
                              "chunk_execution sync every chunk starts from rest: use crossfade or "
                              "none (both play it as it is)")
+        if not (isinstance(self.replan_steps, (int, np.integer)) and not isinstance(self.replan_steps, bool)
+                and 0 <= self.replan_steps <= MAX_REPLAN_STEPS):
+            raise ValueError(f"replan_steps must be an integer in 0..{MAX_REPLAN_STEPS} chunk steps, "
+                             f"got {self.replan_steps!r}")
+        set_("replan_steps", int(self.replan_steps))
         if not isinstance(self.skip_latency, (bool, np.bool_)):
             raise ValueError(f"skip_latency must be true or false, got {self.skip_latency!r}")
         set_("skip_latency", bool(self.skip_latency))

@@ -60,7 +60,12 @@ class MemoryCheck:
     names_task: bool  # the text states one of the task's captions or its instruction
     episode: int = -1  # the sim's episode then (-1: unknown)
     stamp_ns: int = 0  # the source observation's stamp
-    claims_done: bool = False  # the text says a task is done (completion_claim)
+    claimed: str | None = None  # the task whose success the text states (completion_claim)
+
+    @property
+    def claims_done(self) -> bool:
+        """The text says a task is done."""
+        return self.claimed is not None
 
 
 @dataclass(frozen=True)
@@ -96,23 +101,24 @@ class Timeline:
         return None if scene is None else (scene.task, scene.caption)
 
 
-def completion_claim(text: str) -> str | None:
-    """The task whose success caption (its `done`, e.g. "the door is unlocked") the text states,
-    or None: the text claims no completion."""
+def completion_claim(text: str, done: dict[str, str] | None = None) -> str | None:
+    """The task whose success caption (`done`: task -> its success caption; default Meta-World's
+    `done`, e.g. "the door is unlocked") the text states, or None: the text claims no completion."""
     said = _norm(text)
-    for name, t in ALL_TASKS.items():
-        done = _norm(t.done)
-        if said == done or re.search(rf"\b{re.escape(done)}\b", said):
+    captions = done if done is not None else {name: t.done for name, t in ALL_TASKS.items()}
+    for name, caption in captions.items():
+        c = _norm(caption)
+        if said == c or re.search(rf"\b{re.escape(c)}\b", said):
             return name
     return None
 
 
 def check_memory(text: str, where: tuple[str, str] | Scene, stamp_ns: int = 0) -> MemoryCheck:
-    return check_scene(text, where, stamp_ns, get_task, completion_claim(text) is not None)
+    return check_scene(text, where, stamp_ns, get_task, completion_claim(text))
 
 
 def check_scene(text: str, where: tuple[str, str] | Scene, stamp_ns: int,
-                task_of: Callable[[str], Any], claims_done: bool) -> MemoryCheck:
+                task_of: Callable[[str], Any], claimed: str | None) -> MemoryCheck:
     """A memory text against the scene of its source observation: does it name that stage, or
     one of the task's stages or its instruction (`task_of`: the simulator's task lookup; its
     tasks have `captions` and `instruction`)."""
@@ -123,7 +129,7 @@ def check_scene(text: str, where: tuple[str, str] | Scene, stamp_ns: int,
     named = {_norm(c) for c in t.captions} | {_norm(t.instruction)}
     return MemoryCheck(text, task, caption, said == _norm(caption) or _norm(caption) in said,
                        any(n and (said == n or n in said) for n in named), scene.episode, stamp_ns,
-                       claims_done)
+                       claimed)
 
 
 def claim_is_true(check: MemoryCheck, success_ns: dict[int, int | None],
@@ -131,7 +137,7 @@ def claim_is_true(check: MemoryCheck, success_ns: dict[int, int | None],
     """A completion claim is true only when it names its own task's success and its observation
     was taken at most `slack_s` before the simulator reported that episode's success. A claim in
     an episode that never succeeded (None, or missing from `success_ns`) is false."""
-    if completion_claim(check.text) != check.task:
+    if check.claimed != check.task:
         return False  # another task's success (e.g. "the door is locked" while unlocking)
     done_ns = success_ns.get(check.episode)
     return done_ns is not None and check.stamp_ns >= done_ns - int(slack_s * 1e9)

@@ -420,3 +420,59 @@ def test_sync_execution_replays_like_the_node():
     with pytest.raises(ValueError, match="chunk_execution sync"):
         ReplayConfig(camera_topics=["/cam"], joint_state_topic="/js", joint_names=["a"],
                      chunk_execution="sync", chunk_blend="rtc")
+
+
+def test_replan_steps_replays_like_the_node():
+    """chunk_replan_steps in oxygen-replay: a newer chunk takes over only after the playing one
+    has played that many steps since its hand-over (the node's ChunkPlayer.takes with the
+    hand-over time); with 0 every chunk does. Frames every 30 ms, chunks of 12 steps at 100 Hz."""
+    from types import SimpleNamespace as NS
+
+    from oxygen_ros.bags import messages as M
+    from oxygen_ros.bags.replay import ReplayConfig, Replayer
+    from oxygen_ros.bags.typestore import typestore
+    from oxygen_ros.robot.values import StateMapping
+
+    class Engine:
+        model_config = NS(vision=NS(image_size=8), action_horizon=12)
+        config = NS(instruction="x")
+        frame = 0
+
+        def step(self, obs, on_actions=None):
+            self.frame += 1
+            actions = np.full((12, 1), float(self.frame), np.float32)
+            if on_actions is not None:
+                on_actions(actions, {"action": actions})
+            return NS(frame=self.frame, actions=actions, chunks={"action": actions}, updates=(),
+                      frame_ms=30.0, actions_ms=5.0)
+
+        def has_unfinished(self):
+            return False
+
+    s = typestore()
+    t0, ms = 10**18, 10**6
+    img = np.zeros((8, 8, 3), np.uint8)
+    events = []
+    for i in range(60):
+        t = t0 + i * 10 * ms
+        events += [(t, "/cam", M.image(s, img, t)), (t, "/js", M.joint_state(s, ["a"], [0.0], t))]
+    taken = {}
+    for steps in (0, 8):
+        cfg = ReplayConfig(camera_topics=["/cam"], joint_state_topic="/js", joint_names=["a"],
+                           control_rate_hz=100.0, chunk_replan_steps=steps)
+        r = Replayer(Engine(), StateMapping(1), cfg)
+        got: list[float] = []
+        set_chunk = r.player.set_chunk
+        r.player.set_chunk = lambda chunk, stamp, now, got=got, f=set_chunk: (
+            f(chunk, stamp, now) and got.append(now)) or True
+        res = r.run(events)
+        assert len(res.frames) >= 10
+        taken[steps] = got
+    assert len(taken[0]) >= 10
+    gaps = np.diff(taken[8])
+    assert 2 <= len(taken[8]) < len(taken[0])
+    assert np.all(gaps >= 8 * 0.01 - 1e-6)  # every plan followed for 8 steps at least
+    assert np.any(np.diff(taken[0]) < 8 * 0.01 - 1e-6)  # 0: sooner
+    with pytest.raises(ValueError, match="replan_steps"):
+        ReplayConfig(camera_topics=["/cam"], joint_state_topic="/js", joint_names=["a"],
+                     chunk_replan_steps=-1)

@@ -214,7 +214,7 @@ def test_every_command_key_reaches_the_command_config():
              "observation_timeout_s": 2.0, "max_stamp_offset_s": 5.0, "chunk_blend": "rtc",
              "joint_velocity_limits": [2.0], "joint_acceleration_limits": [20.0],
              "max_start_deviation": [0.3], "max_tracking_error": [0.05], "chunk_skip_latency": False,
-             "chunk_execution": "sync"}
+             "chunk_execution": "sync", "chunk_replan_steps": 8}
     assert set(other) == set(P.COMMAND_KEYS)
     for key, value in other.items():
         changed = P.command_config({**base, key: value}, 0.02, 0.005)

@@ -509,3 +509,51 @@ def test_velocity_commands_are_held_per_step_not_interpolated_and_end_at_zero():
     np.testing.assert_array_equal(bounded.lower, [-np.inf, -1.5])
     with pytest.raises(ValueError, match="cannot change the commands, their kinds"):
         p.configure(cfg.replace(rates=()))
+
+
+# -- replan_steps: a chunk is followed for M steps before a newer one takes over ---------------
+def test_replan_steps_passes_chunks_until_the_playing_one_has_played_its_steps():
+    """Stream with replan_steps 4: chunks finished before the playing chunk has played 4 steps
+    since its hand-over are passed over (counted, not played); the first one after takes over
+    by time (its latency skipped), never waiting: the robot keeps moving. A plan that runs out
+    sooner takes the next chunk at once. 0 (the default) takes every newer chunk."""
+    from oxygen_ros.robot.command_config import CommandConfig
+
+    cfg = CommandConfig(1, DT, crossfade_s=0.0, observation_timeout_s=10.0, replan_steps=4)
+    p = ChunkPlayer.from_config(cfg)
+    every = ChunkPlayer(1, DT, crossfade_s=0.0, observation_timeout_s=10.0)
+    for q in (p, every):
+        assert q.takes(0.0, DT) and q.set_chunk(ramp(16, 1), 0.0, DT)
+    assert p.tick(DT).index == 1
+    # 3 steps after the hand-over: too soon
+    assert not p.takes(2 * DT, 4 * DT)
+    assert not p.set_chunk(ramp(16, 1, start=50.0), 2 * DT, 4 * DT)
+    assert p.passed == 1 and p.rejected == 0
+    assert every.set_chunk(ramp(16, 1, start=50.0), 2 * DT, 4 * DT)  # 0: at once
+    s = p.tick(4 * DT)
+    assert s.index == 4 and np.allclose(s.values, 4.0)  # still the first plan
+    # 4 steps after the hand-over: taken, playing from the step due now (stamp 3 DT: step 2)
+    assert p.takes(3 * DT, 5 * DT)
+    assert p.set_chunk(ramp(16, 1, start=100.0), 3 * DT, 5 * DT)
+    s = p.tick(5 * DT)
+    assert s.index == 2 and np.allclose(s.values, 102.0)
+    # takes() without a hand-over time cannot judge: it answers as plain streaming
+    assert p.takes(4 * DT)
+    # a short plan that runs out before 4 steps: the next chunk takes over at its end
+    short = ChunkPlayer.from_config(cfg)
+    assert short.set_chunk(ramp(3, 1), 0.0, 0.0)
+    assert not short.takes(DT, 1.5 * DT) and short.takes(DT, 2 * DT)
+
+
+def test_replan_steps_is_refused_out_of_range_and_ignored_by_sync():
+    from oxygen_ros.robot.command_config import CommandConfig
+
+    for bad in (-1, 1.5, True, 10001):
+        with pytest.raises(ValueError, match="replan_steps"):
+            CommandConfig(1, DT, replan_steps=bad)
+    p = ChunkPlayer.from_config(CommandConfig(1, DT, crossfade_s=0.0, execution="sync",
+                                              replan_steps=100))
+    p.set_chunk(ramp(4, 1), 0.0, 0.0)
+    for k in range(4):
+        p.tick(k * DT)
+    assert p.takes(4 * DT, 5 * DT)  # at rest after its 4 steps: sync's rule, not 100 steps

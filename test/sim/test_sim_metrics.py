@@ -101,3 +101,31 @@ def test_report_shows_claims_per_task_and_setting():
     row = {**summary, "all": {"n": 1, "success": 1, "rate": 1.0, "ci95": [0.2, 1.0],
                               "time_to_success_s": 1.0}}
     assert table([row], ["door-unlock"]).rstrip().endswith("| 33.3 | 100.0 | 50.0 (1/2) |")
+
+
+def test_bimanual_completion_claims_are_judged_like_meta_worlds():
+    """Issue 35, item 4, in the second simulator: "the cube is handed over" / "the peg is
+    inserted" are claims, judged against the episode's success (0.5 s slack; never in an episode
+    that fails; another task's success is false); a stage caption claims nothing."""
+    from oxygen_ros.sim.aloha.metrics import check_memory as aloha_check
+
+    tl = Timeline()
+    tl.add(0 * S, "transfer-cube", "reaching for the cube", 0)
+    tl.add(2 * S, "transfer-cube", "lifting the cube", 0)
+    tl.add(4 * S, "transfer-cube", "the cube is handed over", 0, success=True)
+    tl.add(5 * S, "transfer-cube", "lifting the cube", 1)  # an episode that never succeeds
+    success = {0: tl.success_ns.get(0), 1: None}
+
+    def check(text: str, t_s: float):
+        stamp = int(t_s * S)
+        return aloha_check(text, tl.scene_at(stamp), stamp)
+
+    checks = [check("the cube is handed over", 3.6),   # 0.4 s before success: true
+              check("the cube is handed over", 2.5),   # 1.5 s before: false
+              check("the cube is handed over", 5.5),   # never succeeds: false
+              check("the peg is inserted", 4.0),       # another task's success: false
+              check("lifting the cube", 2.5)]          # the stage: no claim
+    assert [c.claimed for c in checks] == ["transfer-cube"] * 3 + ["insertion", None]
+    m = summarize_memory(checks, success_ns=success)
+    assert (m["claims"], m["false_claims"], m["false_claims_in_failed_episodes"]) == (4, 3, 1)
+    assert m["names_stage"] == 1 / 5  # only "lifting the cube" at 2.5 s names its stage
