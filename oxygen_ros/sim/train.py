@@ -70,10 +70,13 @@ def train(data: str | Path, out: str | Path, epochs: float = 8.0, batch_size: in
           lr: float = 3e-4, weight_decay: float = 0.01, warmup: int = 200, seed: int = 0,
           held_out: float = 0.1, caption_weight: float = 0.25, threads: int = 1,
           log_every: int = 20, max_minutes: float = 0.0, model_kw: dict | None = None,
-          progress: bool = True, command: str = "", init: str | Path | None = None) -> dict:
+          progress: bool = True, command: str = "", init: str | Path | None = None,
+          stop_step: int = 0) -> dict:
     """Train and write the checkpoint folder; returns the summary written to training.json.
     `init`: start from that checkpoint's weights, tokenizer and normalisation (fine-tuning; its
-    shape must be policy_config(**model_kw)'s) instead of fresh ones."""
+    shape must be policy_config(**model_kw)'s) instead of fresh ones. `stop_step` > 0: stop (and
+    save) after that many steps of the planned schedule, which stays `epochs`' (the learning rate
+    as in the whole run): a run `max_minutes` stopped is repeated exactly with its step count."""
     torch.set_num_threads(threads)
     torch.manual_seed(seed)
     out = Path(out)
@@ -150,7 +153,8 @@ def train(data: str | Path, out: str | Path, epochs: float = 8.0, batch_size: in
             sums[:] = 0
             count = 0
         epoch_end = step % steps_per_epoch == 0
-        out_of_time = max_minutes > 0 and time.perf_counter() - t0 > 60 * max_minutes
+        out_of_time = (max_minutes > 0 and time.perf_counter() - t0 > 60 * max_minutes
+                       or 0 < stop_step <= step)
         if epoch_end or step == total or out_of_time:
             save(model, config, out, tokenizer, stats, demos)
             plot_losses(csv_path, png_path)
@@ -203,6 +207,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="torch threads (1: on a shared 2-core machine two OpenMP threads ran 5-10x slower)")
     p.add_argument("--max-minutes", type=float, default=0.0,
                    help="stop (and save) after this long; 0: run the whole schedule")
+    p.add_argument("--stop-at-step", type=int, default=0,
+                   help="stop (and save) after this many steps, the schedule still --epochs': "
+                        "repeats a --max-minutes run exactly (its training.json steps); 0: off")
     p.add_argument("--width", type=int, default=None, help="VLM width")
     p.add_argument("--expert-width", type=int, default=None)
     p.add_argument("--depth", type=int, default=None)
@@ -216,6 +223,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="prompt length limit (default 64; ALOHA's 14 state values need about 100)")
     p.add_argument("--no-progress", action="store_true")
     a = p.parse_args(argv)
+    if a.stop_at_step < 0:
+        p.error(f"--stop-at-step must be >= 0, got {a.stop_at_step}")
     model_kw = {k: v for k, v in (("width", a.width), ("expert_width", a.expert_width),
                                   ("depth", a.depth), ("patch", a.patch), ("horizon", a.horizon),
                                   ("max_prompt_tokens", a.max_prompt_tokens))
@@ -224,7 +233,8 @@ def main(argv: list[str] | None = None) -> int:
                                                             (argv if argv is not None else sys.argv[1:]))
     summary = train(a.data, a.out, a.epochs, a.batch_size, a.lr, a.weight_decay, a.warmup, a.seed,
                     a.held_out, a.caption_weight, a.threads, max_minutes=a.max_minutes,
-                    model_kw=model_kw, progress=not a.no_progress, command=command, init=a.init)
+                    model_kw=model_kw, progress=not a.no_progress, command=command, init=a.init,
+                    stop_step=a.stop_at_step)
     print(json.dumps({k: summary[k] for k in ("steps", "epochs", "seconds", "final",
                                                "stopped_early")}, indent=2))
     return 0

@@ -156,6 +156,25 @@ def test_training_is_deterministic_for_a_seed(tmp_path):
     assert files[0] != files[2]
 
 
+def test_a_run_stopped_by_time_is_repeated_exactly_by_its_step_count(tmp_path):
+    """--max-minutes stops wherever the clock says; --stop-at-step with the steps it reached
+    gives the same weights every time, the schedule still the planned run's (18 steps here)."""
+    from oxygen_ros.sim.train import main
+
+    data = synthetic_demos(episodes=8).save(tmp_path / "demos.npz")
+    small = ["--width", "32", "--expert-width", "32", "--depth", "1", "--patch", "16"]
+    base = ["--data", str(data), "--epochs", "2", "--batch-size", "8", "--warmup", "1",
+            "--held-out", "0.25", "--no-progress", *small]
+    for run in ("cut", "again"):
+        assert main([*base, "--out", str(tmp_path / run), "--stop-at-step", "3"]) == 0
+    summary = json.loads((tmp_path / "cut" / "training.json").read_text())
+    assert summary["steps"] == 3 and summary["stopped_early"] and summary["planned_steps"] == 18
+    assert ((tmp_path / "cut" / "model.safetensors").read_bytes()
+            == (tmp_path / "again" / "model.safetensors").read_bytes())
+    with pytest.raises(SystemExit):
+        main([*base, "--out", str(tmp_path / "bad"), "--stop-at-step", "-1"])
+
+
 def test_the_command_trains_the_chunk_length_it_is_given(tmp_path):
     """--horizon sets the action chunk's steps: the checkpoint's chunk_size / n_action_steps
     (what the node plays) and the model config; the default stays policy.ACTION_HORIZON."""
