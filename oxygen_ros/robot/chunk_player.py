@@ -53,7 +53,8 @@ position is the step itself: with tick_s == step_s every tick plays exactly a st
   played for M chunk steps since its hand-over, or its plan has run out; chunks arriving sooner
   are passed over (`passed`). The robot keeps moving (no wait as with sync); the first chunk
   finished after M steps takes over by time, its latency skipped, so a plan is followed for M
-  steps plus at most one inference frame.
+  steps plus at most one inference frame. Staleness then goes by the newest chunk offered, taken
+  or passed over: the plan being followed is older by choice, the observations are not.
 - `tick(now)` is the control loop's call (one per control tick: it is what is counted);
   `value_at(now)` only looks.
 Every setting comes in one CommandConfig, replaced whole by `configure` (never merged).
@@ -167,6 +168,7 @@ class ChunkPlayer:
         self._chunk: np.ndarray | None = None
         self._slopes: np.ndarray | None = None
         self._stamp = 0.0
+        self._offered = -math.inf  # replan_steps: the newest stamp of a chunk passed over
         self._arrival = 0.0  # when the current chunk was handed over (skip_latency False: its origin)
         self._chunk_sync = False  # the current chunk was taken under execution sync (plays from rest)
         self._rest_from: float | None = None  # sync: when the robot is at rest after its last step
@@ -261,8 +263,10 @@ class ChunkPlayer:
             sync = cfg.execution == "sync"
             if not self._takes_locked(float(stamp), float(now)):
                 # sync: observed in motion, the synchronous robot does not play it; stream with
-                # replan_steps: the playing chunk has not played its steps yet
+                # replan_steps: the playing chunk has not played its steps yet (fresh all the same)
                 self.passed += 1
+                if not sync:
+                    self._offered = max(self._offered, float(stamp))
                 return False
             current = self._value_locked(now) if self._chunk is not None else None
             self._fade_from, self._fade_chunk = None, None
@@ -341,7 +345,7 @@ class ChunkPlayer:
     def clear(self) -> None:
         with self._lock:
             self._chunk, self._slopes, self._fade_from, self._last = None, None, None, None
-            self._fade_chunk, self._rest_from = None, None
+            self._fade_chunk, self._rest_from, self._offered = None, None, -math.inf
             self._played_t.clear()
             self._played_v.clear()
 
@@ -435,7 +439,8 @@ class ChunkPlayer:
         chunk taken under sync, by its age at the hand-over or by the time waited at rest."""
         timeout = self._config.observation_timeout_s
         if not self._chunk_sync:
-            return now - self._stamp > timeout
+            newest = max(self._stamp, self._offered) if self._config.replan_steps else self._stamp
+            return now - newest > timeout
         if self._arrival - self._stamp > timeout:
             return True
         return self._rest_from is not None and now - self._rest_from > timeout

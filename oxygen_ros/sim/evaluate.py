@@ -196,6 +196,10 @@ def node_parameters(setting: Setting, opts: NodeOptions, sim: Any, bag: Path,
                           "/oxygen/action_chunk", "/oxygen/memory", "/oxygen/frame_stats",
                           "/oxygen/instruction", "/diagnostics", sim.episode_topic],
     }
+    if _is_aloha(sim):
+        from .aloha.env import TRACKING_TOLERANCE
+
+        p["max_tracking_error"] = list(TRACKING_TOLERANCE)
     if opts.tokenizer:
         p["model.tokenizer"] = opts.tokenizer
     if opts.memory_prompt:

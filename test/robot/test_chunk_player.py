@@ -545,6 +545,29 @@ def test_replan_steps_passes_chunks_until_the_playing_one_has_played_its_steps()
     assert not short.takes(DT, 1.5 * DT) and short.takes(DT, 2 * DT)
 
 
+def test_replan_steps_is_not_stale_while_fresh_chunks_are_passed_over():
+    """The plan followed under replan_steps is older than observation_timeout_s by choice (16
+    steps of 40 ms): while newer chunks keep coming (passed over) the player is not stale; when
+    they stop, it is, counted from the newest one offered."""
+    from oxygen_ros.robot.command_config import CommandConfig
+
+    step = 0.04
+    cfg = CommandConfig(1, step, crossfade_s=0.0, observation_timeout_s=0.5, replan_steps=16)
+    p = ChunkPlayer.from_config(cfg)
+    plain = ChunkPlayer.from_config(cfg.replace(replan_steps=0))
+    assert p.set_chunk(ramp(32, 1), 0.0, 0.1) and plain.set_chunk(ramp(32, 1), 0.0, 0.1)
+    for k in range(1, 6):  # a frame every 0.1 s, all passed over (16 steps = 0.64 s not played)
+        t = 0.1 * k
+        assert not p.set_chunk(ramp(32, 1, start=50.0), t, t + 0.1)
+    s = p.tick(0.58)
+    assert not s.stale and s.index == 14 and np.allclose(s.values, 14.0)
+    # the same plan without newer chunks offered is stale 0.5 s after its observation
+    assert not plain.tick(0.49).stale and plain.tick(0.51).stale
+    assert not p.tick(0.99).stale and p.tick(1.01).stale  # 0.5 s after the newest offered (0.5)
+    p.clear()
+    assert p.set_chunk(ramp(32, 1), 10.0, 10.0) and p.tick(10.51).stale  # cleared: nothing kept
+
+
 def test_replan_steps_is_refused_out_of_range_and_ignored_by_sync():
     from oxygen_ros.robot.command_config import CommandConfig
 

@@ -30,6 +30,12 @@ from .tasks import AlohaTask, get_task  # noqa: E402
 
 ARM_JOINTS = ("waist", "shoulder", "elbow", "forearm_roll", "wrist_angle", "wrist_rotate", "gripper")
 JOINT_NAMES: tuple[str, ...] = tuple(f"vx300s_{side}/{j}" for side in ("left", "right") for j in ARM_JOINTS)
+# the node's max_tracking_error for this robot, JOINT_NAMES order: the arms' joints at the node's
+# 0.2 rad; a gripper's whole opening range (0-1), because a gripper holding an object stays at
+# the object's width while it is commanded shut: after any hold a tighter check would read the
+# grasp as a measured-pose jump and never resume
+TRACKING_TOLERANCE: tuple[float, ...] = tuple(1.0 if j == "gripper" else 0.2
+                                              for _side in ("left", "right") for j in ARM_JOINTS)
 PHYSICS_DT = 0.002  # MuJoCo's default timestep in gym-aloha's scene
 SUBSTEPS = 10  # physics steps per control period
 CONTROL_PERIOD_S = PHYSICS_DT * SUBSTEPS  # 20 ms, 50 Hz
