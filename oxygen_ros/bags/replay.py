@@ -429,7 +429,9 @@ class Replayer:
                 fr = heapq.heappop(self._ready)[2]
                 at = fr.ready_ns
                 if not self.player.takes(fr.header_ns * 1e-9, at * 1e-9):
-                    continue  # sync: observed in motion; replan_steps: too soon (as the node)
+                    # sync: observed in motion; replan_steps: too soon (as the node)
+                    self.player.pass_over(fr.header_ns * 1e-9)
+                    continue
                 self._poses_until(at)
                 measured = self._measured(at)
                 first = self.player.first_value(fr.chunk, fr.header_ns * 1e-9, at * 1e-9)

@@ -147,6 +147,7 @@ class InferenceWorker:
             if not self.player.takes(pair.stamp, now):
                 # chunk_execution sync: observed in motion; chunk_replan_steps: the playing
                 # chunk has not played its steps yet. Neither played nor published
+                self.player.pass_over(pair.stamp)
                 return
             refusal, publish = self._admit(chunk, pair.stamp, now) if self._admit else (None, True)
             if refusal is None and not self.player.set_chunk(chunk, pair.stamp, now):

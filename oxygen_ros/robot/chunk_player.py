@@ -246,6 +246,19 @@ class ChunkPlayer:
             return stamp >= self._origin() + self._chunk.shape[0] * self._config.step_s - EPS
         return self._rest_from is not None and stamp >= self._rest_from - EPS
 
+    def pass_over(self, stamp: float) -> None:
+        """A chunk from the observation stamped `stamp` that `takes` refused is not played: counted
+        in `passed`; under replan_steps it still shows the observations are fresh (staleness)."""
+        with self._lock:
+            self._pass_locked(float(stamp))
+
+    def _pass_locked(self, stamp: float) -> None:
+        # sync: observed in motion, the synchronous robot does not play it; stream with
+        # replan_steps: the playing chunk has not played its steps yet (fresh all the same)
+        self.passed += 1
+        if self._config.execution != "sync":
+            self._offered = max(self._offered, stamp)
+
     def set_chunk(self, chunk: np.ndarray, stamp: float, now: float) -> bool:
         """Replace the chunk (observation stamp `stamp`, arriving at `now`). False if rejected."""
         a = np.asarray(chunk, dtype=np.float64)
@@ -262,11 +275,7 @@ class ChunkPlayer:
                 return False
             sync = cfg.execution == "sync"
             if not self._takes_locked(float(stamp), float(now)):
-                # sync: observed in motion, the synchronous robot does not play it; stream with
-                # replan_steps: the playing chunk has not played its steps yet (fresh all the same)
-                self.passed += 1
-                if not sync:
-                    self._offered = max(self._offered, float(stamp))
+                self._pass_locked(float(stamp))
                 return False
             current = self._value_locked(now) if self._chunk is not None else None
             self._fade_from, self._fade_chunk = None, None

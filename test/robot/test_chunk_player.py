@@ -564,6 +564,14 @@ def test_replan_steps_is_not_stale_while_fresh_chunks_are_passed_over():
     # the same plan without newer chunks offered is stale 0.5 s after its observation
     assert not plain.tick(0.49).stale and plain.tick(0.51).stale
     assert not p.tick(0.99).stale and p.tick(1.01).stale  # 0.5 s after the newest offered (0.5)
+    # the node asks takes() first and passes the chunk over itself: the same
+    q = ChunkPlayer.from_config(cfg)
+    assert q.set_chunk(ramp(32, 1), 0.0, 0.1)
+    for k in range(1, 6):
+        t = 0.1 * k
+        assert not q.takes(t, t + 0.1)
+        q.pass_over(t)
+    assert q.passed == 5 and not q.tick(0.58).stale and q.tick(1.01).stale
     p.clear()
     assert p.set_chunk(ramp(32, 1), 10.0, 10.0) and p.tick(10.51).stale  # cleared: nothing kept
 
