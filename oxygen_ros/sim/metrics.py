@@ -173,8 +173,14 @@ def summarize_memory(checks: Iterable[MemoryCheck], top: int = 10,
     for c in checks:
         counts[c.text] = counts.get(c.text, 0) + 1
     common = sorted(counts.items(), key=lambda kv: -kv[1])[:top]
+    misses: dict[tuple[str, str], int] = {}  # (the stage shown, the text said) where they differ
+    for c in checks:
+        if not c.names_stage:
+            misses[(c.caption, c.text)] = misses.get((c.caption, c.text), 0) + 1
     tasks = sorted({c.task for c in checks})
     return {**_memory_counts(checks, success_ns),
             "per_task": {t: _memory_counts([c for c in checks if c.task == t], success_ns)
                          for t in tasks},
-            "most_common": [{"text": t, "count": k} for t, k in common]}
+            "most_common": [{"text": t, "count": k} for t, k in common],
+            "stage_misses": [{"stage": s, "said": t, "count": k} for (s, t), k in
+                             sorted(misses.items(), key=lambda kv: -kv[1])[:top]]}

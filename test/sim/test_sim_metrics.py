@@ -129,3 +129,7 @@ def test_bimanual_completion_claims_are_judged_like_meta_worlds():
     m = summarize_memory(checks, success_ns=success)
     assert (m["claims"], m["false_claims"], m["false_claims_in_failed_episodes"]) == (4, 3, 1)
     assert m["names_stage"] == 1 / 5  # only "lifting the cube" at 2.5 s names its stage
+    # what was said instead of the stage shown, most often first
+    assert m["stage_misses"][0] == {"stage": "lifting the cube", "said": "the cube is handed over",
+                                    "count": 3}
+    assert sum(x["count"] for x in m["stage_misses"]) == 4

@@ -29,7 +29,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--checkpoint", required=True)
     p.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
     p.add_argument("--episodes", type=int, default=2)
-    p.add_argument("--replan", type=int, default=8, help="targets played per chunk")
+    p.add_argument("--replan", type=int, default=16,
+                   help="targets played per chunk (the node's chunk_replan_steps, without latency)")
     p.add_argument("--period", type=int, default=2, help="control periods per target (25 Hz: 2)")
     a = p.parse_args(argv)
     built = build_engine(ModelSource(checkpoint=a.checkpoint, threads=1),
