@@ -365,45 +365,59 @@ def test_the_replayed_chunk_reaches_the_player_when_the_engine_hands_it_over():
     assert handed and handed[0] == pytest.approx((t + 10 * 10**6) * 1e-9, abs=1e-3)
 
 
-def test_sync_execution_replays_like_the_node():
-    """chunk_execution sync in oxygen-replay: a chunk is played only when its observation was
-    taken at rest, after the previous chunk's last step (the node's ChunkPlayer.takes); with
-    stream every chunk is. Frames every 30 ms, chunks of 4 steps at 100 Hz (40 ms of motion)."""
-    from types import SimpleNamespace as NS
+class _ChunkEngine:
+    """A fake engine for the execution tests: frame n's chunk is `horizon` steps of value n,
+    handed over 5 ms into its 30 ms frame."""
 
+    def __init__(self, horizon: int) -> None:
+        from types import SimpleNamespace as NS
+
+        self.model_config = NS(vision=NS(image_size=8), action_horizon=horizon)
+        self.config = NS(instruction="x")
+        self.horizon, self.frame = horizon, 0
+
+    def step(self, obs, on_actions=None):
+        from types import SimpleNamespace as NS
+
+        self.frame += 1
+        actions = np.full((self.horizon, 1), float(self.frame), np.float32)
+        if on_actions is not None:
+            on_actions(actions, {"action": actions})
+        return NS(frame=self.frame, actions=actions, chunks={"action": actions}, updates=(),
+                  frame_ms=30.0, actions_ms=5.0)
+
+    def has_unfinished(self):
+        return False
+
+
+def _one_joint_run(n: int) -> list:
+    """A camera image and a joint state every 10 ms, `n` of each."""
     from oxygen_ros.bags import messages as M
-    from oxygen_ros.bags.replay import ReplayConfig, Replayer
     from oxygen_ros.bags.typestore import typestore
-    from oxygen_ros.robot.values import StateMapping
-
-    class Engine:
-        model_config = NS(vision=NS(image_size=8), action_horizon=4)
-        config = NS(instruction="x")
-        frame = 0
-
-        def step(self, obs, on_actions=None):
-            self.frame += 1
-            actions = np.full((4, 1), float(self.frame), np.float32)
-            if on_actions is not None:
-                on_actions(actions, {"action": actions})
-            return NS(frame=self.frame, actions=actions, chunks={"action": actions}, updates=(),
-                      frame_ms=30.0, actions_ms=5.0)
-
-        def has_unfinished(self):
-            return False
 
     s = typestore()
     t0, ms = 10**18, 10**6
     img = np.zeros((8, 8, 3), np.uint8)
     events = []
-    for i in range(40):
+    for i in range(n):
         t = t0 + i * 10 * ms
         events += [(t, "/cam", M.image(s, img, t)), (t, "/js", M.joint_state(s, ["a"], [0.0], t))]
+    return events
+
+
+def test_sync_execution_replays_like_the_node():
+    """chunk_execution sync in oxygen-replay: a chunk is played only when its observation was
+    taken at rest, after the previous chunk's last step (the node's ChunkPlayer.takes); with
+    stream every chunk is. Frames every 30 ms, chunks of 4 steps at 100 Hz (40 ms of motion)."""
+    from oxygen_ros.bags.replay import ReplayConfig, Replayer
+    from oxygen_ros.robot.values import StateMapping
+
+    events = _one_joint_run(40)
     taken = {}
     for execution in ("stream", "sync"):
         cfg = ReplayConfig(camera_topics=["/cam"], joint_state_topic="/js", joint_names=["a"],
                            control_rate_hz=100.0, chunk_execution=execution)
-        r = Replayer(Engine(), StateMapping(1), cfg)
+        r = Replayer(_ChunkEngine(4), StateMapping(1), cfg)
         got: list[tuple[float, float]] = []
         set_chunk = r.player.set_chunk
         r.player.set_chunk = lambda chunk, stamp, now, got=got, f=set_chunk: (
@@ -426,41 +440,15 @@ def test_replan_steps_replays_like_the_node():
     """chunk_replan_steps in oxygen-replay: a newer chunk takes over only after the playing one
     has played that many steps since its hand-over (the node's ChunkPlayer.takes with the
     hand-over time); with 0 every chunk does. Frames every 30 ms, chunks of 12 steps at 100 Hz."""
-    from types import SimpleNamespace as NS
-
-    from oxygen_ros.bags import messages as M
     from oxygen_ros.bags.replay import ReplayConfig, Replayer
-    from oxygen_ros.bags.typestore import typestore
     from oxygen_ros.robot.values import StateMapping
 
-    class Engine:
-        model_config = NS(vision=NS(image_size=8), action_horizon=12)
-        config = NS(instruction="x")
-        frame = 0
-
-        def step(self, obs, on_actions=None):
-            self.frame += 1
-            actions = np.full((12, 1), float(self.frame), np.float32)
-            if on_actions is not None:
-                on_actions(actions, {"action": actions})
-            return NS(frame=self.frame, actions=actions, chunks={"action": actions}, updates=(),
-                      frame_ms=30.0, actions_ms=5.0)
-
-        def has_unfinished(self):
-            return False
-
-    s = typestore()
-    t0, ms = 10**18, 10**6
-    img = np.zeros((8, 8, 3), np.uint8)
-    events = []
-    for i in range(60):
-        t = t0 + i * 10 * ms
-        events += [(t, "/cam", M.image(s, img, t)), (t, "/js", M.joint_state(s, ["a"], [0.0], t))]
+    events = _one_joint_run(60)
     taken = {}
     for steps in (0, 8):
         cfg = ReplayConfig(camera_topics=["/cam"], joint_state_topic="/js", joint_names=["a"],
                            control_rate_hz=100.0, chunk_replan_steps=steps)
-        r = Replayer(Engine(), StateMapping(1), cfg)
+        r = Replayer(_ChunkEngine(12), StateMapping(1), cfg)
         got: list[float] = []
         set_chunk = r.player.set_chunk
         r.player.set_chunk = lambda chunk, stamp, now, got=got, f=set_chunk: (
