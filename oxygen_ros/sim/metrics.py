@@ -101,12 +101,15 @@ class Timeline:
         return None if scene is None else (scene.task, scene.caption)
 
 
+# Meta-World's completion claims: each task's success caption (its `done`)
+DONE = {name: t.done for name, t in ALL_TASKS.items()}
+
+
 def completion_claim(text: str, done: dict[str, str] | None = None) -> str | None:
     """The task whose success caption (`done`: task -> its success caption; default Meta-World's
     `done`, e.g. "the door is unlocked") the text states, or None: the text claims no completion."""
     said = _norm(text)
-    captions = done if done is not None else {name: t.done for name, t in ALL_TASKS.items()}
-    for name, caption in captions.items():
+    for name, caption in (DONE if done is None else done).items():
         c = _norm(caption)
         if said == c or re.search(rf"\b{re.escape(c)}\b", said):
             return name

@@ -153,12 +153,12 @@ def train(data: str | Path, out: str | Path, epochs: float = 8.0, batch_size: in
             sums[:] = 0
             count = 0
         epoch_end = step % steps_per_epoch == 0
-        out_of_time = (max_minutes > 0 and time.perf_counter() - t0 > 60 * max_minutes
-                       or 0 < stop_step <= step)
-        if epoch_end or step == total or out_of_time:
+        stop = (max_minutes > 0 and time.perf_counter() - t0 > 60 * max_minutes
+                or 0 < stop_step <= step)  # out of time, or at the step asked for
+        if epoch_end or step == total or stop:
             save(model, config, out, tokenizer, stats, demos)
             plot_losses(csv_path, png_path)
-        if out_of_time and step < total:
+        if stop and step < total:
             stopped_early = True
             break
     if bar is not None:
