@@ -86,3 +86,17 @@ def test_training_batches_carry_three_cameras_and_the_loss_is_finite(recorded):
     prefix = run_prefix(model, batch)
     n = per_cam.shape[1]
     assert int(prefix.prefix_len[0]) == 3 * n + int(batch.prompt_len[0])
+
+
+def test_near_misses_are_caption_only_from_the_hand_over_on_and_merge_keeps_them(recorded):
+    from oxygen_ros.sim.aloha.demos import MISS_FROM_STEP, merge, record
+
+    misses, summary = record(["transfer-cube"], episodes=0, miss_episodes=1, seed=0, frame_stride=2,
+                             image_size=16, after=6)
+    assert summary["transfer-cube"]["miss_episodes"] == 1 and summary["transfer-cube"]["successes"] == 0
+    assert len(misses) > 0 and misses.caption_only.all() and misses.step.min() >= MISS_FROM_STEP
+    said = {misses.captions[c] for c in misses.caption}
+    assert ("the cube is handed over" in said) == bool(misses.episode_success[0])
+    both = merge([recorded[0], misses])
+    assert both.caption_only.sum() == len(misses) and not both.caption_only[:len(recorded[0])].any()
+    assert list(both.episode_success) == [True, bool(misses.episode_success[0])]

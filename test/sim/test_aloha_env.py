@@ -121,3 +121,25 @@ def test_the_top_camera_is_zoomed_onto_the_objects_and_a_bad_field_of_view_is_re
             check_top_fovy(bad)
         with pytest.raises(ValueError, match="fovy"):
             AlohaSimConfig(top_fovy=bad)
+
+
+def test_the_caption_is_the_stage_the_scene_shows_and_progress_the_furthest():
+    """A cube lifted and dropped shows the arm reaching again: the caption follows the scene
+    (the best reward of the last SHOWN_STAGE_PERIODS periods, so a contact test's flicker does
+    not move it), progress keeps the furthest stage, success stays from its first period on."""
+    from oxygen_ros.sim.aloha.env import SHOWN_STAGE_PERIODS, AlohaEnv
+
+    env = AlohaEnv("transfer-cube", cameras=None)
+    state = env.reset(0)
+    rewards = iter([1, 2] + [0] * SHOWN_STAGE_PERIODS + [4, 0])
+    env._task.get_reward = lambda physics: next(rewards)
+    captions = [env.step(state) for _ in range(2 + SHOWN_STAGE_PERIODS)]
+    assert [i.caption for i in captions[:3]] == ["grasping the cube", "lifting the cube", "lifting the cube"]
+    # a flicker shorter than the window keeps the stage; a loss as long as the window drops it
+    assert captions[-2].caption == "lifting the cube"
+    assert captions[-1].caption == "reaching for the cube"
+    assert captions[-1].stage == 2 and captions[-1].progress == 0.5 and not captions[-1].success
+    done = env.step(state)
+    after = env.step(state)
+    assert done.success and done.caption == "the cube is handed over"
+    assert after.caption == "the cube is handed over" and not after.success

@@ -48,3 +48,34 @@ def test_the_expert_succeeds_in_joint_space_on_one_seed(task, first, last):
     assert set(np.unique(traj[:, [6, 13]])) <= set(np.linspace(0, 1, 1001)) or traj[:, 6].max() <= 1.0
     success, steps = rollout(AlohaEnv(t, cameras=None), 1, traj)
     assert success and first <= steps <= last
+
+
+def test_a_near_miss_is_drawn_from_its_seed_within_its_range():
+    from oxygen_ros.sim.aloha.expert import MISS_RANGE, miss_for
+    from oxygen_ros.sim.aloha.tasks import get_task
+
+    for name in ("transfer-cube", "insertion"):
+        task = get_task(name)
+        lo, hi = MISS_RANGE[name]
+        misses = [miss_for(task, s) for s in range(40)]
+        assert misses[:5] == [miss_for(task, s) for s in range(5)]
+        for m in misses:
+            off = np.abs(m.offset)
+            assert off[0] == 0 and np.count_nonzero(off) == 1 and lo <= off.max() <= hi
+        assert {m.hold for m in misses} == {True, False}
+
+
+def test_a_near_miss_brings_the_cube_to_the_left_gripper_without_success():
+    """The left gripper meets the cube 4 cm off and the right one holds on: the scene stays at
+    'lifting the cube' through the hand-over, the stage the memory must say there."""
+    from oxygen_ros.sim.aloha.env import AlohaEnv
+    from oxygen_ros.sim.aloha.expert import Miss, joint_trajectory
+    from oxygen_ros.sim.aloha.tasks import get_task
+
+    task = get_task("transfer-cube")
+    traj, best = joint_trajectory(task, seed=1, miss=Miss((0.0, 0.04, 0.0), hold=True))
+    env = AlohaEnv(task, cameras=None)
+    env.reset(1)
+    captions = [env.step(t).caption for t in traj]
+    assert best < 4 and "the cube is handed over" not in captions
+    assert set(captions[260:]) == {"lifting the cube"}

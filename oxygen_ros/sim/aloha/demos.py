@@ -10,6 +10,15 @@ no frame carries the success caption (the caption is the simulator's stage of th
 observation). Episodes that never succeed are left out (counted). Deterministic per seed: the
 layout comes from the seed alone, the physics is deterministic, nothing else is random.
 Layout seeds: seed * 1_000_000 + task index * 10_000 + episode (evaluations use 1_000_000 + ...).
+
+`--miss-episodes M` adds M caption-only episodes per task (layout seeds from episode 5000 on): the
+expert's near miss on purpose (expert.miss_for: the left gripper meets the cube 1.5-6 cm off, the
+peg comes to the socket 0.5-3 cm off), recorded from step MISS_FROM_STEP on (the hand-over and the
+insertion), every frame captioned with the stage the scene shows, `caption_only` (no action loss:
+their targets miss on purpose). Why: the expert passes the stage just before success within a
+period or two ("handing the cube over": 0 of 26,723 frames; "inserting the peg": 0 of 7,167), so a
+memory trained on its successes alone learnt that objects together means done, and said so in
+failed episodes (docs/aloha.md, "Memory").
 """
 from __future__ import annotations
 
@@ -22,10 +31,12 @@ import numpy as np
 from ..dataset import Demos
 from .env import (CONTROL_PERIOD_S, DEFAULT_CAMERAS, DEFAULT_IMAGE_SIZE, JOINT_NAMES, DEFAULT_TOP_FOVY,
                   AlohaEnv)
-from .expert import EndEffectorScene, joint_trajectory
+from .expert import EndEffectorScene, Miss, joint_trajectory, miss_for
 from .tasks import TASKS, get_task
 
-RECORDER_VERSION = 1
+RECORDER_VERSION = 2  # 2: captions are the stage the scene shows (env._shown); near misses
+MISS_SEED_OFFSET = 5000  # layout seeds of the near misses: never the successful ones'
+MISS_FROM_STEP = 180  # before it a near miss is the expert's own motion (already recorded)
 FRAME_STRIDE = 2  # control periods per frame: 25 Hz frames
 ACTION_PERIOD_STEPS = 2  # control periods per chunk target: 25 Hz targets (the policy's rate)
 
@@ -35,15 +46,16 @@ def layout_seed(seed: int, task_index: int, episode: int) -> int:
 
 
 def record_episode(env: AlohaEnv, scene: EndEffectorScene, seed: int, frame_stride: int = FRAME_STRIDE,
-                   after: int = 10) -> dict:
-    """One expert episode -> images [F, C, S, S, 3], state, target, step, captions, success."""
-    traj, _ = joint_trajectory(env.task, seed, scene)
+                   after: int = 10, miss: Miss | None = None, from_step: int = 0) -> dict:
+    """One expert episode (with `miss`, its near miss) -> images [F, C, S, S, 3], state, target,
+    step, captions, success; frames from control period `from_step` on."""
+    traj, _ = joint_trajectory(env.task, seed, scene, miss=miss)
     env.reset(seed)
     images, states, targets, steps, captions = [], [], [], [], []
     success_at = None
     for step in range(len(traj) + after):
         target = traj[min(step, len(traj) - 1)]
-        if step % frame_stride == 0:
+        if step % frame_stride == 0 and step >= from_step:
             images.append(env.render())
             states.append(env.state().astype(np.float32))
             targets.append(target.astype(np.float32))
@@ -64,50 +76,67 @@ def record_episode(env: AlohaEnv, scene: EndEffectorScene, seed: int, frame_stri
 def record(task_names: list[str], episodes: int, seed: int = 0, frame_stride: int = FRAME_STRIDE,
            image_size: int = DEFAULT_IMAGE_SIZE, cameras: tuple[str, ...] = DEFAULT_CAMERAS,
            after: int = 10, first_episode: int = 0,
-           top_fovy: float = DEFAULT_TOP_FOVY) -> tuple[Demos, dict]:
+           top_fovy: float = DEFAULT_TOP_FOVY, miss_episodes: int = 0) -> tuple[Demos, dict]:
+    """`episodes` expert episodes per task (the successful ones kept) from `first_episode` on,
+    then `miss_episodes` caption-only near misses per task (all kept)."""
     tasks = [get_task(n) for n in task_names]
     captions = sorted({c for t in tasks for c in t.captions})
     cap_index = {c: i for i, c in enumerate(captions)}
-    parts: dict[str, list] = {k: [] for k in ("images", "state", "target", "step", "episode", "task", "caption")}
-    ep_task, summary, kept = [], {}, 0
+    parts: dict[str, list] = {k: [] for k in ("images", "state", "target", "step", "episode", "task", "caption",
+                                              "caption_only")}
+    ep_task, ep_success, summary, kept = [], [], {}, 0
     t0 = time.perf_counter()
     for ti, task in enumerate(tasks):
         env, scene = AlohaEnv(task, image_size, cameras, top_fovy), EndEffectorScene(task)
-        ok, when, failed = 0, [], []
+        ok, when, failed, miss_frames, missed = 0, [], [], 0, 0
+        task_index = list(TASKS).index(task.name)
         try:
-            for e in range(first_episode, first_episode + episodes):
-                s = layout_seed(seed, list(TASKS).index(task.name), e)
-                ep = record_episode(env, scene, s, frame_stride, after)
-                if not ep["success"]:
-                    failed.append(s)
-                    continue
-                ok += 1
-                when.append(ep["success_step"])
+            for e in range(first_episode, first_episode + episodes + miss_episodes):
+                is_miss = e >= first_episode + episodes
+                if is_miss:
+                    # --first-episode moves the near misses' seeds on as the expert's
+                    s = layout_seed(seed, task_index, MISS_SEED_OFFSET + e - episodes)
+                    ep = record_episode(env, scene, s, frame_stride, after, miss_for(task, s), MISS_FROM_STEP)
+                    missed += not ep["success"]
+                    miss_frames += len(ep["step"])
+                else:
+                    s = layout_seed(seed, task_index, e)
+                    ep = record_episode(env, scene, s, frame_stride, after)
+                    if not ep["success"]:
+                        failed.append(s)
+                        continue
+                    ok += 1
+                    when.append(ep["success_step"])
                 n = len(ep["step"])
                 for k in ("images", "state", "target", "step"):
                     parts[k].append(ep[k])
                 parts["episode"].append(np.full(n, kept, dtype=np.int32))
                 parts["task"].append(np.full(n, ti, dtype=np.int16))
                 parts["caption"].append(np.array([cap_index[c] for c in ep["captions"]], dtype=np.int16))
+                parts["caption_only"].append(np.full(n, is_miss, dtype=bool))
                 ep_task.append(ti)
+                ep_success.append(bool(ep["success"]))
                 kept += 1
-                print(f"{task.name} seed {s}: success at step {ep['success_step']}", flush=True)
+                print(f"{task.name} seed {s}{' (near miss)' if is_miss else ''}: "
+                      f"success at step {ep['success_step']}", flush=True)
         finally:
             env.close()
         summary[task.name] = {"episodes": episodes, "successes": ok, "failed_seeds": failed,
                               "success_step_min_median_max": [int(min(when)), int(np.median(when)), int(max(when))]
-                              if when else None}
+                              if when else None,
+                              "miss_episodes": miss_episodes, "missed": missed, "miss_frames": miss_frames}
     meta = {"seed": seed, "frame_stride": frame_stride, "image_size": image_size, "cameras": list(cameras),
             "top_fovy": float(top_fovy),
             "action_period_steps": ACTION_PERIOD_STEPS, "control_period_s": CONTROL_PERIOD_S,
             "joint_names": list(JOINT_NAMES), "after_success_steps": after, "simulator": "aloha",
             "recorder_version": RECORDER_VERSION, "episodes_per_task": episodes,
-            "first_episode": first_episode,
+            "first_episode": first_episode, "miss_episodes_per_task": miss_episodes,
+            "miss_from_step": MISS_FROM_STEP,
             "seconds": round(time.perf_counter() - t0, 1)}
     demos = Demos(**{k: np.concatenate(v) for k, v in parts.items()}, tasks=[t.name for t in tasks],
                   instructions=[t.instruction for t in tasks], captions=captions,
-                  episode_success=np.ones(kept, dtype=bool), episode_task=np.asarray(ep_task, dtype=np.int16),
-                  meta=meta)
+                  episode_success=np.asarray(ep_success, dtype=bool),
+                  episode_task=np.asarray(ep_task, dtype=np.int16), meta=meta)
     summary["frames"] = len(demos)
     summary["seconds"] = meta["seconds"]
     return demos, summary
@@ -119,7 +148,8 @@ def merge(parts: list[Demos]) -> Demos:
     tasks = list(dict.fromkeys(t for d in parts for t in d.tasks))
     instr = {t: i for d in parts for t, i in zip(d.tasks, d.instructions)}
     captions = sorted({c for d in parts for c in d.captions})
-    out: dict[str, list] = {k: [] for k in ("images", "state", "target", "step", "episode", "task", "caption")}
+    out: dict[str, list] = {k: [] for k in ("images", "state", "target", "step", "episode", "task", "caption",
+                                            "caption_only")}
     ep_task, offset = [], 0
     for d in parts:
         if d.meta["frame_stride"] != parts[0].meta["frame_stride"] or d.images.shape[1:] != parts[0].images.shape[1:]:
@@ -131,6 +161,7 @@ def merge(parts: list[Demos]) -> Demos:
         out["episode"].append(d.episode + offset)
         out["task"].append(tmap[d.task])
         out["caption"].append(cmap[d.caption])
+        out["caption_only"].append(d.caption_only)
         ep_task.append(tmap[d.episode_task])
         offset += len(d.episode_task)
     meta = dict(parts[0].meta, merged=[d.meta for d in parts])
@@ -152,6 +183,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--top-fovy", type=float, default=DEFAULT_TOP_FOVY,
                    help="the top camera's vertical field of view, degrees (the robot's --top-fovy)")
     p.add_argument("--after", type=int, default=10, help="control periods recorded after success")
+    p.add_argument("--miss-episodes", type=int, default=0,
+                   help="caption-only near misses per task (the module docstring says why)")
     p.add_argument("--out", required=True)
     p.add_argument("--merge", nargs="+", default=None, metavar="NPZ",
                    help="instead of recording: merge these recordings into --out")
@@ -162,12 +195,13 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({"out": a.out, "frames": len(demos), "tasks": demos.tasks,
                           "episodes": int(len(demos.episode_task))}))
         return 0
-    if a.episodes < 1:
-        p.error("--episodes must be >= 1")
+    if a.episodes < 0 or a.miss_episodes < 0 or a.episodes + a.miss_episodes < 1:
+        p.error("--episodes and --miss-episodes must be >= 0 and record at least one episode")
     if ACTION_PERIOD_STEPS % a.frame_stride:
         p.error(f"--frame-stride must divide the action period ({ACTION_PERIOD_STEPS})")
     demos, summary = record(a.tasks, a.episodes, a.seed, a.frame_stride, a.image_size, after=a.after,
-                            first_episode=a.first_episode, top_fovy=a.top_fovy)
+                            first_episode=a.first_episode, top_fovy=a.top_fovy,
+                            miss_episodes=a.miss_episodes)
     out = demos.save(a.out)
     print(json.dumps({"out": str(out), **summary}, indent=1))
     return 0

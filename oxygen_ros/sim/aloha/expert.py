@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -43,31 +44,57 @@ WELD_SOLIMP = (0.9, 0.95, 0.001)
 Waypoint = tuple[int, np.ndarray, np.ndarray, float]
 
 
+@dataclass(frozen=True)
+class Miss:
+    """A near miss on purpose (caption-only demonstrations): the receiving hand (transfer-cube:
+    the left gripper at the meet point; insertion: the peg's way into the socket) aims `offset`
+    (m) away; `hold`: the right gripper never lets go of the cube."""
+
+    offset: tuple[float, float, float]
+    hold: bool = False
+
+
+# how far a near miss aims off (m): the cube is 4 cm wide in a gripper opening 8 cm; the peg
+# enters a socket about as wide as itself, so millimetres off jam it against the socket
+MISS_RANGE = {"transfer-cube": (0.015, 0.06), "insertion": (0.005, 0.03)}
+
+
+def miss_for(task: AlohaTask, seed: int) -> Miss:
+    """A near miss drawn from `seed`: off across the table (y) or in height (z) by MISS_RANGE,
+    where a failing policy brings the objects together without success; half hold on."""
+    rng = np.random.default_rng(seed)
+    off = np.zeros(3)
+    off[rng.choice([1, 2])] = rng.choice([-1.0, 1.0]) * rng.uniform(*MISS_RANGE[task.name])
+    return Miss(tuple(float(v) for v in off), bool(rng.integers(2)))
+
+
 def waypoints(task: AlohaTask, objects: np.ndarray, left0: np.ndarray,
-              right0: np.ndarray) -> tuple[list[Waypoint], list[Waypoint]]:
+              right0: np.ndarray, miss: Miss | None = None) -> tuple[list[Waypoint], list[Waypoint]]:
     """ACT's waypoints for both arms from the object poses at step 0 and the mocap start poses
-    (7 values each: xyz + quat)."""
+    (7 values each: xyz + quat); with `miss`, the near miss it describes."""
     lq0, rq0 = left0[3:], right0[3:]
+    off = np.zeros(3) if miss is None else np.asarray(miss.offset)
     if task.name == "transfer-cube":
         box = objects[:3]
         pick = quat_mul(rq0, quat_axis((0, 1, 0), -60))
         meet_q = quat_axis((1, 0, 0), 90)
         meet = np.array([0.0, 0.5, 0.25])
+        release = 0.0 if miss is not None and miss.hold else 1.0
         left = [(0, left0[:3], lq0, 0.0),
-                (100, meet + [-0.1, 0, -0.02], meet_q, 1.0),  # approach the meet point
-                (260, meet + [0.02, 0, -0.02], meet_q, 1.0),  # to the meet point
-                (310, meet + [0.02, 0, -0.02], meet_q, 0.0),  # close
-                (360, meet + [-0.1, 0, -0.02], meet_q, 0.0),  # pull to the left
-                (400, meet + [-0.1, 0, -0.02], meet_q, 0.0)]
+                (100, meet + [-0.1, 0, -0.02] + off, meet_q, 1.0),  # approach the meet point
+                (260, meet + [0.02, 0, -0.02] + off, meet_q, 1.0),  # to the meet point
+                (310, meet + [0.02, 0, -0.02] + off, meet_q, 0.0),  # close
+                (360, meet + [-0.1, 0, -0.02] + off, meet_q, 0.0),  # pull to the left
+                (400, meet + [-0.1, 0, -0.02] + off, meet_q, 0.0)]
         right = [(0, right0[:3], rq0, 0.0),
                  (90, box + [0, 0, 0.08], pick, 1.0),  # above the cube
                  (130, box + [0, 0, -0.015], pick, 1.0),  # down
                  (170, box + [0, 0, -0.015], pick, 0.0),  # close
                  (200, meet + [0.05, 0, 0], pick, 0.0),  # towards the meet point
                  (220, meet, pick, 0.0),
-                 (310, meet, pick, 1.0),  # open: the left arm holds it
-                 (360, meet + [0.1, 0, 0], pick, 1.0),  # move away
-                 (400, meet + [0.1, 0, 0], pick, 1.0)]
+                 (310, meet, pick, release),  # open: the left arm holds it
+                 (360, meet + [0.1, 0, 0], pick, release),  # move away
+                 (400, meet + [0.1, 0, 0], pick, release)]
         return left, right
     peg, socket = objects[:3], objects[7:10]
     pick_r = quat_mul(rq0, quat_axis((0, 1, 0), -60))
@@ -85,9 +112,9 @@ def waypoints(task: AlohaTask, objects: np.ndarray, left0: np.ndarray,
              (120, peg + [0, 0, 0.08], pick_r, 1.0),
              (170, peg + [0, 0, -0.03], pick_r, 1.0),
              (220, peg + [0, 0, -0.03], pick_r, 0.0),
-             (285, meet + [0.1, 0, lift], pick_r, 0.0),
-             (340, meet + [0.05, 0, lift], pick_r, 0.0),
-             (400, meet + [0.05, 0, lift], pick_r, 0.0)]
+             (285, meet + [0.1, 0, lift] + off, pick_r, 0.0),
+             (340, meet + [0.05, 0, lift] + off, pick_r, 0.0),
+             (400, meet + [0.05, 0, lift] + off, pick_r, 0.0)]
     return left, right
 
 
@@ -161,14 +188,15 @@ class EndEffectorScene:
 
 
 def joint_trajectory(task: AlohaTask, seed: int, scene: EndEffectorScene | None = None,
-                     steps: int | None = None) -> tuple[np.ndarray, int]:
+                     steps: int | None = None, miss: Miss | None = None) -> tuple[np.ndarray, int]:
     """The expert's absolute joint targets [steps, 14] for layout `seed` (ACT's step 1 and the
-    gripper overwrite), and the best reward the end-effector rollout itself reached."""
+    gripper overwrite), and the best reward the end-effector rollout itself reached; with
+    `miss`, a near miss on purpose."""
     scene = scene or EndEffectorScene(task)
     steps = steps or task.horizon
     scene.reset(task.sample_layout(seed))
     left0, right0 = scene.mocap_poses()
-    left, right = waypoints(task, task.sample_layout(seed), left0, right0)
+    left, right = waypoints(task, task.sample_layout(seed), left0, right0, miss)
     joints, best = [scene.joints()], 0
     openings = [[0.0, 0.0]]
     for t in range(steps - 1):

@@ -1,8 +1,9 @@
 """The two ALOHA tasks (gym-aloha 0.1.5's TransferCube and Insertion): scenes, layouts, captions.
 
-Stages are the task's own reward (gym-aloha's contact tests, 0..4, success = 4), kept as the
-furthest reached in an episode; the last caption is the success caption, so a frame is captioned
-"done" exactly when the simulator has reported success, never before (issue 35, item 4).
+Stages are the task's own reward (gym-aloha's contact tests, 0..4, success = 4): a frame's
+caption is the stage its scene shows (env.AlohaEnv._shown), the last caption is the success
+caption, so a frame is captioned "done" exactly when the simulator has reported success, never
+before (issue 35, item 4).
 Layouts: the object poses gym-aloha samples (uniform ranges in utils.py), drawn here from a
 RandomState seeded per episode, never from the global np.random.
 """
