@@ -15,6 +15,12 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
+# Triton loaded after MuJoCo has rendered through OSMesa (llvmpipe: its own LLVM) segfaults at
+# import (measured: render one ALOHA frame, then `import triton`); loaded first, both work. A test
+# file that records demonstrations and then builds an engine met it when run on its own.
+if importlib.util.find_spec("triton") is not None:
+    import triton  # noqa: F401
+
 os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
 if not os.environ.get("ROS_DOMAIN_ID", "").strip():
     os.environ["ROS_DOMAIN_ID"] = str(1 + os.getpid() % 100)

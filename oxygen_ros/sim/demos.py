@@ -33,6 +33,7 @@ import argparse
 import json
 import time
 from pathlib import Path
+from typing import Any, Callable
 
 import numpy as np
 
@@ -170,16 +171,19 @@ def record(task_names: list[str], episodes: int, seed: int, frame_stride: int = 
     return demos, summary
 
 
-def relabel(demos: Demos) -> tuple[Demos, dict]:
-    """The dataset with every frame's caption as Task.memory_caption labels it now (recorder
-    version 3), and per task how many frames changed."""
-    from . import get_task
+def relabel(demos: Demos, task_of: Callable[[str], Any] | None = None,
+            version: int = RECORDER_VERSION) -> tuple[Demos, dict]:
+    """The dataset with every frame's caption as its task's memory_caption labels it now
+    (`task_of`: the simulator's task lookup, default Meta-World's; `version`: the recorder
+    version that labels so itself), and per task how many frames changed."""
+    if task_of is None:
+        from . import get_task as task_of
 
     caption = demos.caption.copy()
     index = {c: i for i, c in enumerate(demos.captions)}
     changed: dict[str, int] = {}
     for ti, name in enumerate(demos.tasks):
-        task = get_task(name)
+        task = task_of(name)
         mine = demos.task == ti
         n = 0
         for c in task.captions:
@@ -189,7 +193,7 @@ def relabel(demos: Demos) -> tuple[Demos, dict]:
                 caption[hit] = index[new]
                 n += int(hit.sum())
         changed[name] = n
-    meta = {**demos.meta, "recorder_version": RECORDER_VERSION, "relabelled": changed}
+    meta = {**demos.meta, "recorder_version": version, "relabelled": changed}
     fields = {k: getattr(demos, k) for k in demos.__dataclass_fields__}
     return Demos(**{**fields, "caption": caption, "meta": meta}), changed
 

@@ -7,8 +7,11 @@ in the joint-space robot; every `frame_stride` control periods the three cameras
 state, the expert's absolute target and the stage caption of what the cameras show are recorded.
 After success the replay goes on `after` periods, recorded with the success caption; before it,
 no frame carries the success caption (the caption is the simulator's stage of that very
-observation). Episodes that never succeed are left out (counted). Deterministic per seed: the
-layout comes from the seed alone, the physics is deterministic, nothing else is random.
+observation). Where the cameras do not show the success (AlohaTask.done_visible False: both
+tasks, e.g. transfer-cube's first touch of a left finger) its frames keep the stage before it
+(AlohaTask.memory_caption); `--relabel IN` applies this to an older recording. Episodes that
+never succeed are left out (counted). Deterministic per seed: the layout comes from the seed
+alone, the physics is deterministic, nothing else is random.
 Layout seeds: seed * 1_000_000 + task index * 10_000 + episode (evaluations use 1_000_000 + ...).
 
 `--miss-episodes M` adds M caption-only episodes per task (layout seeds from episode 5000 on): the
@@ -29,12 +32,14 @@ import time
 import numpy as np
 
 from ..dataset import Demos
+from ..demos import relabel
 from .env import (CONTROL_PERIOD_S, DEFAULT_CAMERAS, DEFAULT_IMAGE_SIZE, JOINT_NAMES, DEFAULT_TOP_FOVY,
                   AlohaEnv)
 from .expert import EndEffectorScene, Miss, joint_trajectory, miss_for
 from .tasks import TASKS, get_task
 
-RECORDER_VERSION = 2  # 2: captions are the stage the scene shows (env._shown); near misses
+# 2: captions are the stage the scene shows (env._shown), near misses; 3: memory_caption
+RECORDER_VERSION = 3
 MISS_SEED_OFFSET = 5000  # layout seeds of the near misses: never the successful ones'
 MISS_FROM_STEP = 180  # before it a near miss is the expert's own motion (already recorded)
 FRAME_STRIDE = 2  # control periods per frame: 25 Hz frames
@@ -60,7 +65,7 @@ def record_episode(env: AlohaEnv, scene: EndEffectorScene, seed: int, frame_stri
             states.append(env.state().astype(np.float32))
             targets.append(target.astype(np.float32))
             steps.append(step)
-            captions.append(env.info.caption)
+            captions.append(env.task.memory_caption(env.info.caption))
         info = env.step(target)
         if info.success and success_at is None:
             success_at = step + 1
@@ -188,7 +193,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", required=True)
     p.add_argument("--merge", nargs="+", default=None, metavar="NPZ",
                    help="instead of recording: merge these recordings into --out")
+    p.add_argument("--relabel", default=None, metavar="NPZ",
+                   help="instead of recording: this recording with today's memory labels "
+                        "(AlohaTask.memory_caption) into --out")
     a = p.parse_args(argv)
+    if a.relabel:
+        demos, changed = relabel(Demos.load(a.relabel), get_task, RECORDER_VERSION)
+        demos.save(a.out)
+        print(json.dumps({"out": a.out, "from": a.relabel, "frames_relabelled": changed}))
+        return 0
     if a.merge:
         demos = merge([Demos.load(f) for f in a.merge])
         demos.save(a.out)
