@@ -33,7 +33,7 @@ import argparse
 import json
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable, Protocol
 
 import numpy as np
 
@@ -171,7 +171,16 @@ def record(task_names: list[str], episodes: int, seed: int, frame_stride: int = 
     return demos, summary
 
 
-def relabel(demos: Demos, task_of: Callable[[str], Any] | None = None,
+class LabelledTask(Protocol):
+    """What relabelling needs of a task, in either simulator (sim.tasks.Task, aloha.tasks.AlohaTask)."""
+
+    @property
+    def captions(self) -> tuple[str, ...]: ...
+
+    def memory_caption(self, caption: str) -> str: ...
+
+
+def relabel(demos: Demos, task_of: Callable[[str], LabelledTask] | None = None,
             version: int = RECORDER_VERSION) -> tuple[Demos, dict]:
     """The dataset with every frame's caption as its task's memory_caption labels it now
     (`task_of`: the simulator's task lookup, default Meta-World's; `version`: the recorder

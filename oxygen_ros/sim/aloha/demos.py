@@ -5,12 +5,12 @@
 Per episode: the expert's joint trajectory for a layout seed (expert.joint_trajectory), replayed
 in the joint-space robot; every `frame_stride` control periods the three cameras, the 14-value
 state, the expert's absolute target and the stage caption of what the cameras show are recorded.
-After success the replay goes on `after` periods, recorded with the success caption; before it,
-no frame carries the success caption (the caption is the simulator's stage of that very
-observation). Where the cameras do not show the success (AlohaTask.done_visible False: both
-tasks, e.g. transfer-cube's first touch of a left finger) its frames keep the stage before it
-(AlohaTask.memory_caption); `--relabel IN` applies this to an older recording. Episodes that
-never succeed are left out (counted). Deterministic per seed: the layout comes from the seed
+After success the replay goes on `after` periods; before it, no frame carries the success
+caption (the caption is the simulator's stage of that very observation). Where the cameras do
+not show the success (AlohaTask.done_visible False: both tasks, e.g. transfer-cube's first
+touch of a left finger) its frames keep the stage before it (AlohaTask.memory_caption);
+`--relabel IN` applies this to an older recording. Episodes that never succeed are left out
+(counted). Deterministic per seed: the layout comes from the seed
 alone, the physics is deterministic, nothing else is random.
 Layout seeds: seed * 1_000_000 + task index * 10_000 + episode (evaluations use 1_000_000 + ...).
 
