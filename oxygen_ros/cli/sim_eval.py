@@ -65,6 +65,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "was trained on, training.json, else the robot's default)")
     p.add_argument("--camera-rate", type=float, default=0.0, help="Hz (default: Meta-World 20, ALOHA 25)")
     p.add_argument("--reset-hold", type=float, default=0.5)
+    p.add_argument("--after-success", type=float, default=0.0, metavar="S",
+                   help="ALOHA: each episode goes on S seconds after its success (0..10; success and "
+                        "its time are the first success's), so what the memory says after success "
+                        "is judged too")
     p.add_argument("--param", action="append", default=[], metavar="NAME=JSON",
                    help="another node parameter, e.g. --param crossfade_s=0.05 (repeatable)")
     return p.parse_args(argv)
@@ -100,7 +104,10 @@ def make_sim_config(args: argparse.Namespace):
         return AlohaSimConfig(tasks=tuple(args.tasks or ALOHA_TASKS), episodes_per_task=args.episodes,
                               base_seed=args.seed, image_size=args.image_size,
                               top_fovy=fovy or DEFAULT_TOP_FOVY,
-                              camera_rate_hz=args.camera_rate or 25.0, reset_hold_s=args.reset_hold)
+                              camera_rate_hz=args.camera_rate or 25.0, reset_hold_s=args.reset_hold,
+                              after_success_s=args.after_success)
+    if args.after_success:
+        raise ValueError("--after-success is the ALOHA robot's (--robot aloha); Meta-World's episodes end at success")
     from ..sim.node import SimConfig
 
     tasks = tuple(args.tasks or TASKS)

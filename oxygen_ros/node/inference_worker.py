@@ -45,7 +45,7 @@ class InferenceWorker:
         self._admit = admit
         # pair -> Observation -> step -> robot chunk, as oxygen-replay does (camera_slots: model
         # camera of each topic; n_action_steps: the checkpoint's executed steps per chunk)
-        self._infer = PairInference(tuple(camera_slots), n_action_steps)
+        self._infer = PairInference(tuple(camera_slots), n_action_steps, tracking=True)
         self._mapping = mapping  # () -> the current StateMapping (joint limits are live)
         self.player = player
         self.mailbox = mailbox

@@ -37,6 +37,9 @@ def executed_steps(requested: int, checkpoint: int, horizon: int) -> int:
 class PairInference:
     camera_slots: tuple[int, ...] = ()  # model camera of each camera topic; () = in topic order
     n_action_steps: int = 0  # chunk steps the checkpoint executes (0 = all)
+    # rtc: the pair's state is the robot the player commands (the node, not oxygen-replay): no
+    # prior when it is further than max_tracking_error from the executed plan (rtc_prior)
+    tracking: bool = False
 
     def observation(self, pair: Pair, images: Sequence[np.ndarray], mapping: StateMapping,
                     instruction: str, prior: Any = None) -> Any:
@@ -68,7 +71,7 @@ class PairInference:
         """Engine.step on `pair` -> (FrameOutput, robot chunk). `on_chunk(chunk, heads)`: the
         robot chunk and head_chunks, called inside the step as soon as the chunk exists."""
         prior = rtc_prior(player, mapping, pair.stamp, engine.model_config.action_horizon,
-                          pair.state)
+                          pair.state, self.tracking)
         ready = None
         if on_chunk is not None:
             def ready(actions: np.ndarray, chunks: dict[str, np.ndarray]) -> None:

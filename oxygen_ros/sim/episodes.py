@@ -63,6 +63,15 @@ class Status:
     # the stamp (ns, wall clock) of the scene this status describes: the stamp its step's joint
     # state and image carry, so a memory text's source stamp finds its scene exactly (0: unknown)
     stamp_ns: int = 0
+    # seconds of wall time from the episode's start to its first success (None: not yet); the
+    # episode may go on after it (the ALOHA robot's after_success_s), `t` going on with it
+    success_t: float | None = None
+
+    @property
+    def time_to_success(self) -> float:
+        """Seconds from the episode's start to its success (an episode that ended at success:
+        its `t`)."""
+        return self.t if self.success_t is None else self.success_t
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))

@@ -131,7 +131,7 @@ class RunResult:
             row["n"] += 1
             row["success"] += int(s.success)
             if s.success:
-                row["times"].append(s.t)
+                row["times"].append(s.time_to_success)
         out_tasks = {}
         for task, row in tasks.items():
             lo, hi = wilson(row["success"], row["n"])
@@ -140,7 +140,7 @@ class RunResult:
                                "time_to_success_s": float(np.median(row["times"])) if row["times"] else None}
         n = sum(r["n"] for r in tasks.values())
         k = sum(r["success"] for r in tasks.values())
-        times = [s.t for s in self.episodes if s.success]
+        times = [s.time_to_success for s in self.episodes if s.success]
 
         def med(xs):
             return float(np.median(xs)) if xs else None
@@ -275,7 +275,7 @@ def run_setting(setting: Setting, sim_cfg: Any, out: Path, opts: NodeOptions | N
             timeline.add(s.stamp_ns or time.time_ns(), s.task, s.caption, s.episode, s.success)
         if s.done:
             log(f"  [{setting.name}] episode {s.episode:3d} {s.task:22s} "
-                f"{'success' if s.success else 'timeout'} {s.t:5.2f} s")
+                f"{'success' if s.success else 'timeout'} {s.time_to_success:5.2f} s")
 
     context = rclpy.Context()
     rclpy.init(context=context)

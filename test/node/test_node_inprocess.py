@@ -375,8 +375,12 @@ def test_rtc_blend_gives_the_engine_the_executed_steps_and_the_counted_delay(ctx
         state = np.zeros(6, np.float32)
         dt = rt.player.dt
 
-        def frame(t):
-            return rt.worker.frame(Pair(stamp=t, images=(img,), state=state,
+        def frame(t, measured=None):
+            # the robot follows the plan: its state is the value played at the stamp
+            left = rt.player.leftover(t)
+            s = measured if measured is not None else state if left is None \
+                else left[0].astype(np.float32)
+            return rt.worker.frame(Pair(stamp=t, images=(img,), state=s,
                                         header_stamp=Time(sec=int(t)), image_stamps=(t,),
                                         state_stamp=t))
 
@@ -393,6 +397,12 @@ def test_rtc_blend_gives_the_engine_the_executed_steps_and_the_counted_delay(ctx
         rt.player.tick(100.0 + 3 * dt)
         frame(100.0 + 3 * dt)
         assert seen[-1].delay == 2
+        # a robot further than max_tracking_error (0.2) from the played value (reset, moved by
+        # hand): no executed plan to continue, an unguided chunk
+        rt.player.tick(100.0 + 4 * dt)
+        far = rt.player.leftover(100.0 + 4 * dt)[0].astype(np.float32) + 0.5
+        frame(100.0 + 4 * dt, measured=far)
+        assert seen[-1] is None
     finally:
         node.stop()
         node.destroy_node()

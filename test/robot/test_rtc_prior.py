@@ -47,3 +47,26 @@ def test_seam_errors_on_the_grid_and_at_the_ticks():
     assert seam_errors([(0.0, a), (sb, b)], DT, ticks=ticks).tolist() == [1.0]
     assert seam_errors([(0.0, a), (sb, a[3:])], DT, ticks=ticks).tolist() == [0.0]
     assert seam_errors([(1.0, a), (0.0, a)], DT).size == 0  # out of order: skipped
+
+
+def test_no_prior_when_the_robot_is_not_where_the_executed_plan_is():
+    """The sim reset the robot to its start pose (or a person moved it) while the player still
+    executes the last plan 1.5 rad away: a prior continuing that plan makes the new chunk drive
+    the robot back to it (the ALOHA rtc runs: every episode's first chunk started 1.5 rad from
+    the robot). No prior then; a robot within max_tracking_error of the plan still gets it."""
+    dt = 0.04  # ALOHA: 25 Hz control and chunk steps
+    old = np.array([0.0, -0.1, 0.84, 0.0, -0.68, 1.56, 0.99])
+    start = np.array([0.0, -0.96, 1.16, 0.0, -0.3, 0.0, 0.1])
+    p = ChunkPlayer(7, dt, observation_timeout_s=10.0, blend="rtc")
+    p.configure(p.config.replace(max_tracking_error=(0.2,) * 6 + (1.0,)))  # ALOHA's
+    p.set_chunk(np.repeat(old[None], 32, axis=0), 0.0, 0.0)
+    for i in range(10):
+        p.tick(i * dt)
+    mapping = StateMapping(7, lower=np.full(7, -3.0), upper=np.full(7, 3.0))
+    stamp = 8 * dt
+    assert rtc_prior(p, mapping, stamp, 32, state=start, tracking=True) is None
+    near = old + np.array([0.1, -0.1, 0.05, 0.0, 0.1, -0.15, -0.6])
+    prior = rtc_prior(p, mapping, stamp, 32, state=near, tracking=True)
+    assert prior is not None and prior.actions.shape == (24, 7)
+    # oxygen-replay (no tracking): recorded states never follow the replayed plan
+    assert rtc_prior(p, mapping, stamp, 32, state=start) is not None

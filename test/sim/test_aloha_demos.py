@@ -31,15 +31,48 @@ def test_an_episode_is_recorded_with_three_cameras_and_14_values(recorded):
 
 
 def test_a_success_the_cameras_do_not_show_keeps_the_stage_before_it(recorded):
-    """transfer-cube's success is the left finger's first touch (done_visible False): its frames
-    are labelled with the stage before it, never the success caption, so the memory never learns
-    to claim a contact it cannot see."""
+    """transfer-cube's success is the left finger's first touch, the gripper still open: the
+    frames after it (6 periods here) are labelled with the stage before it, never the success
+    caption, so the memory never learns to claim a contact it cannot see."""
     demos, summary = recorded
     success_step = summary["transfer-cube"]["success_step_min_median_max"][0]
     after = demos.step >= success_step
     assert after.sum() > 0
     assert {demos.captions[c] for c in demos.caption[after]} == {"handing the cube over"}
     assert "the cube is handed over" not in {demos.captions[c] for c in demos.caption}
+
+
+def test_the_hand_over_is_labelled_done_where_the_left_gripper_alone_holds_the_cube():
+    """Recorded 150 periods past success (docs/aloha.md's recipe): layout 0's cube ends in the
+    left gripper alone and those frames, 1.8 s after gym-aloha's success, say it is handed
+    over; layout 1's cube falls after the success: its frames say what the scene shows from then
+    on ("reaching for the cube") and are caption-only (the expert's motion goes on with nothing
+    in hand); no frame is labelled done before the simulator's success."""
+    from oxygen_ros.sim.aloha.demos import record
+
+    d, summary = record(["transfer-cube"], episodes=2, seed=0, frame_stride=2, image_size=16, after=150)
+    assert summary["transfer-cube"]["successes"] == 2
+    done = d.captions.index("the cube is handed over")
+    success = summary["transfer-cube"]["success_step_min_median_max"]
+    kept, dropped = (d.episode == 0), (d.episode == 1)
+    first_done = d.step[kept & (d.caption == done)].min()
+    assert first_done >= success[2] + 60  # the left gripper closed, the right one let go
+    assert not d.caption_only[kept].any() and d.step[kept].max() >= first_done + 40
+    assert not (dropped & (d.caption == done)).any()
+    fell = dropped & d.caption_only
+    assert fell.sum() > 10 and {d.captions[c] for c in d.caption[fell]} == {"reaching for the cube"}
+    assert d.step[fell].min() > d.step[dropped & ~d.caption_only].max()  # from the drop on
+
+
+def test_relabel_refuses_a_recording_labelled_by_the_physics(recorded, tmp_path, capsys):
+    """Version 4 captions come from the cameras' view of the physics (success_shown): a relabel
+    from the caption alone would take its shown hand-overs away, so it is refused."""
+    from oxygen_ros.sim.aloha.demos import main
+
+    recorded[0].save(tmp_path / "v4.npz")
+    with pytest.raises(SystemExit):
+        main(["--relabel", str(tmp_path / "v4.npz"), "--out", str(tmp_path / "out.npz")])
+    assert "nothing to relabel" in capsys.readouterr().err and not (tmp_path / "out.npz").exists()
 
 
 def test_relabel_applies_the_memory_labels_to_an_older_recording(recorded):
@@ -111,7 +144,7 @@ def test_near_misses_are_caption_only_from_the_hand_over_on_and_merge_keeps_them
     assert summary["insertion"]["miss_episodes"] == 1 and summary["insertion"]["successes"] == 0
     assert len(misses) > 0 and misses.caption_only.all() and misses.step.min() >= MISS_FROM_STEP
     said = {misses.captions[c] for c in misses.caption}
-    # insertion's success is not shown (done_visible False): no near-miss frame is labelled
+    # insertion's success is never shown (success_shown None): no near-miss frame is labelled
     # with it, and this one never succeeds
     assert "the peg is inserted" not in said and not misses.episode_success[0]
     both = merge([recorded[0], misses])

@@ -126,12 +126,14 @@ def test_the_top_camera_is_zoomed_onto_the_objects_and_a_bad_field_of_view_is_re
 def test_the_caption_is_the_stage_the_scene_shows_and_progress_the_furthest():
     """A cube lifted and dropped shows the arm reaching again: the caption follows the scene
     (the best reward of the last SHOWN_STAGE_PERIODS periods, so a contact test's flicker does
-    not move it), progress keeps the furthest stage, success stays from its first period on."""
+    not move it), progress keeps the furthest stage, success stays from its first period on; a
+    success the cameras do not show (the cube not held by the left gripper alone) is captioned
+    with the stage before it."""
     from oxygen_ros.sim.aloha.env import SHOWN_STAGE_PERIODS, AlohaEnv
 
     env = AlohaEnv("transfer-cube", cameras=None)
     state = env.reset(0)
-    rewards = iter([1, 2] + [0] * SHOWN_STAGE_PERIODS + [4, 0])
+    rewards = iter([1, 2] + [0] * SHOWN_STAGE_PERIODS + [4] + [0] * SHOWN_STAGE_PERIODS)
     env._task.get_reward = lambda physics: next(rewards)
     captions = [env.step(state) for _ in range(2 + SHOWN_STAGE_PERIODS)]
     assert [i.caption for i in captions[:3]] == ["grasping the cube", "lifting the cube", "lifting the cube"]
@@ -139,7 +141,27 @@ def test_the_caption_is_the_stage_the_scene_shows_and_progress_the_furthest():
     assert captions[-2].caption == "lifting the cube"
     assert captions[-1].caption == "reaching for the cube"
     assert captions[-1].stage == 2 and captions[-1].progress == 0.5 and not captions[-1].success
-    done = env.step(state)
-    after = env.step(state)
-    assert done.success and done.caption == "the cube is handed over"
-    assert after.caption == "the cube is handed over" and not after.success
+    done = env.step(state)  # reward 4 with the cube on the table, in no gripper: not shown
+    assert done.success and done.caption == "handing the cube over"
+    after = [env.step(state) for _ in range(SHOWN_STAGE_PERIODS)]
+    assert all(a.success for a in after) and not any(a.timed_out for a in after)
+    assert after[0].caption == "handing the cube over" and after[-1].caption == "reaching for the cube"
+
+
+def test_the_hand_over_is_captioned_done_only_while_the_left_gripper_alone_holds_the_cube():
+    """transfer-cube's success caption follows AlohaTask.success_shown, not gym-aloha's reward 4:
+    where the test of the physics says the left gripper alone holds the cube, and not before."""
+    import dataclasses
+
+    from oxygen_ros.sim.aloha.env import SHOWN_STAGE_PERIODS, AlohaEnv
+
+    env = AlohaEnv("transfer-cube", cameras=None)
+    state = env.reset(0)
+    held = iter([False, False, True] + [False] * SHOWN_STAGE_PERIODS)
+    env._task.get_reward = lambda physics: 4
+    env.task = dataclasses.replace(env.task, success_shown=lambda physics: next(held))
+    infos = [env.step(state) for _ in range(3 + SHOWN_STAGE_PERIODS)]
+    assert [i.caption for i in infos[:3]] == ["handing the cube over"] * 2 + ["the cube is handed over"]
+    # shown for the window (a contact's flicker does not take it away), then the stage before
+    assert infos[SHOWN_STAGE_PERIODS + 1].caption == "the cube is handed over"
+    assert infos[-1].caption == "handing the cube over" and all(i.success for i in infos)

@@ -109,3 +109,40 @@ def test_the_evaluation_wires_the_node_to_the_bimanual_robot(tmp_path):
         "joint_names"] == ["ee_x", "ee_y", "ee_z", "gripper"]
     with pytest.raises(ValueError, match="unknown tasks"):
         make_sim_config(parse_args(["--out", str(tmp_path), "--tasks", "transfer-cube"]))
+
+
+@pytest.mark.parametrize("after_s", [0.0, 0.3])
+def test_an_episode_goes_on_after_success_for_after_success_s(ctx, after_s):
+    """With after_success_s the robot runs on past its success (what the memory says then is
+    judged): the episode ends that long after it, success and its time are the first success's,
+    and every status carries the stamp of the scene it describes; without it, it ends at once."""
+    from oxygen_ros.sim.aloha.env import CONTROL_PERIOD_S
+    from oxygen_ros.sim.aloha.node import AlohaSimConfig, AlohaSimNode
+
+    class Rigged(AlohaSimNode):
+        def _make_env(self, task):
+            env = super()._make_env(task)
+            periods = iter(range(10 ** 6))
+            env._task.get_reward = lambda physics: 4 if next(periods) >= 10 else 0  # success at 0.2 s
+            return env
+
+    with pytest.raises(ValueError, match="after_success_s"):
+        AlohaSimConfig(after_success_s=-1.0)
+    cfg = AlohaSimConfig(tasks=("transfer-cube",), episodes_per_task=1, reset_hold_s=0.1, image_size=16,
+                         after_success_s=after_s)
+    seen = []
+    sim = Rigged(cfg, context=ctx, on_status=seen.append)
+    try:
+        sim.start()
+        assert sim.finished.wait(20.0), sim.error
+    finally:
+        sim.stop()
+        sim.destroy_node()
+    end = sim.stats.results[-1]
+    assert end.done and end.success and not end.timed_out
+    assert end.success_t == pytest.approx(10 * CONTROL_PERIOD_S, abs=CONTROL_PERIOD_S)
+    assert end.t == pytest.approx(end.success_t + after_s, abs=CONTROL_PERIOD_S)
+    assert end.time_to_success == end.success_t
+    assert all(s.stamp_ns > 0 for s in seen)
+    if after_s:
+        assert sum(s.success and not s.done for s in seen) >= 3  # statuses went on after success

@@ -261,3 +261,25 @@ def test_the_aloha_node_resumes_after_a_hold_with_a_gripper_holding_the_cube(tmp
     q = node_parameters(Setting("isolated"), NodeOptions("/ckpt", extra={"max_tracking_error": [0.1]}),
                         AlohaSimConfig(), bag=Path("/b"), instruction="x")
     assert q["max_tracking_error"] == [0.1]
+
+
+def test_time_to_success_is_the_first_success_when_the_episode_goes_on(tmp_path):
+    """An ALOHA episode kept going past its success (--after-success) ends later than it
+    succeeded: the summary's time to success is the success's, not the episode's end; the flag
+    is refused for Meta-World, whose episodes end at success."""
+    from dataclasses import replace
+
+    from oxygen_ros.cli.sim_eval import make_sim_config, parse_args
+    from oxygen_ros.sim.evaluate import RunResult
+
+    on = replace(_st(0, 7.5, 1.0, success=True, done=True), success_t=4.5)
+    ended = _st(1, 5.0, 1.0, success=True, done=True)
+    assert Status.from_json(on.to_json()) == on and on.time_to_success == 4.5 and ended.time_to_success == 5.0
+    r = RunResult(Setting.parse("isolated"), [on, ended], [on, ended], [], [], [], [], None, 0, 0, 0.0, 0.0, "")
+    s = r.summary()
+    assert s["all"]["time_to_success_s"] == pytest.approx(4.75)
+    assert s["tasks"]["door-unlock"]["time_to_success_s"] == pytest.approx(4.75)
+    with pytest.raises(ValueError, match="after-success"):
+        make_sim_config(parse_args(["--out", str(tmp_path), "--after-success", "2"]))
+    aloha = make_sim_config(parse_args(["--robot", "aloha", "--out", str(tmp_path), "--after-success", "2"]))
+    assert aloha.after_success_s == 2.0

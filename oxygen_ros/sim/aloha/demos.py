@@ -5,13 +5,17 @@
 Per episode: the expert's joint trajectory for a layout seed (expert.joint_trajectory), replayed
 in the joint-space robot; every `frame_stride` control periods the three cameras, the 14-value
 state, the expert's absolute target and the stage caption of what the cameras show are recorded.
-After success the replay goes on `after` periods; before it, no frame carries the success
-caption (the caption is the simulator's stage of that very observation). Where the cameras do
-not show the success (AlohaTask.done_visible False: both tasks, e.g. transfer-cube's first
-touch of a left finger) its frames keep the stage before it (AlohaTask.memory_caption);
-`--relabel IN` applies this to an older recording. Episodes that never succeed are left out
-(counted). Deterministic per seed: the layout comes from the seed
-alone, the physics is deterministic, nothing else is random.
+After success the replay goes on `after` periods (the expert's trajectory, then its last target):
+every frame carries the stage its scene shows (env.AlohaEnv._shown), so no frame carries the
+success caption before the simulator reports success, nor where the cameras cannot see it
+(AlohaTask.success_shown: transfer-cube's hand-over is shown once the left gripper alone holds
+the cube, about 1.8 s after gym-aloha's success, its first finger touch; insertion's never). A
+frame after success whose scene has fallen below the stage before success (the cube dropped) is
+recorded caption-only: the expert's open-loop motion goes on with nothing in hand, which is no
+action to learn. Episodes that never succeed are left out (counted). Deterministic per seed: the
+layout comes from the seed alone, the physics is deterministic, nothing else is random.
+`--relabel IN` gives a recording older than version 4 (success captioned at gym-aloha's success)
+the stage before it there (AlohaTask.memory_caption); a version 4 recording is refused.
 Layout seeds: seed * 1_000_000 + task index * 10_000 + episode (evaluations use 1_000_000 + ...).
 
 `--miss-episodes M` adds M caption-only episodes per task (layout seeds from episode 5000 on): the
@@ -38,8 +42,10 @@ from .env import (CONTROL_PERIOD_S, DEFAULT_CAMERAS, DEFAULT_IMAGE_SIZE, JOINT_N
 from .expert import EndEffectorScene, Miss, joint_trajectory, miss_for
 from .tasks import TASKS, get_task
 
-# 2: captions are the stage the scene shows (env._shown), near misses; 3: memory_caption
-RECORDER_VERSION = 3
+# 2: captions are the stage the scene shows (env._shown), near misses; 3: memory_caption;
+# 4: success captioned only where the cameras show it (AlohaTask.success_shown), frames after a
+# drop caption-only
+RECORDER_VERSION = 4
 MISS_SEED_OFFSET = 5000  # layout seeds of the near misses: never the successful ones'
 MISS_FROM_STEP = 180  # before it a near miss is the expert's own motion (already recorded)
 FRAME_STRIDE = 2  # control periods per frame: 25 Hz frames
@@ -53,10 +59,12 @@ def layout_seed(seed: int, task_index: int, episode: int) -> int:
 def record_episode(env: AlohaEnv, scene: EndEffectorScene, seed: int, frame_stride: int = FRAME_STRIDE,
                    after: int = 10, miss: Miss | None = None, from_step: int = 0) -> dict:
     """One expert episode (with `miss`, its near miss) -> images [F, C, S, S, 3], state, target,
-    step, captions, success; frames from control period `from_step` on."""
+    step, captions, caption_only (frames after success showing less than the stage before it),
+    success; frames from control period `from_step` on."""
     traj, _ = joint_trajectory(env.task, seed, scene, miss=miss)
     env.reset(seed)
-    images, states, targets, steps, captions = [], [], [], [], []
+    before_success = len(env.task.captions) - 2  # "handing the cube over", "inserting the peg"
+    images, states, targets, steps, captions, dropped = [], [], [], [], [], []
     success_at = None
     for step in range(len(traj) + after):
         target = traj[min(step, len(traj) - 1)]
@@ -65,7 +73,8 @@ def record_episode(env: AlohaEnv, scene: EndEffectorScene, seed: int, frame_stri
             states.append(env.state().astype(np.float32))
             targets.append(target.astype(np.float32))
             steps.append(step)
-            captions.append(env.task.memory_caption(env.info.caption))
+            captions.append(env.info.caption)
+            dropped.append(success_at is not None and env.task.captions.index(env.info.caption) < before_success)
         info = env.step(target)
         if info.success and success_at is None:
             success_at = step + 1
@@ -75,6 +84,7 @@ def record_episode(env: AlohaEnv, scene: EndEffectorScene, seed: int, frame_stri
             break
     return {"images": np.stack(images), "state": np.stack(states), "target": np.stack(targets),
             "step": np.asarray(steps, dtype=np.int32), "captions": captions,
+            "caption_only": np.asarray(dropped, dtype=bool),
             "success": success_at is not None, "success_step": success_at}
 
 
@@ -118,7 +128,7 @@ def record(task_names: list[str], episodes: int, seed: int = 0, frame_stride: in
                 parts["episode"].append(np.full(n, kept, dtype=np.int32))
                 parts["task"].append(np.full(n, ti, dtype=np.int16))
                 parts["caption"].append(np.array([cap_index[c] for c in ep["captions"]], dtype=np.int16))
-                parts["caption_only"].append(np.full(n, is_miss, dtype=bool))
+                parts["caption_only"].append(ep["caption_only"] | is_miss)
                 ep_task.append(ti)
                 ep_success.append(bool(ep["success"]))
                 kept += 1
@@ -187,18 +197,24 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--image-size", type=int, default=DEFAULT_IMAGE_SIZE)
     p.add_argument("--top-fovy", type=float, default=DEFAULT_TOP_FOVY,
                    help="the top camera's vertical field of view, degrees (the robot's --top-fovy)")
-    p.add_argument("--after", type=int, default=10, help="control periods recorded after success")
+    p.add_argument("--after", type=int, default=10,
+                   help="control periods recorded after success (transfer-cube's hand-over shows "
+                        "about 90 periods after it: docs/aloha.md records 150)")
     p.add_argument("--miss-episodes", type=int, default=0,
                    help="caption-only near misses per task (the module docstring says why)")
     p.add_argument("--out", required=True)
     p.add_argument("--merge", nargs="+", default=None, metavar="NPZ",
                    help="instead of recording: merge these recordings into --out")
     p.add_argument("--relabel", default=None, metavar="NPZ",
-                   help="instead of recording: this recording with today's memory labels "
-                        "(AlohaTask.memory_caption) into --out")
+                   help="instead of recording: this recording (recorder version < 4) with today's "
+                        "memory labels (AlohaTask.memory_caption) into --out")
     a = p.parse_args(argv)
     if a.relabel:
-        demos, changed = relabel(Demos.load(a.relabel), get_task, RECORDER_VERSION)
+        old = Demos.load(a.relabel)
+        if old.meta.get("recorder_version", 1) >= 4:
+            p.error(f"{a.relabel} is recorder version {old.meta['recorder_version']}: its captions are "
+                    "already what the cameras show (AlohaTask.success_shown); nothing to relabel")
+        demos, changed = relabel(old, get_task, RECORDER_VERSION)
         demos.save(a.out)
         print(json.dumps({"out": a.out, "from": a.relabel, "frames_relabelled": changed}))
         return 0

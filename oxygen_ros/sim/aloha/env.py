@@ -103,10 +103,11 @@ class CameraRig:
 class StepInfo:
     step: int  # control periods (20 ms) since reset
     reward: int  # the task's reward now (0..4)
-    success: bool  # reward 4 reached (the episode ends)
+    success: bool  # reward 4 reached this episode (gym-aloha's, ACT's and LeRobot's success)
     progress: float  # the furthest stage / 4
     stage: int  # furthest reward this episode: index into task.captions
-    caption: str  # the stage the scene shows now (AlohaEnv._shown), never success before it
+    caption: str  # the stage the scene shows now (AlohaEnv._shown), never success before it, nor
+    # a success the cameras cannot see (AlohaTask.success_shown)
     timed_out: bool  # step >= task.horizon without success
 
 
@@ -238,16 +239,17 @@ class AlohaEnv:
     def _info(self) -> StepInfo:
         reward = int(self._task.get_reward(self.physics))
         self._stage = max(self._stage, reward)  # progress only moves forward within an episode
-        success = reward >= 4
-        self._succeeded |= success
-        self._recent.append(reward)
-        return StepInfo(self._steps, reward, success, self._stage / 4.0, self._stage,
+        self._succeeded |= reward >= 4
+        shown = self.task.success_shown
+        self._recent.append(4 if reward >= 4 and shown is not None and shown(self.physics) else min(reward, 3))
+        return StepInfo(self._steps, reward, self._succeeded, self._stage / 4.0, self._stage,
                         self.task.captions[self._shown()],
-                        timed_out=not success and self._steps >= self.task.horizon)
+                        timed_out=not self._succeeded and self._steps >= self.task.horizon)
 
     def _shown(self) -> int:
-        """The stage the scene shows: success from the first successful period on; before it,
-        the best reward of the last SHOWN_STAGE_PERIODS periods. Not the furthest of the
-        episode: a cube that was lifted and dropped shows the arm reaching again, and a caption
-        of the furthest stage would teach (and score) a memory to describe a past, not its picture."""
-        return 4 if self._succeeded else max(self._recent)
+        """The stage the scene shows: the best of the last SHOWN_STAGE_PERIODS periods' stages,
+        each period's the task's reward, success only where the cameras show it
+        (AlohaTask.success_shown), else the stage before it. Not the furthest of the episode: a
+        cube that was lifted and dropped shows the arm reaching again, and a caption of the
+        furthest stage would teach (and score) a memory to describe a past, not its picture."""
+        return max(self._recent)

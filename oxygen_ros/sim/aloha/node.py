@@ -13,7 +13,8 @@ The contract is the Meta-World sim's (docs/simulation.md), for a bigger robot (d
 - the task's reward (stage, success) is evaluated every control period (20 ms, as gym-aloha
   does); the episode status goes out at camera rate and at the episode's end.
 Episodes: reset, a `reset_hold_s` hold (scene published, commands ignored), then up to the
-task's horizon (400 periods, 8 s) or success; the next starts at once.
+task's horizon (400 periods, 8 s) or success, or `after_success_s` past success (the robot goes
+on as commanded: what the memory says after success can be judged); the next starts at once.
 """
 from __future__ import annotations
 
@@ -62,6 +63,7 @@ class AlohaSimConfig:
     cameras: tuple[str, ...] = DEFAULT_CAMERAS
     camera_rate_hz: float = 25.0
     reset_hold_s: float = 0.5
+    after_success_s: float = 0.0  # how long an episode goes on after its success
     max_catch_up_s: float = 0.5
     real_time_factor: float = 1.0  # simulated s per wall s
     topic_prefix: str = "/aloha"  # cameras at PREFIX/<camera>/image_raw
@@ -86,6 +88,8 @@ class AlohaSimConfig:
             raise ValueError(f"camera_rate_hz {self.camera_rate_hz} must be 1..50 (at most one image set per control period)")
         if not 0.0 <= self.reset_hold_s <= 10.0:
             raise ValueError(f"reset_hold_s {self.reset_hold_s} must be 0..10 s")
+        if not 0.0 <= self.after_success_s <= 10.0:  # NaN fails too
+            raise ValueError(f"after_success_s {self.after_success_s} must be 0..10 s")
         if not 0.05 <= self.real_time_factor <= 1.0:
             raise ValueError(f"real_time_factor {self.real_time_factor} must be 0.05..1")
         if not 0.0 < self.max_catch_up_s <= 5.0:
@@ -197,7 +201,7 @@ class AlohaSimNode(SimLoopNode):
                     msg.header.stamp = stamp
                     self._pub_images[cam].publish(msg)
                 self._publish_state(env, stamp)
-                self._publish_status(ep, env, 0.0, late)
+                self._publish_status(ep, env, 0.0, late, stamp=stamp)
                 next_pub += cam_every * dt
             self._stop.wait(max(0.0, min(hold_end, next_pub) - now))
         with self._lock:
@@ -208,6 +212,7 @@ class AlohaSimNode(SimLoopNode):
         start = next_t = time.monotonic()
         commands0 = self.stats.commands
         steps = 0
+        success_step: int | None = None  # physics steps at the first successful period
         while not self._stop.is_set():
             now = time.monotonic()
             if now < next_t:
@@ -230,7 +235,10 @@ class AlohaSimNode(SimLoopNode):
                 steps += 1
                 if steps % SUBSTEPS == 0:
                     info = env.end_period()
-                    if info.success or info.timed_out:
+                    if info.success and success_step is None:
+                        success_step = steps
+                    if info.timed_out or (success_step is not None
+                                          and (steps - success_step) * PHYSICS_DT >= cfg.after_success_s):
                         done = True
                         break
             taken = steps - first
@@ -244,7 +252,8 @@ class AlohaSimNode(SimLoopNode):
                 self._render.submit(_Rig(env), stamp)  # published when drawn, with this stamp
                 if self._render.error is not None:
                     raise RuntimeError(f"rendering failed: {self._render.error}") from self._render.error
-                self._publish_status(ep, env, steps * PHYSICS_DT, late, done=done)
+                self._publish_status(ep, env, steps * PHYSICS_DT, late, done=done, stamp=stamp,
+                                     success_t=None if success_step is None else success_step * PHYSICS_DT)
             if done:
                 self.stats.episode_s += time.monotonic() - start
                 self.stats.episode_commands += self.stats.commands - commands0
@@ -290,11 +299,14 @@ class AlohaSimNode(SimLoopNode):
                                             position=pos.tolist(), velocity=vel.tolist()))
         self.stats.joint_states += 1
 
-    def _publish_status(self, ep: Episode, env: AlohaEnv, t: float, late: int, done: bool = False) -> None:
+    def _publish_status(self, ep: Episode, env: AlohaEnv, t: float, late: int, done: bool = False,
+                        stamp: Time | None = None, success_t: float | None = None) -> None:
         info = env.info
+        stamp_ns = stamp.sec * 1_000_000_000 + stamp.nanosec if stamp is not None else 0
         status = Status(ep.index, ep.task, ep.seed, ep.instruction, info.step, round(t, 4),
                         round(info.progress, 4), info.stage, info.caption, info.success, done,
-                        info.timed_out and not info.success, late)
+                        info.timed_out and not info.success, late, stamp_ns,
+                        None if success_t is None else round(success_t, 4))
         self._pub_status.publish(String(data=status.to_json()))
         if done:
             self.stats.results.append(status)
