@@ -237,10 +237,6 @@ def completion_pixels(task_name: str, seeds: list[int], threshold: int = 30) -> 
 CHECKS = ("labels", "expert", "own", "missing", "visibility")
 
 
-def _ns(stamp) -> int:
-    return stamp.sec * 1_000_000_000 + stamp.nanosec
-
-
 def bag_false_claims(bag: str | Path) -> list[dict]:
     """Every false completion claim in an oxygen-sim eval bag (metrics.claim_is_true), with the
     hand's offset from the object at the claim's source observation."""
@@ -248,7 +244,7 @@ def bag_false_claims(bag: str | Path) -> list[dict]:
 
     from ..bags.reader import read_bag
     from . import SimEnv
-    from .episodes import Status
+    from .episodes import Status, stamp_ns
     from .metrics import Timeline, check_memory, claim_is_true
 
     b = read_bag(bag, topics=["/sim/episode", "/oxygen/memory", "/sim/joint_states"])
@@ -258,7 +254,7 @@ def bag_false_claims(bag: str | Path) -> list[dict]:
         timeline.add(st.stamp_ns, st.task, st.caption, st.episode, st.success)
     final = {st.episode: st for st in statuses if st.done}
     success = {e: timeline.success_ns.get(e) for e in final}
-    joints = [(_ns(m.header.stamp), list(m.position)) for _, m in b.get("/sim/joint_states")]
+    joints = [(stamp_ns(m.header.stamp), list(m.position)) for _, m in b.get("/sim/joint_states")]
     jt = [t for t, _ in joints]
     envs: dict[str, SimEnv] = {}
     rows = []
@@ -266,7 +262,7 @@ def bag_false_claims(bag: str | Path) -> list[dict]:
         for _, m in b.get("/oxygen/memory"):
             if not (m.is_final and m.kind == "memory"):
                 continue
-            stamp = _ns(m.header.stamp)
+            stamp = stamp_ns(m.header.stamp)
             scene = timeline.scene_at(stamp)
             if scene is None:
                 continue

@@ -43,6 +43,11 @@ def schedule(tasks: Sequence[str], episodes_per_task: int, base_seed: int = 0,
     return out
 
 
+def stamp_ns(stamp: Any) -> int:
+    """A message stamp (builtin_interfaces Time: sec, nanosec) in ns; None: 0 (unknown)."""
+    return 0 if stamp is None else stamp.sec * 1_000_000_000 + stamp.nanosec
+
+
 @dataclass(frozen=True)
 class Status:
     """One message on the sim's episode topic (std_msgs/String holding this as JSON)."""

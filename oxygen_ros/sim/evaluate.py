@@ -30,7 +30,7 @@ from oxygen_ros.engine import MODES
 from oxygen_ros.robot.command_config import BLENDS
 
 from .env import CONTROL_PERIOD_S, JOINT_NAMES
-from .episodes import Status
+from .episodes import Status, stamp_ns
 from .metrics import MemoryCheck, Timeline, check_memory
 from .aloha.node import FAULTS as ALOHA_FAULTS
 from .node import FAULTS as SIM_FAULTS
@@ -320,7 +320,7 @@ def run_setting(setting: Setting, sim_cfg: Any, out: Path, opts: NodeOptions | N
             def on_memory(msg: TextMemory) -> None:
                 if not (msg.is_final and msg.kind == "memory") or msg.finish_reason not in ("eos", "length"):
                     return
-                stamp = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
+                stamp = stamp_ns(msg.header.stamp)
                 with lock:
                     where = timeline.scene_at(stamp)
                 if where is not None:

@@ -56,7 +56,7 @@ from oxygen_ros.robot.values import joint_state_to_vector
 
 from .env import (CAMERAS, CONTROL_PERIOD_S, DEFAULT_CAMERA, DEFAULT_IMAGE_SIZE, GAIN, JOINT_NAMES,
                   PHYSICS_STEPS, SimEnv)
-from .episodes import Episode, Status, schedule
+from .episodes import Episode, Status, schedule, stamp_ns
 from .loop_node import SimLoopNode
 from .tasks import TASKS
 
@@ -332,10 +332,9 @@ class SimNode(SimLoopNode):
     def _publish_status(self, ep: Episode, env: SimEnv, step: int, t: float, late: int,
                         done: bool = False, stamp: Time | None = None) -> None:
         info = env.info
-        stamp_ns = stamp.sec * 1_000_000_000 + stamp.nanosec if stamp is not None else 0
         status = Status(ep.index, ep.task, ep.seed, ep.instruction, step, round(t, 4),
                         round(info.progress, 4), info.stage, info.caption, info.success, done,
-                        info.timed_out and not info.success, late, stamp_ns)
+                        info.timed_out and not info.success, late, stamp_ns(stamp))
         self._pub_status.publish(String(data=status.to_json()))
         if done:
             self.stats.results.append(status)

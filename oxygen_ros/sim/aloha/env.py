@@ -149,7 +149,6 @@ class AlohaEnv:
         self._steps = self._physics_steps = 0
         self._stage = 0
         self._recent: deque[int] = deque(maxlen=SHOWN_STAGE_PERIODS)
-        self._succeeded = False
         self._last: StepInfo | None = None
 
     # -- episode -------------------------------------------------------------------------------
@@ -167,7 +166,6 @@ class AlohaEnv:
         self._steps = self._physics_steps = 0
         self._stage = 0
         self._recent.clear()
-        self._succeeded = False
         self._target = self.state()  # holding the measured pose holds still
         self._last = self._info()
         return self.state()
@@ -239,12 +237,12 @@ class AlohaEnv:
     def _info(self) -> StepInfo:
         reward = int(self._task.get_reward(self.physics))
         self._stage = max(self._stage, reward)  # progress only moves forward within an episode
-        self._succeeded |= reward >= 4
+        succeeded = self._stage >= 4  # success (reward 4) reached this episode
         shown = self.task.success_shown
         self._recent.append(4 if reward >= 4 and shown is not None and shown(self.physics) else min(reward, 3))
-        return StepInfo(self._steps, reward, self._succeeded, self._stage / 4.0, self._stage,
+        return StepInfo(self._steps, reward, succeeded, self._stage / 4.0, self._stage,
                         self.task.captions[self._shown()],
-                        timed_out=not self._succeeded and self._steps >= self.task.horizon)
+                        timed_out=not succeeded and self._steps >= self.task.horizon)
 
     def _shown(self) -> int:
         """The stage the scene shows: the best of the last SHOWN_STAGE_PERIODS periods' stages,

@@ -32,7 +32,7 @@ from std_msgs.msg import Header, String
 from oxygen_ros.robot.values import joint_state_to_vector
 
 from .. import episodes
-from ..episodes import Episode, Status
+from ..episodes import Episode, Status, stamp_ns
 from ..node import LATCHED, RELIABLE, STATUS_QOS
 from ..loop_node import SimLoopNode
 from .env import (CAMERAS, DEFAULT_CAMERAS, DEFAULT_IMAGE_SIZE, DEFAULT_TOP_FOVY, JOINT_NAMES, MAX_IMAGE_SIZE,
@@ -302,10 +302,9 @@ class AlohaSimNode(SimLoopNode):
     def _publish_status(self, ep: Episode, env: AlohaEnv, t: float, late: int, done: bool = False,
                         stamp: Time | None = None, success_t: float | None = None) -> None:
         info = env.info
-        stamp_ns = stamp.sec * 1_000_000_000 + stamp.nanosec if stamp is not None else 0
         status = Status(ep.index, ep.task, ep.seed, ep.instruction, info.step, round(t, 4),
                         round(info.progress, 4), info.stage, info.caption, info.success, done,
-                        info.timed_out and not info.success, late, stamp_ns,
+                        info.timed_out and not info.success, late, stamp_ns(stamp),
                         None if success_t is None else round(success_t, 4))
         self._pub_status.publish(String(data=status.to_json()))
         if done:
