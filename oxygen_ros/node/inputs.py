@@ -66,6 +66,8 @@ from oxygen_ros.robot.pairing import Mailbox, Pair, Pairer
 from oxygen_ros.robot.shaper import MeasuredPose
 from oxygen_ros.robot.values import joint_layout, joint_state_to_vector
 
+from .conversions import sec_to_stamp
+
 BAD_WINDOW_S = 2.0  # a bad message keeps its topic WARN this long
 HEALTH_WINDOW_S = 2.0  # rates, losses and lags are of the last this many seconds
 LOSS_WARN_FRACTION = 0.1  # a topic losing more of what its publisher sent is a WARN
@@ -228,11 +230,16 @@ class Inputs:
             self._idle_timer.reset()
 
     # -- callbacks (convert + store only) -------------------------------------------------------
-    def _stamp_of(self, sec: int, nanosec: int) -> tuple[float, Any, str | None, float | None]:
+    def _stamp_of(self, sec: int, nanosec: int, now: float | None = None,
+                  exact: bool = True) -> tuple[float, Any, str | None, float | None]:
         """(seconds, exact stamp, refusal reason or None, lag: node clock - stamp, None when
-        unstamped) of a message stamped `sec`, `nanosec`."""
-        now_t = self._node.get_clock().now()
-        now = now_t.nanoseconds * 1e-9
+        unstamped) of a message stamped `sec`, `nanosec`; `now`: the node clock (s) when the
+        caller has just read it (a control tick's take), else read here; `exact` False: no exact
+        stamp (None; a joint state's is never used: a pair carries camera 0's)."""
+        now_t = None
+        if now is None:
+            now_t = self._node.get_clock().now()
+            now = now_t.nanoseconds * 1e-9
         if now < self._last_now - self.max_offset_s:  # our clock jumped back (sim reset, ...)
             self.clock_jumps += 1
             self.pairer.reset()
@@ -242,7 +249,9 @@ class Inputs:
         self._last_now = now
         t = sec + nanosec * 1e-9
         if t == 0.0:  # unstamped publisher: use the arrival time
-            return now, now_t.to_msg(), None, None
+            if not exact:
+                return now, None, None, None
+            return now, sec_to_stamp(now) if now_t is None else now_t.to_msg(), None, None
         if now == 0.0:
             return t, None, "no /clock received yet (use_sim_time): the node has no time", None
         off = t - now
@@ -250,7 +259,7 @@ class Inputs:
             where = "ahead of" if off > 0 else "behind"
             return t, None, (f"stamp {abs(off):.2f} s {where} the node clock "
                              f"(max_stamp_offset_s {self.max_offset_s:g})"), None
-        return t, Time(sec=sec, nanosec=nanosec), None, -off
+        return t, Time(sec=sec, nanosec=nanosec) if exact else None, None, -off
 
     def _refuse(self, topic: str, reason: str) -> None:
         self.stats[topic].refused(time.monotonic(), reason)
@@ -314,7 +323,7 @@ class Inputs:
             except Exception:  # noqa: BLE001 - destroyed meanwhile (cleanup): nothing to take
                 taken = None
             if taken is not None:
-                self._joint_bytes_cb(*taken)
+                self._joint_bytes_cb(*taken, now=now)
             if now is not None and self._newest_state is not None:
                 self.age_at_command.add(self._polled_at, now - self._newest_state)
         self.cpu.add("joint_states", time.thread_time() - cpu0)
@@ -324,15 +333,16 @@ class Inputs:
         if time.monotonic() - self._polled_at >= 1.0 / IDLE_POLL_HZ:
             self.poll()
 
-    def _joint_bytes_cb(self, raw: bytes, info: Any = None) -> None:
+    def _joint_bytes_cb(self, raw: bytes, info: Any = None, now: float | None = None) -> None:
         """One serialized joint state taken: read from its bytes when its frame and names are
-        the learned ones, else deserialised whole, checked, and its layout learned."""
+        the learned ones, else deserialised whole, checked, and its layout learned; `now`: the
+        taking tick's node clock (s), None: read when needed."""
         read = self.joint_bytes.read(raw) if self._gather is not None else None
         if read is not None:
             sec, nanosec, positions = read
             vec = positions[self._gather]
             if np.isfinite(vec).all():
-                self._joint_state(sec, nanosec, vec, info)
+                self._joint_state(sec, nanosec, vec, info, now)
                 return
         msg = deserialize_message(raw, JointState)  # a new layout, or a value to refuse by name
         if self._joint_cb(msg, info):
@@ -354,9 +364,10 @@ class Inputs:
             return False
         return self._joint_state(s.sec, s.nanosec, vec, info)
 
-    def _joint_state(self, sec: int, nanosec: int, vec: np.ndarray, info: Any) -> bool:
+    def _joint_state(self, sec: int, nanosec: int, vec: np.ndarray, info: Any,
+                     now: float | None = None) -> bool:
         seq, pub, arrived_ns = _info(info)
-        t, stamp, reason, lag = self._stamp_of(sec, nanosec)
+        t, stamp, reason, lag = self._stamp_of(sec, nanosec, now, exact=False)
         if reason:
             self._refuse(self.joint_topic, reason)
             return False

@@ -12,8 +12,11 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 import numpy as np
+from builtin_interfaces.msg import Time
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.serialization import deserialize_message, serialize_message
 
+from oxygen_ros.robot.command_bytes import SENTINEL_STAMP, CommandBytes, sentinel_values
 from oxygen_ros.robot.command_config import clip_to_limits
 
 from . import conversions as conv
@@ -39,6 +42,8 @@ class Publishers:
         # `field`: the JointState / trajectory field the values go in (RobotInterface.command_field)
         self._command = COMMAND_OUTPUTS[command_type]
         self._field = field
+        # ~/joint_command as bytes (robot/command_bytes.py): (names, writer or None), per names
+        self._writer: tuple[tuple[str, ...], CommandBytes | None] | None = None
         self.joint_command = mk(self._command.message, COMMAND_TOPIC, RELIABLE)
         msg = {topic: o.message for topic, o in OUTPUTS.items()}
         self.action_chunk = mk(msg["~/action_chunk"], "~/action_chunk", RELIABLE)
@@ -65,7 +70,59 @@ class Publishers:
 
     # -- per control tick -----------------------------------------------------------------------
     def command(self, names: Sequence[str], values: np.ndarray, stamp: Any) -> None:
-        self.joint_command.publish(self.command_message(names, values, stamp))
+        """One command on ~/joint_command (the control thread, every tick): written as the
+        serialized message when the writer for these names passed its check, else built as a
+        message; the bytes on the wire are the same."""
+        writer = self.command_writer(names)
+        if writer is not None and len(values) == writer.count:
+            self.joint_command.publish(writer.write(values, stamp.sec, stamp.nanosec))
+        else:
+            self.joint_command.publish(self.command_message(names, values, stamp))
+
+    def command_writer(self, names: Sequence[str]) -> CommandBytes | None:
+        """The bytes writer of ~/joint_command for these names (made on the first command with
+        them), or None: used only when what it writes for a probe deserialises to the probe's
+        message and has the size the middleware gives it."""
+        key = tuple(names)
+        if self._writer is None or self._writer[0] != key:
+            self._writer = (key, self._make_writer(key))
+        return self._writer[1]
+
+    def _make_writer(self, names: tuple[str, ...]) -> CommandBytes | None:
+        n = len(names)
+        stamped = hasattr(self._command.message, "header")
+        try:
+            writer = CommandBytes.locate(self._serialized(
+                names, sentinel_values(n), Time(sec=SENTINEL_STAMP[0], nanosec=SENTINEL_STAMP[1])),
+                n, stamped)
+            probe, stamp = np.linspace(-1.25, 2.5, n), Time(sec=1234, nanosec=5678)
+            if writer is None:
+                return None
+            # the same message and size (the bytes themselves differ where the serializer
+            # leaves its alignment padding as it finds it)
+            raw, want = writer.write(probe, stamp.sec, stamp.nanosec), self._serialized(
+                names, probe, stamp)
+            if len(raw) != len(want) or deserialize_message(
+                    raw, self._command.message) != self.command_message(names, probe, stamp):
+                return None
+        except Exception:  # noqa: BLE001 - names a message refuses: commands stay messages
+            return None
+        return writer
+
+    def _serialized(self, names: tuple[str, ...], values: np.ndarray, stamp: Time) -> bytes:
+        """The command's bytes as the middleware sends them. serialize_message's buffer is the
+        serializer's size estimate, up to 8 bytes longer than the message (a bag reader refuses
+        those: "CDR message size mismatch"), so it is cut to the shortest prefix that still
+        deserialises (a shorter one raises: the message's last field ends there)."""
+        raw = serialize_message(self.command_message(names, values, stamp))
+        size = len(raw)
+        while size > 0:
+            try:
+                deserialize_message(raw[:size - 1], self._command.message)
+            except Exception:  # noqa: BLE001 - the middleware's error for a message cut short
+                break
+            size -= 1
+        return raw[:size]
 
     def command_message(self, names: Sequence[str], values: np.ndarray, stamp: Any) -> Any:
         """~/joint_command's message for these values (command_type's type and field)."""

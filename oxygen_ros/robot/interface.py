@@ -110,6 +110,9 @@ class RobotInterface:
         cols = np.flatnonzero(self.measured)
         set_("_measured_cols", cols)
         set_("_measured_state", np.array(self.state_index, dtype=np.intp)[cols])
+        # every command measured by the state value at its own index: the state as it is
+        set_("_measured_identity", len(self.state_names) == n and cols.size == n
+             and bool((self._measured_state == np.arange(n)).all()))
 
     @classmethod
     def from_params(cls, joint_names: Sequence[str], state_names: Sequence[str] = (),
@@ -176,6 +179,8 @@ class RobotInterface:
         others (None stays None)."""
         if state is None:
             return None
+        if self._measured_identity:
+            return np.array(state, dtype=np.float64)
         out = np.full(self.num_commands, np.nan)
         out[self._measured_cols] = np.asarray(state, dtype=np.float64)[self._measured_state]
         return out

@@ -41,6 +41,7 @@ class _Layout:
     mask: np.ndarray  # uint8: 0xff where a byte must match, 0 on padding
     positions_at: int  # raw offset of the first position (a double)
     count: int  # positions (= names)
+    exact: bytes  # the learned message's bytes from compare_from to the count, padding included
 
 
 def _parse(raw: bytes) -> _Layout | None:
@@ -84,7 +85,7 @@ def _parse(raw: bytes) -> _Layout | None:
     for a, b in pad:
         mask[a - start:b - start] = 0
     reference &= mask
-    return _Layout(start, reference, mask, positions_at, count)
+    return _Layout(start, reference, mask, positions_at, count, raw[start:at])
 
 
 class JointStateBytes:
@@ -118,9 +119,12 @@ class JointStateBytes:
         n = layout.reference.size
         if len(raw) < layout.positions_at + 8 * layout.count:
             return None
-        head = np.frombuffer(raw, dtype=np.uint8, count=n, offset=layout.compare_from)
-        if ((head & layout.mask) != layout.reference).any():
-            return None
+        # a driver's padding bytes are the same every time: one bytes comparison; the masked
+        # one only when they are not
+        if raw[layout.compare_from:layout.compare_from + n] != layout.exact:
+            head = np.frombuffer(raw, dtype=np.uint8, count=n, offset=layout.compare_from)
+            if ((head & layout.mask) != layout.reference).any():
+                return None
         sec, nanosec = _STAMP.unpack_from(raw, _BODY)
         self.reads += 1
         return sec, nanosec, np.frombuffer(raw, dtype="<f8", count=layout.count,

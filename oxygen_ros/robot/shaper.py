@@ -376,7 +376,8 @@ class CommandShaper:
             elif amax is None:
                 desired = distance
             else:
-                u = np.clip(moved, -vstep, vstep)  # move with the target, brake on what is left
+                # move with the target, brake on what is left
+                u = np.minimum(np.maximum(moved, -vstep), vstep)
                 rel = distance - u
                 d = np.abs(rel)
                 with np.errstate(over="ignore"):  # d / amax may be inf: then no step (cap 0)
@@ -387,9 +388,10 @@ class CommandShaper:
                 cap = np.minimum(d, brake)
                 desired = u + np.sign(rel) * cap
             s = desired
+            # np.minimum / np.maximum: np.clip's result (NaN included), at half its cost per tick
             if amax is not None:
-                s = np.clip(s, (v0 - amax * h) * h, (v0 + amax * h) * h)
-            s = np.clip(s, -vstep, vstep)
+                s = np.minimum(np.maximum(s, (v0 - amax * h) * h), (v0 + amax * h) * h)
+            s = np.minimum(np.maximum(s, -vstep), vstep)
         limited = np.abs(s - distance) > LIMIT_TOL if count else np.zeros(s.shape, bool)
         new = self._last + s
         vel = v0 if h <= 0.0 else s / h

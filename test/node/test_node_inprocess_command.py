@@ -16,6 +16,8 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from rclpy.lifecycle import TransitionCallbackReturn  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
+from rclpy.serialization import deserialize_message  # noqa: E402
+from std_msgs.msg import Float64MultiArray  # noqa: E402
 
 from oxygen_ros.node import params as P  # noqa: E402
 from oxygen_ros.node.oxygen_node import LIVE_APPLIERS, OxygenNode  # noqa: E402
@@ -237,10 +239,17 @@ def _frame(rt, t, rng, state):
 
 
 class Sink:
-    def __init__(self) -> None:
+    """A publisher that keeps what it is given; `msg_type`: serialized bytes (a command written
+    by Publishers.command's writer) are kept deserialised as that type."""
+
+    def __init__(self, msg_type=None) -> None:
         self.msgs = []
+        self.msg_type = msg_type
 
     def publish(self, msg) -> None:
+        if isinstance(msg, bytes):
+            assert self.msg_type is not None, "serialized bytes published to an untyped sink"
+            msg = deserialize_message(msg, self.msg_type)
         self.msgs.append(msg)
 
 
@@ -493,7 +502,7 @@ def test_libero_shaped_robot_configures_and_publishes_limited_commands(ctx, tmp_
     try:
         rt = node.rt
         assert rt.player.num_joints == 7 and rt.control.shaper.num_joints == 7
-        commands, chunks = Sink(), Sink()
+        commands, chunks = Sink(Float64MultiArray), Sink()
         rt.pubs.joint_command, rt.pubs.action_chunk = commands, chunks
         state = np.array([0.4, -0.1, 0.3, 3.1, 0.0, 0.1, 0.02, -0.02])
         now = node.get_clock().now()

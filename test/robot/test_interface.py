@@ -96,3 +96,21 @@ def test_state_values_read_by_name_from_position_velocity_and_effort():
         joint_state_to_vector(msg, ["j1:effort"])
     with pytest.raises(ValueError, match=r"missing joints \['j2:velocity'\]"):
         joint_state_to_vector(msg, ["j2:velocity"])
+
+
+@pytest.mark.parametrize("state,commands,kinds", [
+    (("a", "b", "c"), ("a", "b", "c"), ()),  # every command measured by its own state value
+    (("c", "a", "b"), ("a", "b", "c"), ()),  # the same values in another state order
+    (("a", "b", "c", "d"), ("a", "b", "c"), ()),  # more state than commands
+    (("a", "b", "c"), ("a", "b", "c"), ("position", "velocity", "position")),
+])
+def test_measured_commands_are_each_commands_state_value_whatever_the_shortcut(state, commands, kinds):
+    """The per-tick shortcut (a joint robot: the state as it is) gives what the general mapping
+    gives, as float64 in a new array (the caller's state is never aliased)."""
+    robot = RobotInterface(state, commands, kinds)
+    values = np.arange(1.0, len(state) + 1.0, dtype=np.float32)
+    got = robot.measured_commands(values)
+    want = [float(values[state.index(c)]) if m else np.nan for c, m in zip(commands, robot.measured)]
+    np.testing.assert_array_equal(got, want)
+    assert got.dtype == np.float64 and not np.shares_memory(got, values)
+    assert robot.measured_commands(None) is None

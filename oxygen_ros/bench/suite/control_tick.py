@@ -54,9 +54,9 @@ def main(argv: list[str] | None = None) -> int:
         rt = node.rt
         sender = rclpy.create_node("control_tick_sender")
         pub = sender.create_publisher(JointState, "/control_tick/joint_states", 10)
-        # the lifecycle publisher is inactive in-process: the same message, on a plain publisher
-        out = sender.create_publisher(JointState, "/control_tick/joint_command", 10)
-        rt.control._publish = lambda n, v, stamp: out.publish(rt.pubs.command_message(n, v, stamp))
+        # the lifecycle publisher is inactive in-process: the node's command path
+        # (Publishers.command) publishes on a plain publisher of the same type instead
+        rt.pubs.joint_command = sender.create_publisher(JointState, "/control_tick/joint_command", 10)
         msg = JointState(name=names, position=[0.01] * args.joints, velocity=[0.0] * args.joints,
                          effort=[0.0] * args.joints)
 
