@@ -230,12 +230,11 @@ class Inputs:
             self._idle_timer.reset()
 
     # -- callbacks (convert + store only) -------------------------------------------------------
-    def _stamp_of(self, sec: int, nanosec: int, now: float | None = None,
-                  exact: bool = True) -> tuple[float, Any, str | None, float | None]:
+    def _stamp_of(self, sec: int, nanosec: int,
+                  now: float | None = None) -> tuple[float, Any, str | None, float | None]:
         """(seconds, exact stamp, refusal reason or None, lag: node clock - stamp, None when
         unstamped) of a message stamped `sec`, `nanosec`; `now`: the node clock (s) when the
-        caller has just read it (a control tick's take), else read here; `exact` False: no exact
-        stamp (None; a joint state's is never used: a pair carries camera 0's)."""
+        caller has just read it (a control tick's take), else read here."""
         now_t = None
         if now is None:
             now_t = self._node.get_clock().now()
@@ -249,8 +248,6 @@ class Inputs:
         self._last_now = now
         t = sec + nanosec * 1e-9
         if t == 0.0:  # unstamped publisher: use the arrival time
-            if not exact:
-                return now, None, None, None
             return now, sec_to_stamp(now) if now_t is None else now_t.to_msg(), None, None
         if now == 0.0:
             return t, None, "no /clock received yet (use_sim_time): the node has no time", None
@@ -259,7 +256,7 @@ class Inputs:
             where = "ahead of" if off > 0 else "behind"
             return t, None, (f"stamp {abs(off):.2f} s {where} the node clock "
                              f"(max_stamp_offset_s {self.max_offset_s:g})"), None
-        return t, Time(sec=sec, nanosec=nanosec) if exact else None, None, -off
+        return t, Time(sec=sec, nanosec=nanosec), None, -off
 
     def _refuse(self, topic: str, reason: str) -> None:
         self.stats[topic].refused(time.monotonic(), reason)
@@ -367,7 +364,7 @@ class Inputs:
     def _joint_state(self, sec: int, nanosec: int, vec: np.ndarray, info: Any,
                      now: float | None = None) -> bool:
         seq, pub, arrived_ns = _info(info)
-        t, stamp, reason, lag = self._stamp_of(sec, nanosec, now, exact=False)
+        t, stamp, reason, lag = self._stamp_of(sec, nanosec, now)
         if reason:
             self._refuse(self.joint_topic, reason)
             return False

@@ -95,9 +95,9 @@ class Publishers:
             writer = CommandBytes.locate(self._serialized(
                 names, sentinel_values(n), Time(sec=SENTINEL_STAMP[0], nanosec=SENTINEL_STAMP[1])),
                 n, stamped)
-            probe, stamp = np.linspace(-1.25, 2.5, n), Time(sec=1234, nanosec=5678)
             if writer is None:
                 return None
+            probe, stamp = np.linspace(-1.25, 2.5, n), Time(sec=1234, nanosec=5678)
             # the same message and size (the bytes themselves differ where the serializer
             # leaves its alignment padding as it finds it)
             raw, want = writer.write(probe, stamp.sec, stamp.nanosec), self._serialized(
