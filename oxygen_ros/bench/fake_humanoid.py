@@ -101,7 +101,15 @@ def _scheduling(priority: int) -> str:
         return f"normal (SCHED_FIFO {priority} not permitted: {exc})"
 
 
-def _joint_driver(hz, stop, ready, conn, priority: int) -> None:
+def _place(cpus) -> None:
+    """The whole process on `cpus` (empty: anywhere) before rclpy starts its threads, which
+    inherit it: a robot's drivers kept off the cores given to the model."""
+    if cpus:
+        os.sched_setaffinity(0, set(cpus))
+
+
+def _joint_driver(hz, stop, ready, conn, priority: int, cpus=()) -> None:
+    _place(cpus)
     import rclpy
     from rclpy.qos import qos_profile_sensor_data
     from sensor_msgs.msg import JointState
@@ -135,7 +143,9 @@ def _joint_driver(hz, stop, ready, conn, priority: int) -> None:
     rclpy.try_shutdown()
 
 
-def _camera_rig(topics: list[str], transport: str, size, hz: float, every, stop, ready, conn) -> None:
+def _camera_rig(topics: list[str], transport: str, size, hz: float, every, stop, ready, conn,
+                cpus=()) -> None:
+    _place(cpus)
     import rclpy
     from rclpy.qos import qos_profile_sensor_data
     from sensor_msgs.msg import CompressedImage, Image
@@ -199,7 +209,8 @@ class FakeHumanoid:
     context is not usable), started by start(), stopped (and their records read) by stop()."""
 
     def __init__(self, joint_hz: float, cameras: int, transport: str, size=(480, 640),
-                 camera_hz: float = 30.0, joint_priority: int = JOINT_PRIORITY) -> None:
+                 camera_hz: float = 30.0, joint_priority: int = JOINT_PRIORITY,
+                 cpus: tuple[int, ...] = ()) -> None:
         self.topics = [t + ("/compressed" if transport == "compressed" else "") for t in CAMERAS[:cameras]]
         self.joints = Stream(JOINT_TOPIC, joint_hz)
         self.cams = [Stream(t, camera_hz) for t in self.topics]
@@ -214,10 +225,11 @@ class FakeHumanoid:
         self._pipes = [ctx.Pipe(duplex=False), ctx.Pipe(duplex=False)]
         self._procs = [
             ctx.Process(target=_joint_driver, args=(self._hz, self._stop, self._ready[0],
-                                                    self._pipes[0][1], joint_priority), daemon=True),
+                                                    self._pipes[0][1], joint_priority, tuple(cpus)),
+                       daemon=True),
             ctx.Process(target=_camera_rig, args=(self.topics, transport, tuple(size), camera_hz,
                                                   self._every, self._stop, self._ready[1],
-                                                  self._pipes[1][1]), daemon=True)]
+                                                  self._pipes[1][1], tuple(cpus)), daemon=True)]
 
     @property
     def pids(self) -> dict[str, int | None]:
@@ -225,7 +237,11 @@ class FakeHumanoid:
         return {"joint_driver": self._procs[0].pid, "camera_rig": self._procs[1].pid}
 
     def slow_joints(self, factor: float) -> None:
-        self._hz.value = self.joints.hz / float(factor)
+        self.set_joint_hz(self.joints.hz / float(factor))
+
+    def set_joint_hz(self, hz: float) -> None:
+        """The joint driver's rate from its next message on (its deadlines stay absolute)."""
+        self._hz.value = float(hz)
 
     def slow_camera(self, index: int, factor: int) -> None:
         """Camera `index` (not the first: the rig's clock) sends every `factor`-th frame."""

@@ -70,7 +70,8 @@ def build(p: dict[str, Any]) -> Built:
         raise ValueError(reason)
     robot, cams = P.interface(p), list(p["camera_topics"])
     transports = parse_transports(list(p["camera_transports"]), len(cams))
-    threads, thread_warning = resolve_threads(int(p["model.num_threads"]))
+    threads, thread_warning = resolve_threads(int(p["model.num_threads"]),
+                                              model_cpus=len(p["inference_cpus"]))
     source = ModelSource(preset=p["model.preset"], checkpoint=p["model.checkpoint"],
                          tokenizer=p["model.tokenizer"], asset_id=p["model.asset_id"],
                          lerobot_version=p["model.lerobot_version"],

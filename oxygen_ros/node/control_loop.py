@@ -42,6 +42,7 @@ from oxygen_ros.robot.interface import RobotInterface
 from oxygen_ros.robot.input_health import CpuTime, Samples
 from oxygen_ros.robot.rates import recent_rate
 from oxygen_ros.robot.shaper import GLITCH, CommandShaper, MeasuredPose
+from oxygen_ros.robot.threads import pin_thread
 
 HELD_WINDOW_S = 2.0  # the diagnostic reports holds within this many seconds
 HOLD_ERROR_S = 5.0  # a hold this long is an error, not a warning
@@ -141,7 +142,8 @@ class ControlLoop:
             self._node.destroy_subscription(self._deadman_sub)
             self._deadman_sub = None
 
-    def start(self, stop: threading.Event, period: float, priority: int, use_sim_time: bool) -> None:
+    def start(self, stop: threading.Event, period: float, priority: int, use_sim_time: bool,
+              cpus: Sequence[int] = ()) -> None:
         self.shaper.reset()  # the run's first command is the measured pose
         self._sent, self._origin_ns = None, None  # ... and the last check compares it with that pose
         if use_sim_time:
@@ -149,7 +151,7 @@ class ControlLoop:
             self._timer = self._node.create_timer(period, self.tick)
             self.scheduling = "executor timer (use_sim_time)"
         else:
-            self._thread = threading.Thread(target=self._loop, args=(stop, period, priority),
+            self._thread = threading.Thread(target=self._loop, args=(stop, period, priority, cpus),
                                             name="oxygen-control", daemon=True)
             self._thread.start()
 
@@ -164,7 +166,7 @@ class ControlLoop:
             if thread.is_alive():
                 self._node.get_logger().error(f"control thread did not stop within {timeout} s")
 
-    def _loop(self, stop: threading.Event, period: float, priority: int) -> None:
+    def _loop(self, stop: threading.Event, period: float, priority: int, cpus: Sequence[int] = ()) -> None:
         """Absolute deadlines on the monotonic clock (no drift; a late tick does not shift the
         following ones). A dedicated thread instead of an executor timer: the executor's dispatch
         adds GIL hand-overs and its own Python work between the wake-up and the callback."""
@@ -178,6 +180,11 @@ class ControlLoop:
                 self._node.get_logger().warning(
                     f"control_priority {priority}: SCHED_FIFO not permitted ({exc}); running at "
                     "normal priority (set rtprio in /etc/security/limits.conf)")
+        if cpus:  # control_cpus: the ticks on cores of their own (robot/threads.py says why)
+            placed = pin_thread(cpus)
+            self.scheduling += f", {placed}"
+            if not placed.startswith("CPUs"):
+                self._node.get_logger().warning(f"control_cpus: {placed}")
         nxt = time.monotonic()
         while not stop.is_set():
             nxt += period

@@ -16,7 +16,7 @@ import collections
 import os
 import threading
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -24,6 +24,7 @@ from oxygen_ros.robot.chunk_player import ChunkPlayer
 from oxygen_ros.robot.engine_port import EnginePort
 from oxygen_ros.robot.inference import PairInference
 from oxygen_ros.robot.pairing import Mailbox, Pair
+from oxygen_ros.robot.threads import pin_thread
 
 # frame -> source header stamp, for text updates of requests born earlier (~80 s at 25 Hz; a
 # request older than that is stamped with the current frame's stamp)
@@ -63,6 +64,7 @@ class InferenceWorker:
         # statistics (diagnostics, ~/frame_stats)
         self.frames = 0
         self.step_errors = 0
+        self.placement = "any CPU"  # the inference thread's CPUs (inference_cpus)
         self.last_error = ""
         self.last_error_at: float | None = None  # monotonic
         self.last_frame_at: float | None = None  # monotonic, last successful frame
@@ -81,8 +83,8 @@ class InferenceWorker:
             self._pending = config
 
     # -- thread ---------------------------------------------------------------------------------
-    def start(self, stop: threading.Event, priority: int) -> None:
-        self._thread = threading.Thread(target=self._loop, args=(stop, priority),
+    def start(self, stop: threading.Event, priority: int, cpus: Sequence[int] = ()) -> None:
+        self._thread = threading.Thread(target=self._loop, args=(stop, priority, cpus),
                                         name="oxygen-worker", daemon=True)
         self._thread.start()
 
@@ -94,7 +96,7 @@ class InferenceWorker:
             if thread.is_alive():
                 self._node.get_logger().error(f"inference worker did not stop within {timeout} s")
 
-    def _loop(self, stop: threading.Event, priority: int) -> None:
+    def _loop(self, stop: threading.Event, priority: int, cpus: Sequence[int] = ()) -> None:
         # With control_priority set, this thread runs SCHED_FIFO one level BELOW the control
         # thread: both share Python's GIL, and a normal-priority worker preempted by other
         # processes while holding it blocks the control thread (priority inversion; measured
@@ -104,6 +106,10 @@ class InferenceWorker:
                 os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority - 1))
             except (AttributeError, OSError):
                 pass  # the control thread already warned
+        if cpus:  # inference_cpus: the model's thread stays on its cores (robot/threads.py)
+            self.placement = pin_thread(cpus)
+            if not self.placement.startswith("CPUs"):
+                self._warn("cpus", f"inference_cpus: {self.placement}")
         while not stop.is_set():
             pair = self.mailbox.get(timeout=0.1)
             if pair is None or stop.is_set():

@@ -44,6 +44,7 @@ from oxygen_ros.robot.command_config import CommandConfig
 from oxygen_ros.robot.inference import executed_steps
 from oxygen_ros.robot.interface import RobotInterface
 from oxygen_ros.robot.shaper import CommandShaper
+from oxygen_ros.robot.threads import keep_off, restore
 from oxygen_ros.robot.values import StateMapping
 
 from . import params as P
@@ -85,6 +86,7 @@ class OxygenNode(LifecycleNode):
         self.rt: Runtime | None = None
         self.state_label = "unconfigured"
         self._run_stop: threading.Event | None = None  # the current run's stop event
+        self._moved_threads: dict[int, frozenset[int]] | None = None  # keep_off's, for restore
         self._warned: dict[str, float] = {}
         self._sim_seen: tuple[int, float] | None = None  # (sim time ns, monotonic when it changed)
         # what on_set validated (the engine's new config, the command path's), for post_set to
@@ -144,9 +146,12 @@ class OxygenNode(LifecycleNode):
         if rt.recording is not None:
             rt.recording.start()  # before the threads: the run's first outputs are recorded
         rt.inputs.open()
-        rt.worker.start(stop, priority)
+        # the model's CPUs to the model: this process's other threads (the executor, the
+        # middleware's, any they start) move off them before the worker starts and pins itself
+        self._moved_threads = keep_off(P.get(self, "inference_cpus"))
+        rt.worker.start(stop, priority, P.get(self, "inference_cpus"))
         rt.control.start(stop, 1.0 / float(P.get(self, "control_rate_hz")), priority,
-                         bool(self.get_parameter("use_sim_time").value))
+                         bool(self.get_parameter("use_sim_time").value), P.get(self, "control_cpus"))
         self._run_stop = stop
         self.state_label = "active"
         self.get_logger().info("activated")
@@ -238,6 +243,8 @@ class OxygenNode(LifecycleNode):
         rt.inputs.close()
         rt.control.stop()
         rt.worker.stop()
+        restore(self._moved_threads)  # inference_cpus may change before the next activation
+        self._moved_threads = None
         rt.player.clear()
         if rt.recording is not None:
             rt.recording.stop()  # after the threads: the bag holds the run's last outputs
@@ -344,6 +351,7 @@ class OxygenNode(LifecycleNode):
             "target_feasible": out.target_feasible if out else True,
             "kv_blocks": f"{out.kv.blocks_used}/{out.kv.blocks_total}" if out else "0/0",
             "step_errors": w.step_errors, "last_error": w.last_error,
+            "inference_cpus": w.placement,
             "questions_open": q.outstanding, "questions_answered": q.answered,
             "questions_refused": q.refused, "last_refusal": q.last_refusal,
         }

@@ -107,7 +107,7 @@ def _links(text: str, doc: DocTable) -> str:
     return re.sub(r"docs/[A-Za-z0-9_-]+\.md", link, text)
 
 
-_TYPE = {"string_array": "string[]", "double_array": "double[]"}
+_TYPE = {"string_array": "string[]", "double_array": "double[]", "int_array": "integer[]"}
 _WHEN = {P.LIVE: "live", P.CONFIGURE: "configure", P.READ_ONLY: "read-only"}
 
 

@@ -32,6 +32,7 @@ from oxygen_ros.engine import ENGINE_KNOBS, RUNNABLE_PRESETS, Knob, num_text
 from oxygen_ros.robot.command_config import BLENDS, EXECUTIONS, MAX_REPLAN_STEPS, CommandConfig
 from oxygen_ros.robot.interface import KINDS, RobotInterface
 from oxygen_ros.robot.shaper import DEFAULT_TRACKING_ERROR, limit  # pure numpy: the shaper's own check
+from oxygen_ros.robot.threads import check_cpus
 from oxygen_ros.node.recorder import STORAGES  # no rosbags import: the writer loads lazily
 
 CAMERA_TRANSPORTS = ("raw", "compressed")
@@ -39,6 +40,7 @@ COMMAND_TYPES = ("joint_state", "float64_array")
 SHAPER_LIMITS = {"joint_velocity_limits": False, "joint_acceleration_limits": False,
                  "max_start_deviation": True}  # name -> zero allowed (0 = off)
 TRACKING = "max_tracking_error"  # the shaper's restart tolerance
+CPU_SPECS = ("inference_cpus", "control_cpus")  # thread affinities (robot/threads.py)
 # the robot's state and commands (robot/interface.py): any change is checked as a whole
 INTERFACE_KEYS = ("joint_names", "state_names", "command_names", "command_kinds", "command_type")
 
@@ -55,7 +57,7 @@ LIVE, CONFIGURE, READ_ONLY = "live", "configure", "read_only"
 @dataclass(frozen=True)
 class Spec:
     name: str
-    type: str  # bool | int | double | string | string_array | double_array
+    type: str  # bool | int | double | string | string_array | double_array | int_array
     default: Any
     description: str
     kind: str = LIVE
@@ -173,6 +175,13 @@ NODE_PARAMETERS: tuple[Spec, ...] = (
     Spec("control_priority", "int", 0, "SCHED_FIFO priority of the control thread, the inference "
          "thread gets one less (0 = normal scheduling; needs rtprio permission, else a warning)",
          CONFIGURE, (0, 99)),
+    Spec("inference_cpus", "int_array", [], "CPUs of the inference thread (empty = any); while "
+         "active, every other thread of the process is kept off them, and model.num_threads 0 means "
+         "one per CPU here (docs/node.md, CPU affinity)", CONFIGURE,
+         constraint="CPUs this process may run on"),
+    Spec("control_cpus", "int_array", [], "CPUs of the control thread (empty = any; not with "
+         "use_sim_time, whose ticks run in the executor)", CONFIGURE,
+         constraint="CPUs this process may run on"),
     Spec("camera_topics", "string_array", ["/camera/image_raw"], "camera image topics (model "
          "camera order unless camera_keys pairs them)", CONFIGURE, nonempty=True,
          constraint="1..model cameras"),
@@ -237,8 +246,8 @@ NODE_PARAMETERS: tuple[Spec, ...] = (
          "or a version such as 0.4.4 for a v0.4.x fine-tune", CONFIGURE),
     Spec("model.num_threads", "int", 0, "torch CPU threads of the model; 0 = every core the "
          "process may use but one (at least 1), which leaves a core to the control loop, the "
-         "callbacks and the robot's other processes; a count that takes every core is warned "
-         "about at configure", CONFIGURE, (0, 256)),
+         "callbacks and the robot's other processes (with inference_cpus: one per CPU there); a "
+         "count that takes every core is warned about at configure", CONFIGURE, (0, 256)),
     Spec("deadman.topic", "string", "", "std_msgs/Bool operator heartbeat (true = go; empty = "
          "off): without a fresh true, commands stop following the chunks and hold", CONFIGURE),
     Spec("command_type", "string", "joint_state", "~/joint_command type: joint_state "
@@ -280,6 +289,8 @@ def validate_value(spec: Spec, value: Any) -> str | None:
         "string_array": lambda v: isinstance(v, (list, tuple)) and all(isinstance(x, str) for x in v),
         "double_array": lambda v: isinstance(v, (list, tuple)) and all(
             isinstance(x, (int, float)) and not isinstance(x, bool) for x in v),
+        "int_array": lambda v: isinstance(v, (list, tuple)) and all(
+            isinstance(x, int) and not isinstance(x, bool) for x in v),
     }[t]
     if not ok_type(value):
         return f"{spec.name} must be a {t}, got {value!r}"
@@ -303,6 +314,8 @@ def validate_value(spec: Spec, value: Any) -> str | None:
                 return f"{spec.name} must not contain empty names"
             if len(set(value)) != len(value):
                 return f"{spec.name} has duplicates: {list(value)!r}"
+    if spec.name in CPU_SPECS:
+        return check_cpus(spec.name, value)
     if spec.name == "camera_keys" and len(set(value)) != len(value):
         return f"camera_keys has duplicates: {list(value)!r}"
     if spec.name == "camera_transports" and any(x not in CAMERA_TRANSPORTS for x in value):
@@ -427,7 +440,7 @@ def engine_changes(values: dict[str, Any]) -> dict[str, Any]:
 
 # -- rclpy glue ---------------------------------------------------------------------------------
 _PTYPE = {"bool": "BOOL", "int": "INTEGER", "double": "DOUBLE", "string": "STRING",
-          "string_array": "STRING_ARRAY", "double_array": "DOUBLE_ARRAY"}
+          "string_array": "STRING_ARRAY", "double_array": "DOUBLE_ARRAY", "int_array": "INTEGER_ARRAY"}
 
 
 def descriptor(spec: Spec):
@@ -478,7 +491,7 @@ def get(node, name: str) -> Any:
     value = p.value
     if value is None:
         return list(spec.default) if isinstance(spec.default, list) else spec.default
-    if spec.type in ("string_array", "double_array"):
+    if spec.type in ("string_array", "double_array", "int_array"):
         return list(value)
     return value
 

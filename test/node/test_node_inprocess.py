@@ -538,3 +538,41 @@ def test_a_hybrid_model_shows_its_state_slots_in_the_engine_diagnostic(ctx):
         finally:
             node.stop()
             node.destroy_node()
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "sched_getaffinity"), reason="Linux thread affinity")
+def test_inference_and_control_threads_run_on_their_cpus(ctx):
+    """inference_cpus / control_cpus: each thread is on its CPUs once active (what the kernel
+    says of the thread, not only what the node reports), every other thread off the model's
+    CPU until deactivate; a CPU the process may not use is refused with the reason."""
+    import os
+
+    before = os.sched_getaffinity(0)
+    cpu = min(before)
+    node = OxygenNode(context=ctx, parameter_overrides=[Parameter("model.num_threads", value=1)])
+    try:
+        res = node.set_parameters([Parameter("inference_cpus", value=[100_000])])[0]
+        assert not res.successful and "CPU 100000 is not one this process may run on" in res.reason
+        assert node.set_parameters([Parameter("inference_cpus", value=[cpu]),
+                                    Parameter("control_cpus", value=[cpu])])[0].successful
+        assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
+        assert node.trigger_activate() == TransitionCallbackReturn.SUCCESS
+        rt = node.rt
+        deadline = time.monotonic() + 5.0
+        while ("CPUs" not in rt.control.scheduling or rt.worker.placement == "any CPU") \
+                and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert os.sched_getaffinity(rt.control._thread.native_id) == {cpu}
+        assert os.sched_getaffinity(rt.worker._thread.native_id) == {cpu}
+        assert rt.control.scheduling == f"normal (control_priority 0), CPUs {cpu}"
+        engine = next(s for s in node._diagnostics() if s[0] == "engine")
+        assert engine[3]["inference_cpus"] == f"CPUs {cpu}"
+        # the process's other threads (this one, the middleware's) are kept off the model's CPU
+        # while active, and get their CPUs back at deactivate
+        assert os.sched_getaffinity(0) == (before - {cpu} or before)
+        assert node.trigger_deactivate() == TransitionCallbackReturn.SUCCESS
+        assert os.sched_getaffinity(0) == before
+        assert node.trigger_cleanup() == TransitionCallbackReturn.SUCCESS
+    finally:
+        node.stop()
+        node.destroy_node()

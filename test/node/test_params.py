@@ -2,6 +2,7 @@
 import pytest
 
 from oxygen_ros.node import params as P
+from oxygen_ros.robot.threads import allowed_cpus
 
 CURRENT = {s.name: s.default for s in P.PARAMETERS}
 
@@ -74,6 +75,11 @@ def test_choices_match_the_engine():
     ({"deadman.timeout_s": 0.0}, ["deadman.timeout_s"]),
     ({"command_type": "trajectory"}, ["command_type must be one of", "float64_array"]),
     ({"chunk_rate_hz": -1.0}, ["chunk_rate_hz", "[0, 1000]"]),
+    # thread affinities: integers, CPUs this process may run on, no duplicates
+    ({"inference_cpus": [0.0]}, ["inference_cpus must be a int_array"]),
+    ({"inference_cpus": [True]}, ["inference_cpus must be a int_array"]),
+    ({"control_cpus": [100_000]}, ["control_cpus: CPU 100000 is not one this process may run on"]),
+    ({"control_cpus": [0, 0]}, ["control_cpus has duplicates"]),
     # a joint_names change re-checks the limits' length (while unconfigured)
     ({"joint_names": ["a", "b"], "joint_velocity_limits": [1.0] * 6}, ["6 entries", "(2)"]),
 ])
@@ -95,7 +101,7 @@ def test_valid_live_changes_accepted_in_any_state():
 @pytest.mark.parametrize("name, value", [
     ("model.preset", "small"), ("model.checkpoint", "/x"), ("model.device", "cuda"),
     ("camera_topics", ["/a"]), ("joint_state_topic", "/j"), ("joint_names", ["a"]),
-    ("control_rate_hz", 100.0), ("kv.num_blocks", 10),
+    ("control_rate_hz", 100.0), ("kv.num_blocks", 10), ("inference_cpus", [min(allowed_cpus())]), ("control_cpus", []),
 ])
 def test_configure_time_parameters_rejected_while_configured(name, value):
     reason = P.validate({name: value}, CURRENT, configured=True)

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .node_process import close_client, spin_client, start_node, stop_node
+from .node_process import NodeServices, close_client, spin_client, start_node, stop_node
 
 ROOT = Path(__file__).resolve().parents[3]  # the repository
 JOINTS = [f"joint_{i}" for i in range(1, 7)]
@@ -123,9 +123,6 @@ def part2(lines: list[str], seconds: float, warm: float, log_path: str,
     import rclpy
     from diagnostic_msgs.msg import DiagnosticArray
     from lifecycle_msgs.msg import Transition
-    from lifecycle_msgs.srv import ChangeState
-    from rcl_interfaces.srv import SetParameters
-    from rclpy.parameter import Parameter
     from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
     from sensor_msgs.msg import CompressedImage, Image, JointState
 
@@ -167,25 +164,9 @@ def part2(lines: list[str], seconds: float, warm: float, log_path: str,
                                 (time.monotonic(), int(kv.value)))
     node.create_subscription(DiagnosticArray, "/diagnostics", on_diag, 10)
     js_pub = node.create_publisher(JointState, "/joint_states", 10)
-    change = node.create_client(ChangeState, "/oxygen/change_state")
-    setp = node.create_client(SetParameters, "/oxygen/set_parameters")
+    services = NodeServices(node, proc, log_path)
     ex = spin_client(node)
-
-    def call(client, req, timeout=180.0):
-        assert client.wait_for_service(timeout_sec=timeout), f"{client.srv_name} not up"
-        fut = client.call_async(req)
-        t0 = time.monotonic()
-        while not fut.done():
-            if time.monotonic() - t0 > timeout or proc.poll() is not None:
-                raise RuntimeError(f"{client.srv_name} failed; node log: {log_path}")
-            time.sleep(0.01)
-        return fut.result()
-
-    def transition(tid):
-        req = ChangeState.Request()
-        req.transition = Transition(id=tid)
-        if not call(change, req).success:
-            raise RuntimeError(f"transition {tid} failed; node log: {log_path}")
+    transition = services.transition
 
     lines += ["## Node inference rate (oxygen_node, tiny model shape with 3 cameras, 30 Hz cameras "
               "+ joint states)", "",
@@ -201,11 +182,7 @@ def part2(lines: list[str], seconds: float, warm: float, log_path: str,
                 if configured:
                     transition(Transition.TRANSITION_DEACTIVATE)
                     transition(Transition.TRANSITION_CLEANUP)
-                req = SetParameters.Request()
-                req.parameters = [Parameter("camera_topics", value=topics).to_parameter_msg(),
-                                  Parameter("camera_transports", value=[transport] * cams).to_parameter_msg()]
-                res = call(setp, req).results
-                assert all(r.successful for r in res), [r.reason for r in res]
+                services.set({"camera_topics": topics, "camera_transports": [transport] * cams})
                 transition(Transition.TRANSITION_CONFIGURE)
                 transition(Transition.TRANSITION_ACTIVATE)
                 configured = True

@@ -21,11 +21,20 @@ vs sent per stream (the node's counters against what this process sent); action 
 (~/frame_stats) against the run without the input load; CPU time by callback kind (the node's
 `cpu_s` counters; "other": the executor, the middleware's threads, the collector); what the
 `oxygen: inputs` diagnostic said. The `slow` configurations slow one stream to a tenth for the
-second half of the run: the diagnostic must name it.
+second half of the run: the diagnostic must name it. The `pinned` configurations give the
+model's thread a CPU of its own (`inference_cpus`; the node keeps its other threads off it) and
+put the control thread and the fake robot's processes on the other CPUs (`control_cpus`).
 
     source scripts/env.sh && nice -n 10 oxygen-bench humanoid-io --out benchmarks/results/humanoid-io-<date>
 
 About 25 minutes with the default 60 s per configuration (--seconds, --runs to choose).
+
+`--alternate N` runs a base and its loaded configuration as phases of ONE node process (base,
+loaded, loaded, base, ...; N of each, --seconds each): the ratio of action rates then carries
+neither the variation between node processes nor the machine's drift (measure_alternating).
+
+    oxygen-bench humanoid-io --runs 3cam-raw-base-fifo-pinned 3cam-raw-js500-cmd200-fifo-pinned \
+        --alternate 4 --seconds 40 --out benchmarks/results/humanoid-io-<date>/alt
 """
 from __future__ import annotations
 
@@ -45,7 +54,7 @@ import numpy as np
 from ..fake_humanoid import JOINT_PRIORITY, JOINT_TOPIC, JOINTS, FakeHumanoid, NodeOutputs, age_floor_ms
 from oxygen_ros.node.inputs import HEALTH_WINDOW_S
 
-from .node_process import ROOT, close_client, spin_client, start_node, stop_node
+from .node_process import ROOT, NodeServices, close_client, spin_client, start_node, stop_node
 
 CHUNK_HZ = 50.0  # the chunk's step rate: commands at 200 / 500 Hz interpolate between steps
 
@@ -59,11 +68,23 @@ class Run:
     control_hz: float
     slow: str = ""  # "joints" / "camera": that stream at a tenth for the second half
     priority: int = 0  # the node's control_priority (SCHED_FIFO; the inference thread one below)
+    pinned: bool = False  # the model's thread on a CPU of its own, everything else on the others
 
     @property
     def baseline(self) -> str:
         """The run without the input load this one is compared with."""
-        return f"{self.cameras}cam-{self.transport}-base" + ("-fifo" if self.priority else "")
+        return (f"{self.cameras}cam-{self.transport}-base" + ("-fifo" if self.priority else "")
+                + ("-pinned" if self.pinned else ""))
+
+
+def placement() -> tuple[list[int], list[int]]:
+    """The pinned runs' CPUs: (the model's, everything else's). The model gets the first CPU
+    this process may use; the control thread, the fake robot's processes and (since the node
+    starts them on any CPU and the model's thread keeps its own) the rest share the others."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        raise RuntimeError(f"a pinned run needs 2 CPUs; this process may use {cpus}")
+    return cpus[:1], cpus[1:]
 
 
 def _runs() -> list[Run]:
@@ -84,6 +105,14 @@ def _runs() -> list[Run]:
              Run("3cam-raw-js50-cmd200-fifo", 3, "raw", 50, 200, priority=20)]
     runs += [Run("3cam-compressed-base-fifo", 3, "compressed", 50, 50, priority=20),
              Run("3cam-compressed-js500-cmd200-fifo", 3, "compressed", 500, 200, priority=20)]
+    # as docs/node.md (CPU affinity) asks for: FIFO, inference_cpus / control_cpus, and the
+    # robot's drivers on the control thread's side
+    for cams in (1, 3):
+        runs.append(Run(f"{cams}cam-raw-base-fifo-pinned", cams, "raw", 50, 50, priority=20, pinned=True))
+        runs += [Run(f"{cams}cam-raw-js{int(j)}-cmd{int(c)}-fifo-pinned", cams, "raw", j, c, priority=20,
+                     pinned=True) for j in (500, 1000) for c in (200, 500)]
+    runs += [Run(f"3cam-raw-js500-cmd200-slow-{what}-fifo-pinned", 3, "raw", 500, 200, what, priority=20,
+                 pinned=True) for what in ("joints", "camera")]
     return runs
 
 
@@ -125,6 +154,7 @@ def node_params(run: Run, topics: list[str], ck: Path | None) -> list[str]:
         f"camera_transports:={json.dumps([run.transport] * len(topics))}",
         f"control_rate_hz:={run.control_hz:.1f}", f"chunk_rate_hz:={CHUNK_HZ:.1f}",
         f"control_priority:={run.priority}",
+        *([f"inference_cpus:={placement()[0]}", f"control_cpus:={placement()[1]}"] if run.pinned else []),
         # a loaded machine makes frames slow: chunks must not be stale on arrival (the timing of
         # the commands is measured, not what a slow model makes of them)
         "observation_timeout_s:=3.0"]
@@ -196,32 +226,81 @@ def _counter_span(diags: list) -> tuple[float, float] | None:
     return (diags[0][0], diags[-1][0]) if len(diags) >= 2 else None
 
 
+@dataclass(frozen=True)
+class Snapshot:
+    """CPU counters at one instant: this window's start or end."""
+
+    t: float  # monotonic
+    node: float  # the node process's CPU s
+    robot: dict[str, float]  # the fake robot's processes' CPU s
+    own: float  # this process's CPU s
+    machine: tuple[int, int, int]  # machine_ticks()
+
+
+def snapshot(proc, robot: FakeHumanoid) -> Snapshot:
+    return Snapshot(time.monotonic(), cpu_s(proc.pid),
+                    {k: cpu_s(pid) for k, pid in robot.pids.items() if pid is not None},
+                    time.process_time(), machine_ticks())
+
+
+def usage(a: Snapshot, b: Snapshot) -> dict:
+    """What used the 2 CPUs between two snapshots: the node, the fake robot's processes, this
+    process (its subscriptions to the node's outputs), the machine as a whole (busy, stolen)."""
+    dt = b.t - a.t
+    busy, steal, total = (y - x for x, y in zip(a.machine, b.machine))
+    return {"node_cpu_s_per_s": (b.node - a.node) / dt,
+            "robot_cpu_s_per_s": {k: (b.robot[k] - a.robot[k]) / dt for k in a.robot if k in b.robot},
+            "bench_cpu_s_per_s": (b.own - a.own) / dt,
+            "machine_busy_cpus": os.cpu_count() * busy / total if total else float("nan"),
+            "machine_steal_cpus": os.cpu_count() * steal / total if total else float("nan")}
+
+
+def driver_figures(robot: FakeHumanoid, t0: float, t1: float) -> dict:
+    """The joint driver's scheduling and its publish() time (stamp to return) in [t0, t1)."""
+    sent = np.asarray(robot.joints.sent_times, dtype=np.float64)
+    n = min(len(sent), len(robot.joint_published_ns), len(robot.joints.sent_stamps))
+    pub_ms = (np.asarray(robot.joint_published_ns[:n], dtype=np.float64)
+              - np.asarray(robot.joints.sent_stamps[:n], dtype=np.float64)) * 1e-6
+    pub_ms = pub_ms[(sent[:n] >= t0) & (sent[:n] < t1)]
+    return {"joint_driver_scheduling": robot.joint_scheduling,
+            "joint_driver_publish_ms": (_pct(pub_ms, 50), _pct(pub_ms, 99),
+                                        float(pub_ms.max()) if len(pub_ms) else float("nan"))}
+
+
+def _header(run: Run) -> dict:
+    return {"run": run.name, "cameras": run.cameras, "transport": run.transport,
+            "joint_hz": run.joint_hz, "control_hz": run.control_hz, "slow": run.slow,
+            "control_priority": run.priority, "pinned": run.pinned}
+
+
+def _wait_frame(outs: NodeOutputs, proc, log_path: Path, timeout_s: float = 300.0) -> None:
+    """Until a frame newer than now arrives (the node is up and inferring)."""
+    n, t_start = len(outs.frames), time.monotonic()
+    while len(outs.frames) <= n:
+        if proc.poll() is not None or time.monotonic() - t_start > timeout_s:
+            raise RuntimeError(f"the node did not start; its log: {log_path}")
+        time.sleep(0.2)
+
+
 def measure(run: Run, seconds: float, warm: float, ck: Path | None, log_path: Path,
             joint_priority: int) -> dict:
     import rclpy
 
     rclpy.init()
     node = rclpy.create_node("oxygen_humanoid_io_bench")
-    robot = FakeHumanoid(run.joint_hz, run.cameras, run.transport, joint_priority=joint_priority)
+    robot = FakeHumanoid(run.joint_hz, run.cameras, run.transport, joint_priority=joint_priority,
+                         cpus=tuple(placement()[1]) if run.pinned else ())
     outs = NodeOutputs(node)
     ex = spin_client(node)
     log = open(log_path, "wb")
     proc = start_node(node_params(run, robot.topics, ck), log)
-    res: dict = {"run": run.name, "cameras": run.cameras, "transport": run.transport,
-                 "joint_hz": run.joint_hz, "control_hz": run.control_hz, "slow": run.slow,
-                 "control_priority": run.priority}
+    res: dict = _header(run)
     try:
         robot.start()
-        t_start = time.monotonic()
-        while not outs.frames:  # the node is up and inferring
-            if proc.poll() is not None or time.monotonic() - t_start > 300:
-                raise RuntimeError(f"the node did not start; its log: {log_path}")
-            time.sleep(0.2)
+        _wait_frame(outs, proc, log_path)
         time.sleep(warm)
         outs.clear()
-        t0, c0 = time.monotonic(), cpu_s(proc.pid)
-        robot0 = {k: cpu_s(pid) for k, pid in robot.pids.items() if pid is not None}
-        own0, m0 = time.process_time(), machine_ticks()
+        s0 = snapshot(proc, robot)
         if run.slow:
             time.sleep(seconds / 2)
             t_half = time.monotonic()
@@ -233,24 +312,11 @@ def measure(run: Run, seconds: float, warm: float, ck: Path | None, log_path: Pa
         else:
             time.sleep(seconds)
             t_half = None
-        t1, c1 = time.monotonic(), cpu_s(proc.pid)
-        robot1 = {k: cpu_s(robot.pids[k]) for k in robot0}
-        own1, m1 = time.process_time(), machine_ticks()
+        s1 = snapshot(proc, robot)
         robot.stop()  # its records: what it sent
-        res.update(summarise(run, robot, outs, t0, t1, t_half))
-        res["node_cpu_s_per_s"] = (c1 - c0) / (t1 - t0)
-        # what else used the 2 CPUs meanwhile: the fake robot's processes, this process (its
-        # subscriptions to the node's outputs), and the machine as a whole (CPUs busy, stolen)
-        res["robot_cpu_s_per_s"] = {k: (robot1[k] - robot0[k]) / (t1 - t0) for k in robot0}
-        res["bench_cpu_s_per_s"] = (own1 - own0) / (t1 - t0)
-        busy, steal, total = (b - a for a, b in zip(m0, m1))
-        res["machine_busy_cpus"] = os.cpu_count() * busy / total if total else float("nan")
-        res["machine_steal_cpus"] = os.cpu_count() * steal / total if total else float("nan")
-        res["joint_driver_scheduling"] = robot.joint_scheduling
-        pub_ms = (np.asarray(robot.joint_published_ns, dtype=np.float64)
-                  - np.asarray(robot.joints.sent_stamps, dtype=np.float64)) * 1e-6
-        res["joint_driver_publish_ms"] = (_pct(pub_ms, 50), _pct(pub_ms, 99),
-                                          float(pub_ms.max()) if len(pub_ms) else float("nan"))
+        res.update(summarise(run, robot, outs, s0.t, s1.t, t_half))
+        res.update(usage(s0, s1))
+        res.update(driver_figures(robot, s0.t, s1.t))
     finally:
         robot.stop()
         outs.close()
@@ -258,6 +324,89 @@ def measure(run: Run, seconds: float, warm: float, ck: Path | None, log_path: Pa
         close_client(ex, node)
         log.close()
     return res
+
+
+def comparable(base: Run, loaded: Run) -> str | None:
+    """Why two configurations cannot be phases of one node process, else None: the same model,
+    cameras, transport and placement (what a phase does not change), neither slowed."""
+    if base.slow or loaded.slow:
+        return "a slowed stream is measured in a run of its own"
+    if (base.cameras, base.transport, base.priority, base.pinned) != (
+            loaded.cameras, loaded.transport, loaded.priority, loaded.pinned):
+        return f"{base.name} and {loaded.name} differ in cameras, transport, priority or pinning"
+    return None
+
+
+def abba(base: Run, loaded: Run, phases: int) -> list[Run]:
+    """`phases` of each in the order base, loaded, loaded, base, ...: a drift of the machine's
+    speed that is linear over a block of four weighs on both alike."""
+    return [(base, loaded, loaded, base)[i % 4] for i in range(2 * phases)]
+
+
+def measure_alternating(base: Run, loaded: Run, phases: int, seconds: float, warm: float,
+                        ck: Path | None, log_path: Path, joint_priority: int) -> list[dict]:
+    """The base and the loaded configuration as phases of ONE node process (`abba` order).
+    Every phase starts alike: the node deactivated and cleaned up, the joint driver set to the
+    phase's rate, control_rate_hz set, the node configured (the model loaded again) and
+    activated; then `warm` s after its first frame, `seconds` measured. Between node processes
+    a base's own rate varied up to 9 % on a shared VM (humanoid-io-2026-12-07): phases of one
+    process, alternated, leave that variation and the machine's drift out of the ratio. Two
+    configurations with the same command rate differ only in the joint driver's rate: their
+    phases follow each other without the lifecycle round (only the driver's rate changes)."""
+    from lifecycle_msgs.msg import Transition
+    import rclpy
+
+    reason = comparable(base, loaded)
+    if reason:
+        raise ValueError(f"--alternate: {reason}")
+    order = abba(base, loaded, phases)
+    reconfigure = base.control_hz != loaded.control_hz
+    rclpy.init()
+    node = rclpy.create_node("oxygen_humanoid_io_bench")
+    robot = FakeHumanoid(order[0].joint_hz, base.cameras, base.transport, joint_priority=joint_priority,
+                         cpus=tuple(placement()[1]) if base.pinned else ())
+    outs = NodeOutputs(node)
+    log = open(log_path, "wb")
+    proc = start_node(node_params(order[0], robot.topics, ck), log)
+    services = NodeServices(node, proc, log_path)
+    ex = spin_client(node)
+    windows: list[tuple[Run, Snapshot, Snapshot]] = []
+    results: list[dict] = []
+    try:
+        robot.start()
+        _wait_frame(outs, proc, log_path)
+        for i, run in enumerate(order):
+            robot.set_joint_hz(run.joint_hz)
+            if reconfigure:
+                services.transition(Transition.TRANSITION_DEACTIVATE)
+                services.transition(Transition.TRANSITION_CLEANUP)
+                services.set({"control_rate_hz": float(run.control_hz)})
+                services.transition(Transition.TRANSITION_CONFIGURE)
+                services.transition(Transition.TRANSITION_ACTIVATE)
+            _wait_frame(outs, proc, log_path)
+            time.sleep(warm)
+            s0 = snapshot(proc, robot)
+            time.sleep(seconds)
+            s1 = snapshot(proc, robot)
+            windows.append((run, s0, s1))
+            print(f"phase {i + 1} of {len(order)}: {run.name}, "
+                  f"{sum(1 for t, _ in list(outs.frames) if s0.t <= t < s1.t) / (s1.t - s0.t):.2f} frames/s",
+                  flush=True)
+        robot.stop()  # its records: what it sent
+        for i, (run, s0, s1) in enumerate(windows):
+            res = _header(run)
+            res.update(phase=i, phases=len(order))
+            res.update(summarise(run, robot, outs, s0.t, s1.t, None))
+            res.update(usage(s0, s1))
+            res.update(driver_figures(robot, s0.t, s1.t))
+            results.append(res)
+    finally:
+        robot.stop()
+        outs.close()
+        stop_node(proc)
+        close_client(ex, node)
+        log.close()
+    return results
 
 
 def summarise(run: Run, robot: FakeHumanoid, outs: NodeOutputs, t0: float, t1: float,
@@ -326,12 +475,17 @@ def summarise(run: Run, robot: FakeHumanoid, outs: NodeOutputs, t0: float, t1: f
 
 
 def row_name(r: dict) -> str:
-    """A result's row name: the configuration, and its repetition when there were several."""
-    return r["run"] if not r.get("repeats", 1) > 1 else f"{r['run']} #{r['repeat'] + 1}"
+    """A result's row name: the configuration, its repetition when there were several, its
+    phase when it was one of an alternating process."""
+    name = r["run"] if not r.get("repeats", 1) > 1 else f"{r['run']} #{r['repeat'] + 1}"
+    return name if "phase" not in r else f"{name}, phase {r['phase'] + 1} of {r['phases']}"
 
 
 def base_of(r: dict, results: list[dict]) -> dict | None:
-    """The run without the input load measured in the same repetition (None: not run)."""
+    """The run without the input load measured in the same repetition (None: not run, or a
+    phase of an alternating process: those are compared by `alternation`)."""
+    if "phase" in r:
+        return None
     name = RUNS[r["run"]].baseline
     return next((b for b in results if b["run"] == name and b.get("repeat", 0) == r.get("repeat", 0)),
                 None)
@@ -345,6 +499,47 @@ def ratios(results: list[dict]) -> dict[str, list[float]]:
         if b is not None and b is not r and b["action_hz"]:
             out.setdefault(r["run"], []).append(r["action_hz"] / b["action_hz"])
     return out
+
+
+def alternation(results: list[dict]) -> list[str]:
+    """The report's section for alternating processes: per process, each phase's frames/s,
+    the loaded phases' mean against the base phases' (the ratio), and the ratio per block of
+    four phases (base, loaded, loaded, base)."""
+    procs: dict[int, list[dict]] = {}
+    for r in results:
+        if "phase" in r:
+            procs.setdefault(r.get("repeat", 0), []).append(r)
+    if not procs:
+        return []
+    lines = ["", "## Base and loaded phases in one node process (`--alternate`)", "",
+             "Each process runs the configuration without the load and the loaded one as phases in "
+             "the order without, loaded, loaded, without, ...; where their command rates differ, "
+             "every phase starts with the node cleaned up and configured again at the phase's "
+             "command rate, else only the joint driver's rate changes. Ratio: the loaded phases' "
+             "mean action Hz over the others' mean; per block: the same within each block of four "
+             "phases, and their median and range.", "",
+             "| process | without / with the load | phases without, frames/s | loaded phases frames/s "
+             "| ratio | ratio per block | blocks: median (min - max) | tokens/s ratio |",
+             "|---|---|---|---|---|---|---|---|"]
+    for rep, rs in sorted(procs.items()):
+        base_name = rs[0]["run"]
+        loaded = next((r["run"] for r in rs if r["run"] != base_name), "?")
+        kind = lambda rr, name: [r for r in rr if r["run"] == name]
+        b, lo = kind(rs, base_name), kind(rs, loaded)
+        mean = lambda xs, key: statistics.mean(x[key] for x in xs) if xs else float("nan")
+        hz = lambda xs: [x["action_hz"] for x in xs]
+        blocks = [rs[i:i + 4] for i in range(0, len(rs), 4)]
+        per_block = [mean(kind(bl, loaded), "action_hz") / mean(kind(bl, base_name), "action_hz")
+                     for bl in blocks if kind(bl, loaded) and kind(bl, base_name)]
+        spread = (f"{statistics.median(per_block):.3f} ({min(per_block):.3f} - {max(per_block):.3f})"
+                  if per_block else "n/a")
+        lines.append(
+            f"| {rep + 1} | {base_name} / {loaded} | {', '.join(f'{x:.2f}' for x in hz(b))} | "
+            f"{', '.join(f'{x:.2f}' for x in hz(lo))} | "
+            f"{mean(lo, 'action_hz') / mean(b, 'action_hz'):.3f} | "
+            f"{', '.join(f'{x:.3f}' for x in per_block)} | {spread} | "
+            f"{mean(lo, 'tokens_per_s') / mean(b, 'tokens_per_s'):.3f} |")
+    return lines
 
 
 def report(results: list[dict], args, load0: str, load1: str) -> str:
@@ -422,6 +617,7 @@ def report(results: list[dict], args, load0: str, load1: str) -> str:
         for name, v in per.items():
             lines.append(f"| {name} | {', '.join(f'{x:.3f}' for x in v)} | {statistics.median(v):.3f} "
                          f"| {min(v):.3f} - {max(v):.3f} |")
+    lines += alternation(results)
     return "\n".join(lines) + "\n"
 
 
@@ -439,10 +635,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=1,
                     help="measure the --runs this many times, in order (each loaded run is compared "
                          "with its base of the same repetition)")
+    ap.add_argument("--alternate", type=int, default=0, metavar="N",
+                    help="run the two --runs (a base, then a loaded configuration of it) as N phases "
+                         "each of ONE node process, in the order base, loaded, loaded, base, ... "
+                         "(--seconds per phase): the ratio without the variation between processes")
     ap.add_argument("--out", default=None, help="folder for README.md (the report) and results.json")
     args = ap.parse_args(argv)
     if not 1 <= args.repeats <= 20:
         ap.error("--repeats must be 1..20")
+    if args.alternate:
+        if not 1 <= args.alternate <= 50:
+            ap.error("--alternate must be 1..50")
+        if len(args.runs) != 2:
+            ap.error("--alternate takes two --runs: the one without the load, then the loaded one "
+                     "(e.g. 3cam-raw-base-fifo 3cam-raw-js500-cmd200-fifo)")
+        reason = comparable(RUNS[args.runs[0]], RUNS[args.runs[1]])
+        if reason:
+            ap.error(f"--alternate: {reason}")
     if args.dds_profile:
         os.environ["FASTDDS_DEFAULT_PROFILES_FILE"] = args.dds_profile
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
@@ -453,13 +662,21 @@ def main(argv: list[str] | None = None) -> int:
     ck = checkpoint(tmp) if any(r.cameras == 3 for r in runs) else None
     results = []
     for rep in range(args.repeats):
-        for run in runs:
+        for run in [] if args.alternate else runs:
             print(f"== {run.name} (repetition {rep + 1} of {args.repeats})", flush=True)
             res = measure(run, args.seconds, args.warmup, ck, tmp / f"{run.name}-{rep}.log",
                           args.joint_priority)
             res.update(repeat=rep, repeats=args.repeats)
             print(json.dumps(res, default=float), flush=True)
             results.append(res)
+        if args.alternate:
+            print(f"== {runs[0].name} / {runs[1].name} alternating, {args.alternate} phases each "
+                  f"(repetition {rep + 1} of {args.repeats})", flush=True)
+            for res in measure_alternating(runs[0], runs[1], args.alternate, args.seconds, args.warmup,
+                                           ck, tmp / f"alternate-{rep}.log", args.joint_priority):
+                res.update(repeat=rep, repeats=args.repeats)
+                print(json.dumps(res, default=float), flush=True)
+                results.append(res)
     load1 = Path("/proc/loadavg").read_text().strip()
     text = report(results, argv, load0, load1)
     print(text)

@@ -79,6 +79,54 @@ def sensor_feeder(name: str):
             node.create_publisher(JointState, "/joint_states", 10))
 
 
+
+class NodeServices:
+    """The node's lifecycle and parameter services from the benchmark's own (spun) node:
+    each call waits for its answer and raises RuntimeError, naming `log_path`, when the node
+    refuses, exits or does not answer."""
+
+    def __init__(self, node, proc: subprocess.Popen, log_path: Path | str, name: str = "/oxygen") -> None:
+        from lifecycle_msgs.srv import ChangeState
+        from rcl_interfaces.srv import SetParameters
+
+        self._proc, self._log = proc, log_path
+        self._change = node.create_client(ChangeState, f"{name}/change_state")
+        self._set = node.create_client(SetParameters, f"{name}/set_parameters")
+
+    def _call(self, client, req, timeout_s: float):
+        if not client.wait_for_service(timeout_sec=timeout_s):
+            raise RuntimeError(f"{client.srv_name} is not up; node log: {self._log}")
+        fut = client.call_async(req)
+        t0 = time.monotonic()
+        while not fut.done():
+            if time.monotonic() - t0 > timeout_s or self._proc.poll() is not None:
+                raise RuntimeError(f"{client.srv_name} did not answer; node log: {self._log}")
+            time.sleep(0.01)
+        return fut.result()
+
+    def transition(self, transition_id: int, timeout_s: float = 180.0) -> None:
+        """A lifecycle transition (lifecycle_msgs/msg/Transition ids)."""
+        from lifecycle_msgs.msg import Transition
+        from lifecycle_msgs.srv import ChangeState
+
+        req = ChangeState.Request()
+        req.transition = Transition(id=transition_id)
+        if not self._call(self._change, req, timeout_s).success:
+            raise RuntimeError(f"transition {transition_id} failed; node log: {self._log}")
+
+    def set(self, values: dict, timeout_s: float = 30.0) -> None:
+        """Parameters set in one request; every one must be accepted."""
+        from rcl_interfaces.srv import SetParameters
+        from rclpy.parameter import Parameter
+
+        req = SetParameters.Request()
+        req.parameters = [Parameter(k, value=v).to_parameter_msg() for k, v in values.items()]
+        refused = [f"{k}: {r.reason}" for k, r in zip(values, self._call(self._set, req, timeout_s).results)
+                   if not r.successful]
+        if refused:
+            raise RuntimeError(f"parameters refused: {'; '.join(refused)}")
+
+
 def close_client(executor, node=None) -> None:
     """The benchmark's own rclpy side: executor, node, context."""
     import rclpy
