@@ -90,6 +90,7 @@ def placement() -> tuple[list[int], list[int]]:
 def _runs() -> list[Run]:
     runs = [Run("1cam-raw-base", 1, "raw", 50, 50)]
     runs += [Run(f"1cam-raw-js{int(j)}-cmd{int(c)}", 1, "raw", j, c) for j in (500, 1000) for c in (200, 500)]
+    runs.append(Run("1cam-raw-js50-cmd200", 1, "raw", 50, 200))  # the joint states' part alone
     for tr in ("raw", "compressed"):
         runs.append(Run(f"3cam-{tr}-base", 3, tr, 50, 50))
         runs += [Run(f"3cam-{tr}-js{int(j)}-cmd{int(c)}", 3, tr, j, c)
@@ -273,6 +274,24 @@ def _header(run: Run) -> dict:
             "control_priority": run.priority, "pinned": run.pinned}
 
 
+def window(run: Run, robot: FakeHumanoid, outs: NodeOutputs, s0: Snapshot, s1: Snapshot,
+           t_half: float | None = None) -> dict:
+    """A measured window's result (the robot stopped: its records are read)."""
+    res = _header(run)
+    res.update(summarise(run, robot, outs, s0.t, s1.t, t_half))
+    res.update(usage(s0, s1))
+    res.update(driver_figures(robot, s0.t, s1.t))
+    return res
+
+
+def close_all(robot: FakeHumanoid, outs: NodeOutputs, proc, ex, node, log) -> None:
+    robot.stop()
+    outs.close()
+    stop_node(proc)
+    close_client(ex, node)
+    log.close()
+
+
 def _wait_frame(outs: NodeOutputs, proc, log_path: Path, timeout_s: float = 300.0) -> None:
     """Until a frame newer than now arrives (the node is up and inferring)."""
     n, t_start = len(outs.frames), time.monotonic()
@@ -294,7 +313,6 @@ def measure(run: Run, seconds: float, warm: float, ck: Path | None, log_path: Pa
     ex = spin_client(node)
     log = open(log_path, "wb")
     proc = start_node(node_params(run, robot.topics, ck), log)
-    res: dict = _header(run)
     try:
         robot.start()
         _wait_frame(outs, proc, log_path)
@@ -314,15 +332,9 @@ def measure(run: Run, seconds: float, warm: float, ck: Path | None, log_path: Pa
             t_half = None
         s1 = snapshot(proc, robot)
         robot.stop()  # its records: what it sent
-        res.update(summarise(run, robot, outs, s0.t, s1.t, t_half))
-        res.update(usage(s0, s1))
-        res.update(driver_figures(robot, s0.t, s1.t))
+        res = window(run, robot, outs, s0, s1, t_half)
     finally:
-        robot.stop()
-        outs.close()
-        stop_node(proc)
-        close_client(ex, node)
-        log.close()
+        close_all(robot, outs, proc, ex, node, log)
     return res
 
 
@@ -371,7 +383,6 @@ def measure_alternating(base: Run, loaded: Run, phases: int, seconds: float, war
     services = NodeServices(node, proc, log_path)
     ex = spin_client(node)
     windows: list[tuple[Run, Snapshot, Snapshot]] = []
-    results: list[dict] = []
     try:
         robot.start()
         _wait_frame(outs, proc, log_path)
@@ -393,19 +404,10 @@ def measure_alternating(base: Run, loaded: Run, phases: int, seconds: float, war
                   f"{sum(1 for t, _ in list(outs.frames) if s0.t <= t < s1.t) / (s1.t - s0.t):.2f} frames/s",
                   flush=True)
         robot.stop()  # its records: what it sent
-        for i, (run, s0, s1) in enumerate(windows):
-            res = _header(run)
-            res.update(phase=i, phases=len(order))
-            res.update(summarise(run, robot, outs, s0.t, s1.t, None))
-            res.update(usage(s0, s1))
-            res.update(driver_figures(robot, s0.t, s1.t))
-            results.append(res)
+        results = [dict(window(run, robot, outs, s0, s1), phase=i, phases=len(order))
+                   for i, (run, s0, s1) in enumerate(windows)]
     finally:
-        robot.stop()
-        outs.close()
-        stop_node(proc)
-        close_client(ex, node)
-        log.close()
+        close_all(robot, outs, proc, ex, node, log)
     return results
 
 
