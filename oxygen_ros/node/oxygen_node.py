@@ -148,8 +148,9 @@ class OxygenNode(LifecycleNode):
         rt.inputs.open()
         # the model's CPUs to the model: this process's other threads (the executor, the
         # middleware's, any they start) move off them before the worker starts and pins itself
-        self._moved_threads = keep_off(P.get(self, "inference_cpus"))
-        rt.worker.start(stop, priority, P.get(self, "inference_cpus"))
+        model_cpus = P.get(self, "inference_cpus")
+        self._moved_threads = keep_off(model_cpus)
+        rt.worker.start(stop, priority, model_cpus)
         rt.control.start(stop, 1.0 / float(P.get(self, "control_rate_hz")), priority,
                          bool(self.get_parameter("use_sim_time").value), P.get(self, "control_cpus"))
         self._run_stop = stop

@@ -16,12 +16,18 @@ from typing import Sequence
 PARAM = "model.num_threads"
 
 
-def usable_cores() -> int:
-    """Cores this process may run on (its CPU affinity: taskset, cpusets), else os.cpu_count()."""
+def allowed_cpus() -> frozenset[int]:
+    """The CPUs this process may run on (its affinity: taskset, cpusets), or every CPU where
+    that is unknown (not Linux)."""
     try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):  # not Linux
-        return max(1, os.cpu_count() or 1)
+        return frozenset(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return frozenset(range(os.cpu_count() or 1))
+
+
+def usable_cores() -> int:
+    """How many cores this process may run on (allowed_cpus)."""
+    return max(1, len(allowed_cpus()))
 
 
 def default_threads(cores: int | None = None) -> int:
@@ -64,14 +70,6 @@ def resolve_threads(requested: int, cores: int | None = None,
 # the control loop, the drivers and the middleware, which otherwise land on its core and move it.
 # On the 2-core VM here the measurements did not resolve a gain (docs/node.md, CPU affinity): the
 # robot's drivers and the control thread then share the one other core.
-
-
-def allowed_cpus() -> frozenset[int]:
-    """The CPUs this process may run on (its affinity), or every CPU where that is unknown."""
-    try:
-        return frozenset(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return frozenset(range(os.cpu_count() or 1))
 
 
 def check_cpus(name: str, cpus: Sequence[int], allowed: frozenset[int] | None = None) -> str | None:

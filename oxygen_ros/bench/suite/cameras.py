@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .node_process import NodeServices, close_client, spin_client, start_node, stop_node
+from .node_process import NodeServices, close_client, cpu_s, spin_client, start_node, stop_node
 
 ROOT = Path(__file__).resolve().parents[3]  # the repository
 JOINTS = [f"joint_{i}" for i in range(1, 7)]
@@ -107,11 +107,6 @@ def checkpoint(folder: Path) -> Path:
                                 np.full(6, -3.0, np.float32), np.full(6, 3.0, np.float32))
     return save_lerobot_checkpoint(init_model(mc, seed=0), mc, folder / "tiny3", norm_stats=stats,
                                    tokenizer=build_tiny_tokenizer(mc.vocab_size))
-
-
-def cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def part2(lines: list[str], seconds: float, warm: float, log_path: str,

@@ -54,7 +54,7 @@ import numpy as np
 from ..fake_humanoid import JOINT_PRIORITY, JOINT_TOPIC, JOINTS, FakeHumanoid, NodeOutputs, age_floor_ms
 from oxygen_ros.node.inputs import HEALTH_WINDOW_S
 
-from .node_process import ROOT, NodeServices, close_client, spin_client, start_node, stop_node
+from .node_process import ROOT, NodeServices, close_client, cpu_s, spin_client, start_node, stop_node
 
 CHUNK_HZ = 50.0  # the chunk's step rate: commands at 200 / 500 Hz interpolate between steps
 
@@ -159,11 +159,6 @@ def node_params(run: Run, topics: list[str], ck: Path | None) -> list[str]:
         # a loaded machine makes frames slow: chunks must not be stale on arrival (the timing of
         # the commands is measured, not what a slow model makes of them)
         "observation_timeout_s:=3.0"]
-
-
-def cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def machine_ticks() -> tuple[int, int, int]:

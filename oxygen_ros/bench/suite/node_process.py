@@ -26,6 +26,13 @@ def start_node(params: list[str], log: IO[bytes] | int | None = None) -> subproc
                             start_new_session=True)
 
 
+
+def cpu_s(pid: int) -> float:
+    """The CPU seconds (user + system) process `pid` has used (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def recording_params(bag: Path, topics: Sequence[str], settings: Sequence[str]) -> list[str]:
     """start_node's `params` for a node that starts at once (autostart) and records `topics`
     into `bag`, plus `settings`."""
