@@ -123,6 +123,9 @@ class ControlLoop:
         self._timer = None
         # what the control thread runs under (diagnostics): the timing to expect differs
         self.scheduling = "not started"
+        # how the joint-state take and the command publish call the middleware (the node sets
+        # it: node/rcl_unlocked.py)
+        self.middleware_calls = "rclpy"
         self.ticks: collections.deque[float] = collections.deque(maxlen=256)
         self.commands = 0
         self.stale_ticks = 0
@@ -241,7 +244,8 @@ class ControlLoop:
 
     def tick(self) -> None:
         now = self._node.get_clock().now()
-        t = now.nanoseconds * 1e-9
+        now_ns = now.nanoseconds
+        t = now_ns * 1e-9
         if self._poll is not None:
             cpu0 = time.thread_time()
             self._poll(t)  # the newest joint state: the measured pose of this tick
@@ -257,8 +261,8 @@ class ControlLoop:
             hold = "stale" if sample is not None and sample.stale else ""
         measured = self._measured(t)
         if self._origin_ns is None:
-            self._origin_ns = now.nanoseconds
-        run_t = (now.nanoseconds - self._origin_ns) * 1e-9  # the shaper's and the check's time
+            self._origin_ns = now_ns
+        run_t = (now_ns - self._origin_ns) * 1e-9  # the shaper's and the check's time
         before = self.shaper.limits
         shaped = self.shaper.step(None if sample is None else sample.values, measured, hold,
                                   now=run_t)
@@ -275,7 +279,7 @@ class ControlLoop:
             return
         self._publish(self._names, values, now.to_msg())
         self.holding = shaped.holding
-        if shaped.limited.any():
+        if np.count_nonzero(shaped.limited):
             self.limited_at[shaped.limited] = mono
             self.limited_times.append(mono)
         self.commands += 1
@@ -431,6 +435,7 @@ class ControlLoop:
             "limited_joints": ", ".join(limited),
             "gated_chunks": self.shaper.gated, "last_gate_refusal": self.gate_message,
             "control_scheduling": self.scheduling,
+            "middleware_calls": self.middleware_calls,
             # p50 / p99 / max of the period between the last (up to 256) commands of the last
             # 2 s; p50 / p99 of how late the thread woke for its ticks, and the worst
             "command_period_ms": ("n/a" if not periods else

@@ -44,6 +44,7 @@ from typing import Sequence
 
 import numpy as np
 
+from .arrays import all_finite
 from .values import command_stream
 
 LIMIT_TOL = 1e-9  # a step this close to the target's counts as not limited (float noise)
@@ -172,6 +173,7 @@ class CommandShaper:
         self._measured = np.array(measured or (True,) * self.num_joints, dtype=bool)
         if self._rates.shape != (self.num_joints,) or self._measured.shape != (self.num_joints,):
             raise ValueError(f"rates and measured need one flag per command ({self.num_joints})")
+        self._measures = bool(self._measured.any())  # fixed per shaper: read on every tick
         self._lock = threading.Lock()
         self.limits = Limits()
         self.configure(velocity_limits, acceleration_limits, max_start_deviation,
@@ -192,7 +194,7 @@ class CommandShaper:
     @property
     def measures(self) -> bool:
         """Some command has a measured value (then commands start only from a measured pose)."""
-        return bool(self._measured.any())
+        return self._measures
 
     # the live limits (read-only views of the current Limits)
     velocity = property(lambda self: self.limits.velocity)
@@ -291,13 +293,13 @@ class CommandShaper:
         one nominal period after the previous command)."""
         n = self.num_joints
         t = None if target is None else np.asarray(target, dtype=np.float64)
-        if t is not None and (t.shape != (n,) or not np.isfinite(t).all()):
+        if t is not None and (t.shape != (n,) or not all_finite(t)):
             t = None
             hold = hold or "non-finite target"
         m = None if measured is None else np.asarray(measured, dtype=np.float64)
-        if m is not None and (m.shape != (n,) or not np.isfinite(m[self._measured]).all()):
+        if m is not None and (m.shape != (n,) or not all_finite(m[self._measured])):
             m = None
-        if m is None and not self._measured.any():
+        if m is None and not self._measures:
             m = np.full(n, np.nan)  # nothing to measure: no measured value is ever missing
         with self._lock:
             lim = self.limits
@@ -329,10 +331,10 @@ class CommandShaper:
 
     def _heal(self) -> None:
         """A state that is not finite is forgotten (never expected: counted in `faults`)."""
-        if self._last is not None and not np.isfinite(self._last).all():
+        if self._last is not None and not all_finite(self._last):
             self._last, self._time, self._target, self._restart = None, None, None, False
             self.faults += 1
-        if not np.isfinite(self._vel).all():
+        if not all_finite(self._vel):
             self._vel = np.zeros(self.num_joints)
             self.faults += 1
 
@@ -395,11 +397,11 @@ class CommandShaper:
         limited = np.abs(s - distance) > LIMIT_TOL if count else np.zeros(s.shape, bool)
         new = self._last + s
         vel = v0 if h <= 0.0 else s / h
-        if not (np.isfinite(new).all() and np.isfinite(vel).all()):
+        if not (all_finite(new) and all_finite(vel)):
             self.faults += 1  # never expected: keep the last command, at rest
             self._vel, self._time, self._restart, self._target = np.zeros_like(v0), now, True, None
             return Shaped(self._last.copy(), np.zeros(s.shape, bool), False, "non-finite step")
-        if count and limited.any():
+        if count and np.count_nonzero(limited):
             self.limited_ticks += 1
         self._last, self._vel, self._time = new, vel, now
         return Shaped(new.copy(), limited, False, holding)
@@ -413,9 +415,9 @@ class MeasuredPose:
         self._latest: tuple[float, np.ndarray] | None = None
 
     def update(self, stamp: float, values: np.ndarray) -> None:
-        v = np.asarray(values, dtype=np.float64)
-        if np.isfinite(v).all():
-            self._latest = (float(stamp), v.copy())
+        v = np.array(values, dtype=np.float64)  # a copy of its own, whatever the caller keeps
+        if all_finite(v):
+            self._latest = (float(stamp), v)
 
     def fresh(self, now: float, max_age_s: float) -> np.ndarray | None:
         """The position when it is at most max_age_s old (and not from the future beyond it)."""

@@ -576,3 +576,63 @@ def test_inference_and_control_threads_run_on_their_cpus(ctx):
     finally:
         node.stop()
         node.destroy_node()
+
+
+@pytest.mark.parametrize("unlocked", [True, False])
+def test_the_control_ticks_middleware_calls_take_and_publish_either_way(ctx, unlocked):
+    """control_unlocked_calls: the joint-state take and the command publish through rcl with
+    the interpreter lock released (node/rcl_unlocked.py), or rclpy's; either way a joint state
+    sent is the measured pose and a command reaches a subscriber, and `oxygen: control` says
+    which calls the node makes."""
+    from rclpy.qos import qos_profile_sensor_data
+    from sensor_msgs.msg import JointState
+
+    names = [f"joint_{i}" for i in range(1, 7)]
+    node = OxygenNode(context=ctx, parameter_overrides=[
+        Parameter("model.num_threads", value=1), Parameter("joint_names", value=names),
+        Parameter("joint_state_topic", value=f"/test/unlocked_{unlocked}/joints"),
+        Parameter("control_unlocked_calls", value=unlocked)])
+    peer = rclpy.create_node(f"unlocked_peer_{unlocked}", context=ctx)
+    got = []
+    try:
+        assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
+        rt = node.rt
+        assert rt.control.middleware_calls == ("rcl, interpreter lock released" if unlocked else
+                                               "rclpy, holding the interpreter lock "
+                                               "(control_unlocked_calls false)")
+        control = next(s for s in node._diagnostics() if s[0] == "control")
+        assert control[3]["middleware_calls"] == rt.control.middleware_calls
+        pub = peer.create_publisher(JointState, f"/test/unlocked_{unlocked}/joints",
+                                    qos_profile_sensor_data)
+        sub = peer.create_subscription(JointState, "/oxygen/joint_command",
+                                       lambda m: got.append(list(m.position)), 10)
+        deadline = time.monotonic() + 5.0
+        while (pub.get_subscription_count() < 1 or sub.get_publisher_count() < 1) \
+                and time.monotonic() < deadline:
+            time.sleep(0.01)
+        js = JointState(name=names, position=[0.25 * i for i in range(6)])
+        js.header.stamp = node.get_clock().now().to_msg()
+        pub.publish(js)
+        deadline = time.monotonic() + 5.0
+        while rt.inputs.measured.fresh(node.get_clock().now().nanoseconds * 1e-9, 5.0) is None \
+                and time.monotonic() < deadline:
+            rt.inputs.poll()
+            time.sleep(0.01)
+        pose = rt.inputs.measured.fresh(node.get_clock().now().nanoseconds * 1e-9, 5.0)
+        assert pose is not None and np.allclose(pose, [0.25 * i for i in range(6)])
+        rt.pubs.joint_command.on_activate(None)  # as activate does (no control thread here)
+        rt.pubs.command(names, np.linspace(-0.5, 0.5, 6), Time(sec=7, nanosec=8))
+        deadline = time.monotonic() + 5.0
+        from rclpy.executors import SingleThreadedExecutor
+
+        ex = SingleThreadedExecutor(context=ctx)
+        ex.add_node(peer)
+        while not got and time.monotonic() < deadline:
+            ex.spin_once(timeout_sec=0.05)
+        ex.shutdown()
+        assert got and np.allclose(got[0], np.linspace(-0.5, 0.5, 6))
+        assert node.trigger_cleanup() == TransitionCallbackReturn.SUCCESS
+    finally:
+        peer.destroy_node()
+        node.stop()
+        node.destroy_node()
