@@ -123,9 +123,6 @@ class ControlLoop:
         self._timer = None
         # what the control thread runs under (diagnostics): the timing to expect differs
         self.scheduling = "not started"
-        # how the joint-state take and the command publish call the middleware (the node sets
-        # it: node/rcl_unlocked.py)
-        self.middleware_calls = "rclpy"
         self.ticks: collections.deque[float] = collections.deque(maxlen=256)
         self.commands = 0
         self.stale_ticks = 0
@@ -435,7 +432,6 @@ class ControlLoop:
             "limited_joints": ", ".join(limited),
             "gated_chunks": self.shaper.gated, "last_gate_refusal": self.gate_message,
             "control_scheduling": self.scheduling,
-            "middleware_calls": self.middleware_calls,
             # p50 / p99 / max of the period between the last (up to 256) commands of the last
             # 2 s; p50 / p99 of how late the thread woke for its ticks, and the worst
             "command_period_ms": ("n/a" if not periods else

@@ -68,7 +68,6 @@ from oxygen_ros.robot.shaper import MeasuredPose
 from oxygen_ros.robot.values import joint_layout, joint_state_to_vector
 
 from .conversions import sec_to_stamp
-from .rcl_unlocked import Rcl, UnlockedTake
 
 BAD_WINDOW_S = 2.0  # a bad message keeps its topic WARN this long
 HEALTH_WINDOW_S = 2.0  # rates, losses and lags are of the last this many seconds
@@ -118,10 +117,7 @@ class Inputs:
                  joint_names: Sequence[str], tolerance_s: float, max_offset_s: float,
                  warn: Callable[[str, str], None], transports: Sequence[str] = (),
                  max_side: int = DEFAULT_MAX_SIDE, reliability: str = "auto",
-                 max_skew_s: float = 0.25, min_rate_hz: float = 0.0, max_age_s: float = 0.1,
-                 rcl: Rcl | None = None) -> None:
-        """rcl: the joint-state take through rcl with the interpreter lock released
-        (node/rcl_unlocked.py); None: rclpy's take."""
+                 max_skew_s: float = 0.25, min_rate_hz: float = 0.0, max_age_s: float = 0.1) -> None:
         if reliability not in RELIABILITIES:
             raise ValueError(f"camera reliability must be one of {RELIABILITIES}, got {reliability!r}")
         self._node = node
@@ -166,7 +162,6 @@ class Inputs:
         self._gather: np.ndarray | None = None
         self._joint_sub = node.create_subscription(JointState, joint_topic, lambda m: None,
                                                    JOINT_QOS, callback_group=PolledGroup())
-        self._unlocked = None if rcl is None else UnlockedTake(rcl, self._joint_sub)
         self._idle_timer = node.create_timer(1.0 / IDLE_POLL_HZ, self._idle_poll)
         self._qos_timer = (node.create_timer(QOS_CHECK_S, self.match_publishers)
                            if reliability == "auto" else None)
@@ -218,15 +213,10 @@ class Inputs:
         if self._idle_timer is not None:
             self._node.destroy_timer(self._idle_timer)
             self._idle_timer = None
-        with self._poll_lock:  # no take runs on what is freed
-            if self._unlocked is not None:
-                self._unlocked.close()
-                self._unlocked = None
-            joint_sub, self._joint_sub = self._joint_sub, None
-        for sub in (*self._cams, joint_sub):
+        for sub in (*self._cams, self._joint_sub):
             if sub is not None:
                 self._node.destroy_subscription(sub)
-        self._cams = []
+        self._cams, self._joint_sub = [], None
 
     def open(self) -> None:
         self.mailbox.reopen()
@@ -325,9 +315,7 @@ class Inputs:
                 # KEEP_LAST 1: one take is the newest (one that comes meanwhile waits for the
                 # next tick: a second take per tick would cost every tick, for a message a few
                 # microseconds newer)
-                if self._unlocked is not None:  # the interpreter lock released meanwhile
-                    taken = self._unlocked.take()
-                elif sub is not None:
+                if sub is not None:
                     with sub.handle:
                         taken = sub.handle.take_message(sub.msg_type, True)  # serialized
             except Exception:  # noqa: BLE001 - destroyed meanwhile (cleanup): nothing to take

@@ -54,7 +54,6 @@ from .diagnostics import Diagnostics
 from .inference_worker import InferenceWorker
 from .inputs import Inputs
 from .publishers import Publishers
-from .rcl_unlocked import Probe
 from .questions import ABORTED_CLEANUP, ABORTED_DEACTIVATE, Questions
 from .recording import Recording
 from .text import TextIO, text_bound_reason
@@ -206,16 +205,12 @@ class OxygenNode(LifecycleNode):
         _warn_no_skip(self, command)
         player = ChunkPlayer.from_config(command)
         heads = head_names(built.model_config)
-        # the control tick's take and publish with the interpreter lock released, where the
-        # probe passes (node/rcl_unlocked.py)
-        rcl, why = Probe.run(self) if p["control_unlocked_calls"] else (None, "control_unlocked_calls false")
-        pubs = Publishers(self, p["command_type"], heads, robot.command_field, rcl=rcl)
+        pubs = Publishers(self, p["command_type"], heads, robot.command_field)
         inputs = Inputs(self, p["camera_topics"], p["joint_state_topic"], list(robot.state_names),
                         p["stamp_tolerance_s"], p["max_stamp_offset_s"], self._warn,
                         transports=built.camera_transports, max_side=p["camera_max_side"],
                         reliability=p["camera_reliability"], max_skew_s=p["max_stamp_skew_s"],
-                        min_rate_hz=p["joint_state_min_rate_hz"], max_age_s=p["joint_state_max_age_s"],
-                        rcl=rcl)
+                        min_rate_hz=p["joint_state_min_rate_hz"], max_age_s=p["joint_state_max_age_s"])
         text = TextIO(self, pubs, Questions(int(p["ask.max_open"])), built.engine, self._warn,
                       active=lambda: self.active)
         shaper = CommandShaper(len(names), tick_s, *command.shaper_limits(), rates=command.rates,
@@ -224,8 +219,6 @@ class OxygenNode(LifecycleNode):
         control = ControlLoop(self, player, names, pubs.command, self._warn, shaper, inputs.measured,
                               p["deadman.topic"], p["deadman.timeout_s"], robot=robot,
                               poll=inputs.poll, cpu=inputs.cpu)
-        control.middleware_calls = ("rcl, interpreter lock released" if rcl is not None
-                                    else f"rclpy, holding the interpreter lock ({why})")
         # self.rt.mapping is read per frame: joint limits are live for normalisation too
         worker = InferenceWorker(built.engine, lambda: self.rt.mapping, player, inputs.mailbox, pubs,
                                  text, names, p["instruction"], p["markers.frame_id"], self._warn, self,

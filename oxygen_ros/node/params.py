@@ -182,10 +182,6 @@ NODE_PARAMETERS: tuple[Spec, ...] = (
     Spec("control_cpus", "int_array", [], "CPUs of the control thread (empty = any; not with "
          "use_sim_time, whose ticks run in the executor)", CONFIGURE,
          constraint="CPUs this process may run on"),
-    Spec("control_unlocked_calls", "bool", True, "the control tick's joint-state take and "
-         "command publish call rcl with the interpreter lock released, so the model's thread "
-         "runs meanwhile (probed once per process; rclpy's calls when the probe fails: "
-         "`oxygen: control` middleware_calls says which)", CONFIGURE),
     Spec("camera_topics", "string_array", ["/camera/image_raw"], "camera image topics (model "
          "camera order unless camera_keys pairs them)", CONFIGURE, nonempty=True,
          constraint="1..model cameras"),

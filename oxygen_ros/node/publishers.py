@@ -21,7 +21,6 @@ from oxygen_ros.robot.command_config import clip_to_limits
 
 from . import conversions as conv
 from .outputs import COMMAND_OUTPUTS, COMMAND_TOPIC, OUTPUTS
-from .rcl_unlocked import Rcl, UnlockedPublisher
 
 RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
 # text streams: a burst of questions produces one final per question; keep room for them
@@ -36,11 +35,8 @@ def head_topic(name: str) -> str:
 
 class Publishers:
     def __init__(self, node, command_type: str = "joint_state", heads: Sequence[str] = (),
-                 field: str = "position", rcl: Rcl | None = None) -> None:
+                 field: str = "position") -> None:
         self._node = node
-        # rcl's publish with the interpreter lock released (node/rcl_unlocked.py; None: rclpy's)
-        self._rcl = rcl
-        self._unlocked: UnlockedPublisher | None = None
         mk = node.create_lifecycle_publisher
         # the command's message type and converter by command_type (outputs.COMMAND_OUTPUTS);
         # `field`: the JointState / trajectory field the values go in (RobotInterface.command_field)
@@ -79,22 +75,9 @@ class Publishers:
         message; the bytes on the wire are the same."""
         writer = self.command_writer(names)
         if writer is not None and len(values) == writer.count:
-            data = writer.write(values, stamp.sec, stamp.nanosec)
-            unlocked = self._unlocked_command()
-            if unlocked is not None:
-                unlocked.publish(data)
-            else:
-                self.joint_command.publish(data)
+            self.joint_command.publish(writer.write(values, stamp.sec, stamp.nanosec))
         else:
             self.joint_command.publish(self.command_message(names, values, stamp))
-
-    def _unlocked_command(self) -> UnlockedPublisher | None:
-        """The unlocked publish of ~/joint_command's current publisher (made on first use)."""
-        if self._rcl is None:
-            return None
-        if self._unlocked is None or self._unlocked.publisher is not self.joint_command:
-            self._unlocked = UnlockedPublisher(self._rcl, self.joint_command)
-        return self._unlocked
 
     def command_writer(self, names: Sequence[str]) -> CommandBytes | None:
         """The bytes writer of ~/joint_command for these names (made on the first command with

@@ -5,8 +5,7 @@ import pytest
 
 pytest.importorskip("rclpy")
 
-from oxygen_ros.bench.suite.humanoid_io import (RUNS, abba, alternation, base_of, comparable,  # noqa: E402
-                                               needs_configure, node_params, ratios, row_name)
+from oxygen_ros.bench.suite.humanoid_io import RUNS, abba, alternation, base_of, comparable, ratios, row_name  # noqa: E402
 
 
 def _r(run: str, rep: int, hz: float, repeats: int = 2) -> dict:
@@ -72,16 +71,3 @@ def test_only_phases_of_the_same_model_and_placement_alternate():
     assert "differ" in comparable(RUNS["1cam-raw-base"], RUNS[LOADED])
     assert "differ" in comparable(RUNS[BASE], RUNS["3cam-raw-js500-cmd200-fifo-pinned"])
     assert "slowed" in comparable(RUNS[BASE], RUNS["3cam-raw-js500-cmd200-slow-joints"])
-
-
-def test_the_middleware_calls_alternate_with_a_configure_per_phase():
-    """control_unlocked_calls is configure-time: its two settings alternate in one process,
-    each phase configured with its own; the node is started with the phase's setting."""
-    rclpy_calls, unlocked = RUNS["3cam-raw-js500-cmd200-fifo-rclpy"], RUNS[LOADED]
-    assert comparable(rclpy_calls, unlocked) is None
-    assert needs_configure(rclpy_calls, unlocked)
-    assert needs_configure(RUNS[BASE], unlocked)  # the command rate differs
-    assert not needs_configure(RUNS["3cam-raw-js50-cmd200-fifo"], unlocked)  # the joints alone
-    assert "control_unlocked_calls:=false" in node_params(rclpy_calls, ["/cam"], None)
-    assert "control_unlocked_calls:=true" in node_params(unlocked, ["/cam"], None)
-    assert rclpy_calls.baseline == "3cam-raw-base-fifo-rclpy" and rclpy_calls.baseline in RUNS

@@ -3,7 +3,9 @@ calls it in a loop: beside a call that releases the lock the counter keeps its i
 one that holds it (like pure Python) it gets about half. rclpy's publish and take are measured
 against the same calls through rcl with the lock released (node/rcl_unlocked.py).
 
-    source scripts/env.sh && python benchmarks/results/humanoid-io-2026-12-07-c/gil_share.py
+    git checkout 34e4184 && source scripts/env.sh && python benchmarks/results/humanoid-io-2026-12-07-c/gil_share.py
+
+(node/rcl_unlocked.py exists at commit 34e4184 only: it was reverted after these measurements.)
 """
 import threading, time, rclpy, sys, hashlib
 from sensor_msgs.msg import JointState

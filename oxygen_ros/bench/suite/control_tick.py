@@ -7,9 +7,7 @@ in-process (--preset, default `balanced`; nothing is inferred), a chunk is hande
 ticks (a new chunk cross-fades in, as at a few frames a second), a publisher sends a JointState
 of --joints joints before every tick, and the tick runs --ticks times in a loop. Printed: the
 thread CPU time per tick and the part of it the joint-state take used; with --profile, the
-functions that cost most. The CPU time includes the take's and the publish's middleware calls,
-which with `control_unlocked_calls` (node/rcl_unlocked.py) run with the interpreter lock released:
-CPU the tick still uses, but no longer lock time the model's thread waits for.
+functions that cost most.
 
     source scripts/env.sh && oxygen-bench control-tick --joints 30
 """
@@ -95,8 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         take = rt.inputs.cpu.totals["joint_states"] - take0
         print(f"{args.joints} joints, {args.ticks} ticks, {sent} commands sent: "
               f"{cpu / args.ticks * 1e6:.1f} us CPU per tick, of which the joint-state take "
-              f"{take / args.ticks * 1e6:.1f} us{' (profiled: slower)' if prof else ''}; "
-              f"middleware calls: {rt.control.middleware_calls}")
+              f"{take / args.ticks * 1e6:.1f} us{' (profiled: slower)' if prof else ''}")
         if sent != args.ticks:
             print(f"WARNING: {args.ticks - sent} ticks sent no command ({rt.control.holding!r})")
         if prof is not None:

@@ -69,13 +69,12 @@ class Run:
     slow: str = ""  # "joints" / "camera": that stream at a tenth for the second half
     priority: int = 0  # the node's control_priority (SCHED_FIFO; the inference thread one below)
     pinned: bool = False  # the model's thread on a CPU of its own, everything else on the others
-    unlocked: bool = True  # the node's control_unlocked_calls (False: rclpy's calls, as before)
 
     @property
     def baseline(self) -> str:
         """The run without the input load this one is compared with."""
         return (f"{self.cameras}cam-{self.transport}-base" + ("-fifo" if self.priority else "")
-                + ("-pinned" if self.pinned else "") + ("" if self.unlocked else "-rclpy"))
+                + ("-pinned" if self.pinned else ""))
 
 
 def placement() -> tuple[list[int], list[int]]:
@@ -115,14 +114,6 @@ def _runs() -> list[Run]:
                      pinned=True) for j in (500, 1000) for c in (200, 500)]
     runs += [Run(f"3cam-raw-js500-cmd200-slow-{what}-fifo-pinned", 3, "raw", 500, 200, what, priority=20,
                  pinned=True) for what in ("joints", "camera")]
-    # the control tick's middleware calls holding the interpreter lock (rclpy's), as before
-    # control_unlocked_calls: against the same configurations with it (node/rcl_unlocked.py)
-    for cams in (1, 3):
-        runs += [Run(f"{cams}cam-raw-base-fifo-rclpy", cams, "raw", 50, 50, priority=20, unlocked=False),
-                 Run(f"{cams}cam-raw-js500-cmd200-fifo-rclpy", cams, "raw", 500, 200, priority=20,
-                     unlocked=False)]
-    runs.append(Run("1cam-raw-base-fifo", 1, "raw", 50, 50, priority=20))
-    runs.append(Run("1cam-raw-js500-cmd200-fifo", 1, "raw", 500, 200, priority=20))
     return runs
 
 
@@ -163,7 +154,7 @@ def node_params(run: Run, topics: list[str], ck: Path | None) -> list[str]:
         f"camera_topics:={json.dumps(topics)}",
         f"camera_transports:={json.dumps([run.transport] * len(topics))}",
         f"control_rate_hz:={run.control_hz:.1f}", f"chunk_rate_hz:={CHUNK_HZ:.1f}",
-        f"control_priority:={run.priority}", f"control_unlocked_calls:={str(run.unlocked).lower()}",
+        f"control_priority:={run.priority}",
         *([f"inference_cpus:={placement()[0]}", f"control_cpus:={placement()[1]}"] if run.pinned else []),
         # a loaded machine makes frames slow: chunks must not be stale on arrival (the timing of
         # the commands is measured, not what a slow model makes of them)
@@ -353,12 +344,6 @@ def comparable(base: Run, loaded: Run) -> str | None:
     return None
 
 
-def needs_configure(base: Run, loaded: Run) -> bool:
-    """Whether a phase must start with a cleanup and configure: what only a configure changes
-    differs (control_rate_hz, control_unlocked_calls); else only the joint driver's rate."""
-    return (base.control_hz, base.unlocked) != (loaded.control_hz, loaded.unlocked)
-
-
 def abba(base: Run, loaded: Run, phases: int) -> list[Run]:
     """`phases` of each in the order base, loaded, loaded, base, ...: a drift of the machine's
     speed that is linear over a block of four weighs on both alike."""
@@ -373,9 +358,8 @@ def measure_alternating(base: Run, loaded: Run, phases: int, seconds: float, war
     activated; then `warm` s after its first frame, `seconds` measured. Between node processes
     a base's own rate varied up to 9 % on a shared VM (humanoid-io-2026-12-07): phases of one
     process, alternated, leave that variation and the machine's drift out of the ratio. Two
-    configurations with the same command rate and middleware calls differ only in the joint
-    driver's rate: their phases follow each other without the lifecycle round (only the
-    driver's rate changes)."""
+    configurations with the same command rate differ only in the joint driver's rate: their
+    phases follow each other without the lifecycle round (only the driver's rate changes)."""
     from lifecycle_msgs.msg import Transition
     import rclpy
 
@@ -383,7 +367,7 @@ def measure_alternating(base: Run, loaded: Run, phases: int, seconds: float, war
     if reason:
         raise ValueError(f"--alternate: {reason}")
     order = abba(base, loaded, phases)
-    reconfigure = needs_configure(base, loaded)
+    reconfigure = base.control_hz != loaded.control_hz
     rclpy.init()
     node = rclpy.create_node("oxygen_humanoid_io_bench")
     robot = FakeHumanoid(order[0].joint_hz, base.cameras, base.transport, joint_priority=joint_priority,
@@ -402,8 +386,7 @@ def measure_alternating(base: Run, loaded: Run, phases: int, seconds: float, war
             if reconfigure:
                 services.transition(Transition.TRANSITION_DEACTIVATE)
                 services.transition(Transition.TRANSITION_CLEANUP)
-                services.set({"control_rate_hz": float(run.control_hz),
-                              "control_unlocked_calls": run.unlocked})
+                services.set({"control_rate_hz": float(run.control_hz)})
                 services.transition(Transition.TRANSITION_CONFIGURE)
                 services.transition(Transition.TRANSITION_ACTIVATE)
             _wait_frame(outs, proc, log_path)
@@ -527,9 +510,9 @@ def alternation(results: list[dict]) -> list[str]:
         return []
     lines = ["", "## Base and loaded phases in one node process (`--alternate`)", "",
              "Each process runs the configuration without the load and the loaded one as phases in "
-             "the order without, loaded, loaded, without, ...; where their command rates or "
-             "control_unlocked_calls differ, every phase starts with the node cleaned up and "
-             "configured again with the phase's, else only the joint driver's rate changes. Ratio: the loaded phases' "
+             "the order without, loaded, loaded, without, ...; where their command rates differ, "
+             "every phase starts with the node cleaned up and configured again at the phase's "
+             "command rate, else only the joint driver's rate changes. Ratio: the loaded phases' "
              "mean action Hz over the others' mean; per block: the same within each block of four "
              "phases, and their median and range.", "",
              "| process | without / with the load | phases without, frames/s | loaded phases frames/s "

@@ -2,13 +2,12 @@
 code, not the node's): put this folder first on PYTHONPATH and run the benchmark; every node
 process (`oxygen_ros.cli.node` on its command line) then times, on its control thread, the
 whole tick, the joint-state take (`Inputs.poll`), the Python part of that take
-(`Inputs._joint_bytes_cb`) and rclpy's publish (`Publisher.publish`, only while the node uses
-rclpy's calls), in thread CPU time, and writes p50 / mean over the newest 6000 of each to
+(`Inputs._joint_bytes_cb`) and rclpy's publish (`Publisher.publish`), in thread CPU time, and writes p50 / mean over the newest 6000 of each to
 $TICK_PARTS_OUT/parts-<pid>.json every 5 s (default: the current folder).
 
     D=benchmarks/results/humanoid-io-2026-12-07-c
     PYTHONPATH=$D/tick_parts:$PYTHONPATH TICK_PARTS_OUT=$D/tick_parts \\
-        oxygen-bench humanoid-io --runs 3cam-raw-js500-cmd200-fifo-rclpy --seconds 30 --out /tmp/parts
+        oxygen-bench humanoid-io --runs 3cam-raw-js500-cmd200-fifo --seconds 30 --out /tmp/parts
 """
 import json
 import os
