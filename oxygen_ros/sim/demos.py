@@ -26,6 +26,8 @@ success) and carry `caption_only` (no action loss: their targets are wrong on pu
 expert's successful episodes alone teach that "the hand came down / pushed past the object"
 means success, and a policy whose hand did that beside the object then claimed a success that
 had not happened (docs/simulation.md, "Memory that never claims what has not happened").
+`--high-miss-episodes H` adds H more per task whose expert hovers beside and above the object
+(high_miss_offset), after the missing ones (tried, not used by the committed checkpoint).
 """
 from __future__ import annotations
 
@@ -68,6 +70,18 @@ def miss_offset(seed: int) -> np.ndarray:
     return np.array([dist * np.cos(angle), dist * np.sin(angle), up])
 
 
+def high_miss_offset(seed: int) -> np.ndarray:
+    """Where a high missing episode's expert aims, relative to the object (m), drawn from the
+    seed: 3-11 cm away in x-y and 3-12 cm up, where it hovers. Where a failing policy's hand was
+    seen while its memory named the last stage: door-unlock's "turning the lock" said with the
+    hand a median 7.5 cm past the lock in x and 5-7 cm above it, the lock never touched
+    (benchmarks/results/sim-eval-2026-12-07); miss_offset's aims beside the object stay within
+    3 cm of its height."""
+    rng = np.random.default_rng(seed)
+    angle, dist = rng.uniform(0, 2 * np.pi), rng.uniform(0.03, 0.11)
+    return np.array([dist * np.cos(angle), dist * np.sin(angle), rng.uniform(0.03, 0.12)])
+
+
 def record_episode(env, seed: int, frame_stride: int = 1, after: int = 8,
                    aim_offset: np.ndarray | None = None, max_steps: int | None = None) -> dict:
     """One expert episode -> arrays (images, state, target, step, caption text), success and
@@ -100,9 +114,12 @@ def record_episode(env, seed: int, frame_stride: int = 1, after: int = 8,
 
 def record(task_names: list[str], episodes: int, seed: int, frame_stride: int = 1,
            image_size: int = IMAGE_SIZE, camera: str | None = None, after: int = 8,
-           progress: bool = True, miss_episodes: int = 0, miss_steps: int = 80) -> tuple[Demos, dict]:
-    """Record `episodes` expert episodes per task (successful ones kept) and `miss_episodes`
-    caption-only missing episodes per task (all kept); returns the dataset and a summary."""
+           progress: bool = True, miss_episodes: int = 0, miss_steps: int = 80,
+           high_miss_episodes: int = 0) -> tuple[Demos, dict]:
+    """Record `episodes` expert episodes per task (successful ones kept), `miss_episodes`
+    caption-only missing episodes per task (miss_offset) and `high_miss_episodes` more hovering
+    beside and above the object (high_miss_offset; their layout seeds follow the missing ones', so a
+    recording without them is the same as before), all kept; returns the dataset and a summary."""
     from . import DEFAULT_CAMERA, SimEnv, get_task
 
     camera = camera or DEFAULT_CAMERA
@@ -117,17 +134,20 @@ def record(task_names: list[str], episodes: int, seed: int, frame_stride: int = 
     if progress:
         from tqdm import tqdm
 
-        bar = tqdm(total=(episodes + miss_episodes) * len(tasks), desc="demos", unit="ep")
+        bar = tqdm(total=(episodes + miss_episodes + high_miss_episodes) * len(tasks), desc="demos",
+                   unit="ep")
     kept = 0
     for ti, task in enumerate(tasks):
         env = SimEnv(task, image_size=image_size, camera=camera)
         ok, lengths, missed, miss_frames = 0, [], 0, 0
         try:
-            for e in range(episodes + miss_episodes):
+            for e in range(episodes + miss_episodes + high_miss_episodes):
                 miss = e >= episodes
                 lseed = layout_seed(seed, ti, MISS_SEED_OFFSET + e - episodes if miss else e)
-                ep = record_episode(env, lseed, frame_stride, after,
-                                    aim_offset=miss_offset(lseed) if miss else None,
+                aim = None
+                if miss:
+                    aim = miss_offset(lseed) if e < episodes + miss_episodes else high_miss_offset(lseed)
+                ep = record_episode(env, lseed, frame_stride, after, aim_offset=aim,
                                     max_steps=miss_steps if miss else None)
                 if bar is not None:
                     bar.update(1)
@@ -154,13 +174,14 @@ def record(task_names: list[str], episodes: int, seed: int, frame_stride: int = 
             env.close()
         summary[task.name] = {"episodes": episodes, "successes": ok,
                               "median_steps": float(np.median(lengths)) if lengths else None,
-                              "miss_episodes": miss_episodes, "missed": missed,
+                              "miss_episodes": miss_episodes + high_miss_episodes, "missed": missed,
                               "miss_frames": miss_frames}
     if bar is not None:
         bar.close()
     meta = {"seed": seed, "frame_stride": frame_stride, "image_size": image_size, "camera": camera,
             "after_success_steps": after, "recorder_version": RECORDER_VERSION,
             "episodes_per_task": episodes, "miss_episodes_per_task": miss_episodes,
+            "high_miss_episodes_per_task": high_miss_episodes,
             "miss_steps": miss_steps, "seconds": round(time.perf_counter() - t0, 1)}
     demos = Demos(**{k: np.concatenate(v) for k, v in parts.items()},
                   tasks=[t.name for t in tasks], instructions=[t.instruction for t in tasks],
@@ -220,6 +241,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--after", type=int, default=8, help="steps recorded after success")
     p.add_argument("--miss-episodes", type=int, default=0,
                    help="caption-only episodes per task whose expert aims beside the object")
+    p.add_argument("--high-miss-episodes", type=int, default=0,
+                   help="caption-only episodes per task whose expert hovers 3-11 cm beside and 3-12 cm "
+                        "above the object")
     p.add_argument("--miss-steps", type=int, default=80, help="steps of a missing episode")
     p.add_argument("--out", required=True, help="dataset file (.npz)")
     p.add_argument("--relabel", default=None,
@@ -240,12 +264,15 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"unknown tasks {unknown}; known: {', '.join(ALL_TASKS)}")
     if a.episodes < 1:
         p.error("--episodes must be >= 1")
-    if a.miss_episodes < 0 or a.miss_episodes > MISS_SEED_OFFSET or a.miss_steps < 1:
-        p.error(f"--miss-episodes must be 0..{MISS_SEED_OFFSET} and --miss-steps >= 1")
+    if (a.miss_episodes < 0 or a.high_miss_episodes < 0
+            or a.miss_episodes + a.high_miss_episodes > MISS_SEED_OFFSET or a.miss_steps < 1):
+        p.error(f"--miss-episodes and --high-miss-episodes must be >= 0, together at most "
+                f"{MISS_SEED_OFFSET}, and --miss-steps >= 1")
     if a.episodes > MISS_SEED_OFFSET:
         p.error(f"--episodes must be <= {MISS_SEED_OFFSET} (the missing episodes' seeds follow)")
     demos, summary = record(names, a.episodes, a.seed, a.frame_stride, a.image_size, a.camera,
-                            a.after, miss_episodes=a.miss_episodes, miss_steps=a.miss_steps)
+                            a.after, miss_episodes=a.miss_episodes, miss_steps=a.miss_steps,
+                            high_miss_episodes=a.high_miss_episodes)
     out = demos.save(a.out)
     print(json.dumps({"out": str(out), **summary}, indent=2))
     return 0

@@ -197,9 +197,10 @@ def node_parameters(setting: Setting, opts: NodeOptions, sim: Any, bag: Path,
                           "/oxygen/instruction", "/diagnostics", sim.episode_topic],
     }
     if _is_aloha(sim):
-        from .aloha.env import TRACKING_TOLERANCE
+        from .aloha.env import REPLAN_STEPS, TRACKING_TOLERANCE
 
         p["max_tracking_error"] = list(TRACKING_TOLERANCE)
+        p["chunk_replan_steps"] = REPLAN_STEPS
     if opts.tokenizer:
         p["model.tokenizer"] = opts.tokenizer
     if opts.memory_prompt:

@@ -65,6 +65,45 @@ def test_missing_episode_is_labelled_with_what_it_shows_and_trains_no_action(env
     assert summary["button-press-topdown"]["miss_frames"] == int((~first).sum())
 
 
+def test_high_missing_episodes_hover_beside_and_above_the_object_and_follow_the_others():
+    """Where a failing policy's hand was while its memory said "turning the lock" (7.5 cm past
+    the lock, 5-7 cm above it): recorded there, the frames are labelled "reaching the lock",
+    caption-only; a recording without these episodes is unchanged."""
+    from oxygen_ros.sim import SimEnv
+    from oxygen_ros.sim.demos import high_miss_offset, record, record_episode
+
+    offs = np.array([high_miss_offset(s) for s in range(60)])
+    np.testing.assert_array_equal(offs[7], high_miss_offset(7))  # seeded
+    xy = np.hypot(offs[:, 0], offs[:, 1])
+    assert xy.min() >= 0.03 and xy.max() <= 0.11
+    assert offs[:, 2].min() >= 0.03 and offs[:, 2].max() <= 0.12
+
+    task = get_task("door-unlock")
+    e = SimEnv(task)
+    try:
+        ep = record_episode(e, seed=3, frame_stride=2, aim_offset=np.array([0.075, 0.0, 0.06]),
+                            max_steps=100)
+        done = record_episode(e, seed=3, frame_stride=2)
+    finally:
+        e.close()
+    assert done["success"] and not ep["success"]
+    assert set(ep["captions"]) == {"reaching the lock"}
+    # the hand ends where a successful turn ends in x, higher
+    assert abs(ep["state"][-1, 0] - done["state"][-1, 0]) < 0.03
+    assert ep["state"][-1, 2] > done["state"][-1, 2] + 0.02
+
+    plain, _ = record(["button-press-topdown"], 1, seed=0, frame_stride=4, progress=False,
+                      miss_episodes=1, miss_steps=40)
+    more, summary = record(["button-press-topdown"], 1, seed=0, frame_stride=4, progress=False,
+                           miss_episodes=1, miss_steps=40, high_miss_episodes=1)
+    n = len(plain)
+    np.testing.assert_array_equal(more.images[:n], plain.images)
+    np.testing.assert_array_equal(more.caption[:n], plain.caption)
+    assert len(more) > n and more.caption_only[n:].all()
+    assert summary["button-press-topdown"]["miss_episodes"] == 2
+    assert more.meta["high_miss_episodes_per_task"] == 1
+
+
 def test_a_success_the_camera_does_not_show_is_labelled_with_the_last_stage():
     """door-unlock's success turns a lock of a few pixels under the gripper: the memory's label
     stays the stage the picture shows, never the claim; the button's success is labelled."""

@@ -263,6 +263,24 @@ def test_the_aloha_node_resumes_after_a_hold_with_a_gripper_holding_the_cube(tmp
     assert q["max_tracking_error"] == [0.1]
 
 
+def test_the_aloha_evaluation_follows_each_plan_for_the_measured_steps():
+    """The bimanual evaluation's node follows each chunk for 8 targets (the setting its results
+    were measured with) without being told; --param still wins, and Meta-World's node keeps the
+    node's default (every newer chunk at once)."""
+    from oxygen_ros.sim.aloha.node import AlohaSimConfig
+    from oxygen_ros.sim.node import SimConfig
+
+    p = node_parameters(Setting("isolated"), NodeOptions("/ckpt"), AlohaSimConfig(),
+                        bag=Path("/b"), instruction="x")
+    assert p["chunk_replan_steps"] == 8
+    q = node_parameters(Setting("isolated"), NodeOptions("/ckpt", extra={"chunk_replan_steps": 0}),
+                        AlohaSimConfig(), bag=Path("/b"), instruction="x")
+    assert q["chunk_replan_steps"] == 0
+    m = node_parameters(Setting("isolated"), NodeOptions("/ckpt"), SimConfig(), bag=Path("/b"),
+                        instruction="x")
+    assert "chunk_replan_steps" not in m
+
+
 def test_time_to_success_is_the_first_success_when_the_episode_goes_on(tmp_path):
     """An ALOHA episode kept going past its success (--after-success) ends later than it
     succeeded: the summary's time to success is the success's, not the episode's end; the flag

@@ -37,6 +37,10 @@ JOINT_NAMES: tuple[str, ...] = tuple(f"vx300s_{side}/{j}" for side in ("left", "
 # grasp as a measured-pose jump and never resume
 TRACKING_TOLERANCE: tuple[float, ...] = tuple(1.0 if j == "gripper" else 0.2
                                               for _side in ("left", "right") for j in ARM_JOINTS)
+# the node's chunk_replan_steps for this robot's evaluation: each chunk followed for 8 targets
+# (0.32 s at 25 Hz) before a newer one takes over; through the node, the first 20 transfer-cube
+# layouts: 0 -> 15/20, 8 -> 17/20, 16 -> 14/20, 24 -> 8/20 (docs/aloha.md)
+REPLAN_STEPS = 8
 PHYSICS_DT = 0.002  # MuJoCo's default timestep in gym-aloha's scene
 SUBSTEPS = 10  # physics steps per control period
 # gym-aloha's contact tests flicker for a period or two while a grasp holds (measured on the
