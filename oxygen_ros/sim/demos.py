@@ -50,6 +50,14 @@ def layout_seed(seed: int, task_index: int, episode: int) -> int:
     return seed * 1_000_000 + task_index * 10_000 + episode
 
 
+def _around(rng: np.random.Generator, dist: tuple[float, float], up: tuple[float, float]) -> np.ndarray:
+    """An offset in a random x-y direction, `dist` away in x-y and `up` above (m, uniform ranges;
+    drawn in that order: direction, distance, height)."""
+    angle = rng.uniform(0, 2 * np.pi)
+    d, z = rng.uniform(*dist), rng.uniform(*up)
+    return np.array([d * np.cos(angle), d * np.sin(angle), z])
+
+
 def miss_offset(seed: int) -> np.ndarray:
     """Where a missing episode's expert aims, relative to the object (m), drawn from the seed.
     A third each: short (within 1.5 cm in x-y, 2-4 cm up: the hand reaches the object and pushes
@@ -62,24 +70,19 @@ def miss_offset(seed: int) -> np.ndarray:
     if kind == 2:
         v = rng.normal(size=3)
         return v / np.linalg.norm(v) * rng.uniform(0.08, 0.20)
-    angle = rng.uniform(0, 2 * np.pi)
     if kind == 1:
-        dist, up = rng.uniform(0.03, 0.08), rng.uniform(0.0, 0.03)
-    else:
-        dist, up = rng.uniform(0.0, 0.015), rng.uniform(0.02, 0.04)
-    return np.array([dist * np.cos(angle), dist * np.sin(angle), up])
+        return _around(rng, (0.03, 0.08), (0.0, 0.03))
+    return _around(rng, (0.0, 0.015), (0.02, 0.04))
 
 
 def high_miss_offset(seed: int) -> np.ndarray:
     """Where a high missing episode's expert aims, relative to the object (m), drawn from the
     seed: 3-11 cm away in x-y and 3-12 cm up, where it hovers. Where a failing policy's hand was
     seen while its memory named the last stage: door-unlock's "turning the lock" said with the
-    hand a median 7.5 cm past the lock in x and 5-7 cm above it, the lock never touched
+    hand a median 7.2-7.5 cm past the lock in x and 2.6-7.5 cm above it, the lock never touched
     (benchmarks/results/sim-eval-2026-12-07); miss_offset's aims beside the object stay within
     3 cm of its height."""
-    rng = np.random.default_rng(seed)
-    angle, dist = rng.uniform(0, 2 * np.pi), rng.uniform(0.03, 0.11)
-    return np.array([dist * np.cos(angle), dist * np.sin(angle), rng.uniform(0.03, 0.12)])
+    return _around(np.random.default_rng(seed), (0.03, 0.11), (0.03, 0.12))
 
 
 def record_episode(env, seed: int, frame_stride: int = 1, after: int = 8,

@@ -67,7 +67,7 @@ def test_missing_episode_is_labelled_with_what_it_shows_and_trains_no_action(env
 
 def test_high_missing_episodes_hover_beside_and_above_the_object_and_follow_the_others():
     """Where a failing policy's hand was while its memory said "turning the lock" (7.5 cm past
-    the lock, 5-7 cm above it): recorded there, the frames are labelled "reaching the lock",
+    the lock, 3-7 cm above it): recorded there, the frames are labelled "reaching the lock",
     caption-only; a recording without these episodes is unchanged."""
     from oxygen_ros.sim import SimEnv
     from oxygen_ros.sim.demos import high_miss_offset, record, record_episode
