@@ -243,8 +243,10 @@ class Replayer:
                     self._asks.append(str(msg.data))
                 return None
             elif topic == cfg.instruction_topic:
-                if str(msg.data).strip():
-                    self._instruction = str(msg.data).strip()
+                text = str(msg.data).strip()
+                if text and text != self._instruction:
+                    self.pairer.retire()  # as the node: frames received before it never run under it
+                    self._instruction = text
                 return None
         except ValueError as exc:  # the node drops a bad input with a warning
             self._bad(topic, ts, str(exc))

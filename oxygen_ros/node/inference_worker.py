@@ -2,7 +2,8 @@
 
 Per frame, in order: decode the pair's camera frames (once, here: the subscription callbacks
 only check and keep the messages; a frame that does not decode is refused on its topic and the
-pair skipped, never a failing frame), apply the newest live engine config (Engine.apply_config),
+pair skipped, never a failing frame; so is a pair the inputs retired when the instruction changed),
+apply the newest live engine config (Engine.apply_config),
 hand queued questions to the engine (Engine.ask), build the Observation, run Engine.step; the
 moment the step has the action chunk (before the frame's language work) map it to robot units,
 give it to the ChunkPlayer and publish it (and, for a model with several heads, every head's);
@@ -38,12 +39,16 @@ class InferenceWorker:
                  warn: Callable[[str, str], None], node, camera_slots: tuple[int, ...] = (),
                  n_action_steps: int = 0, decode: Callable[[Pair], list | None] | None = None,
                  admit: Callable[..., tuple[str | None, bool]] | None = None,
-                 cpu: Any = None) -> None:
+                 cpu: Any = None, retired: Callable[[float], bool] | None = None) -> None:
         self.engine = engine
         self._cpu = cpu  # robot/input_health.CpuTime: the frames' CPU time, for the diagnostics
         self._decode = decode  # Inputs.decode_pair: the pair's camera images, None if refused
         # (chunk, stamp, now) -> (refusal, publish): the control loop's start gate / deadman
         self._admit = admit
+        # Pairer.retired: a pair made before the instruction changed, whose picture would be run
+        # (and described) as the new task (measured: "the window is open" said of the pressed
+        # button of the episode before)
+        self._retired = retired
         # pair -> Observation -> step -> robot chunk, as oxygen-replay does (camera_slots: model
         # camera of each topic; n_action_steps: the checkpoint's executed steps per chunk)
         self._infer = PairInference(tuple(camera_slots), n_action_steps, tracking=True)
@@ -73,6 +78,7 @@ class InferenceWorker:
         self.last_frame_ms = 0.0
         self.last_out = None
         self.memory_text = ""
+        self.retired_pairs = 0  # pairs skipped: made before the instruction changed
 
     # -- live settings (called from parameter callbacks) ---------------------------------------
     def update_engine(self, config: Any) -> None:
@@ -130,6 +136,12 @@ class InferenceWorker:
 
     # -- one frame ------------------------------------------------------------------------------
     def frame(self, pair: Pair) -> Any:
+        # the instruction first, then the pair's check: the instruction's applier retires the
+        # pairs before it sets the new text, so a pair that passes was made for this text
+        instruction = self.instruction
+        if self._retired is not None and self._retired(pair.stamp):
+            self.retired_pairs += 1
+            return None  # the player goes on with its chunk until the next camera frame
         cams = self._decode(pair) if self._decode is not None else list(pair.images)
         if cams is None:
             return None  # a camera frame did not decode: refused on its topic
@@ -163,7 +175,7 @@ class InferenceWorker:
                                  heads=heads, lower=self.player.lower, upper=self.player.upper)
 
         # with chunk_blend rtc the step continues what the player executes (robot/rtc_prior.py)
-        out, _ = self._infer.step(engine, pair, cams, mapping, self.player, self.instruction,
+        out, _ = self._infer.step(engine, pair, cams, mapping, self.player, instruction,
                                   on_chunk=hand)
         self._stamps[out.frame] = stamp
         while len(self._stamps) > STAMPS_KEPT:

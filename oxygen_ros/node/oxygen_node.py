@@ -223,7 +223,8 @@ class OxygenNode(LifecycleNode):
         worker = InferenceWorker(built.engine, lambda: self.rt.mapping, player, inputs.mailbox, pubs,
                                  text, names, p["instruction"], p["markers.frame_id"], self._warn, self,
                                  camera_slots=built.camera_slots, n_action_steps=steps,
-                                 decode=inputs.decode_pair, admit=control.admit, cpu=inputs.cpu)
+                                 decode=inputs.decode_pair, admit=control.admit, cpu=inputs.cpu,
+                                 retired=inputs.pairer.retired)
         rt = Runtime(built, names, mapping, player, pubs, inputs, text, worker, control, robot)
         rt.diag = Diagnostics(self, pubs, self._diagnostics, self._warn)
         rt.recording = Recording(self, p, self._warn, heads) if p["record.enabled"] else None
@@ -418,6 +419,14 @@ def _warn_no_skip(node: OxygenNode, command: CommandConfig) -> None:
                                   "sensitivity tests, never for a robot)")
 
 
+def _instruction(node: OxygenNode, rt: Runtime, changes: dict[str, Any], m: dict[str, Any]) -> None:
+    """A new instruction applies to camera frames received after it: the ones already received
+    are retired first (the worker reads the text before it checks the pair)."""
+    if m["instruction"] != rt.worker.instruction:
+        rt.inputs.pairer.retire()
+        rt.worker.instruction = m["instruction"]
+
+
 def _set(target: Callable[[Runtime], Any], attr: str, name: str, cast: Callable = lambda v: v):
     def apply(node: OxygenNode, rt: Runtime, changes: dict[str, Any], m: dict[str, Any]) -> None:
         setattr(target(rt), attr, cast(m[name]))
@@ -427,7 +436,7 @@ def _set(target: Callable[[Runtime], Any], attr: str, name: str, cast: Callable 
 # The node's live parameters -> what applies them on a running node (the engine's go through
 # params.engine_changes). test/node/test_params.py checks every live parameter has one.
 LIVE_APPLIERS: tuple[tuple[tuple[str, ...], Callable[..., None]], ...] = (
-    (("instruction",), _set(lambda rt: rt.worker, "instruction", "instruction")),
+    (("instruction",), _instruction),
     (("markers.frame_id",), _set(lambda rt: rt.worker, "frame_id", "markers.frame_id")),
     (P.COMMAND_KEYS, _command),  # the player's and the shaper's settings, replaced whole
     (("stamp_tolerance_s",), _set(lambda rt: rt.inputs.pairer, "tolerance_s", "stamp_tolerance_s",

@@ -67,6 +67,7 @@ class Pairer:
         self._cams = [_Buffer(depth) for _ in range(num_cameras)]
         self._states = _Buffer(max(depth * 4, 32))  # joint states usually come faster
         self._used_stamp = float("-inf")
+        self._retired = float("-inf")  # camera-0 frames up to this stamp were retired (retire)
         self._lock = threading.Lock()
 
     @property
@@ -79,7 +80,22 @@ class Pairer:
         with self._lock:
             for buf in (*self._cams, self._states):
                 buf.items.clear()
-            self._used_stamp = float("-inf")
+            self._used_stamp = self._retired = float("-inf")
+
+    def retire(self) -> None:
+        """Never pair the camera frames received so far, nor a pair already made from them (see
+        `retired`): after a new instruction, which applies to frames received after it. Stamps
+        rather than a clock: unlike the node clock, they cannot wedge this after a clock jump
+        (reset forgets them)."""
+        with self._lock:
+            if self._cams[0].items:
+                self._used_stamp = max(self._used_stamp, self._cams[0].items[-1].stamp)
+            self._retired = self._used_stamp
+
+    def retired(self, stamp: float) -> bool:
+        """Whether a pair of camera-0 stamp `stamp` was made from a frame retire() retired."""
+        with self._lock:
+            return stamp <= self._retired
 
     def add_image(self, camera: int, stamp: float, image: Any, header_stamp: Any = None) -> None:
         with self._lock:

@@ -207,6 +207,34 @@ def test_inputs_checked_like_the_node():
     assert r._feed(back + 1000, "/cam", M.image(s, img, back + 1000)) is not None
 
 
+def test_a_new_instruction_retires_frames_like_the_node():
+    """A recorded ~/instruction change: a camera frame received before it never pairs under it
+    (node/oxygen_node.py's applier retires them too); the same text again retires nothing."""
+    from types import SimpleNamespace as NS
+
+    from oxygen_ros.bags import messages as M
+    from oxygen_ros.bags.replay import ReplayConfig, Replayer
+    from oxygen_ros.bags.typestore import typestore
+    from oxygen_ros.robot.values import StateMapping
+
+    s = typestore()
+    engine = NS(model_config=NS(vision=NS(image_size=8)), config=NS(instruction="x"))
+    cfg = ReplayConfig(camera_topics=["/cam"], joint_state_topic="/js", joint_names=["a"],
+                       instruction_topic="/instruction")
+    r = Replayer(engine, StateMapping(1), cfg)
+    img = np.zeros((8, 8, 3), np.uint8)
+    t = 10**18
+    assert r._feed(t, "/cam", M.image(s, img, t)) is None  # its joint state comes later
+    assert r._feed(t + 1, "/instruction", M.make(s, "std_msgs/msg/String", data="x")) is None
+    assert r._feed(t + 2, "/instruction", M.make(s, "std_msgs/msg/String", data="lock the door")) is None
+    assert r._feed(t + 3, "/js", M.joint_state(s, ["a"], [0.0], t)) is None  # retired
+    later = t + 100_000_000  # beyond the stamp tolerance of the joint state at t
+    assert r._feed(later, "/cam", M.image(s, img, later)) is None
+    pair = r._feed(later + 1, "/js", M.joint_state(s, ["a"], [0.0], later))
+    assert pair is not None and pair.stamp == pytest.approx(later * 1e-9)
+    assert r._instruction == "lock the door"
+
+
 def test_replayed_commands_are_shaped_like_the_node(tmp_path, capsys):
     """With --joint-velocity-limits the replayed ~/joint_command starts at the recorded joint
     state and never moves faster than the limit: what the node would have sent."""

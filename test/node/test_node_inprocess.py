@@ -576,3 +576,21 @@ def test_inference_and_control_threads_run_on_their_cpus(ctx):
     finally:
         node.stop()
         node.destroy_node()
+
+
+def test_a_new_instruction_retires_the_frames_received_before_it(ctx):
+    """The instruction's applier: frames the inputs hold when the text changes are never paired
+    or run under it; setting the same text again retires nothing."""
+    node = OxygenNode(context=ctx, parameter_overrides=[Parameter("model.num_threads", value=1)])
+    try:
+        assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
+        pairer, worker = node.rt.inputs.pairer, node.rt.worker
+        pairer.add_image(0, 50.0, np.zeros((8, 8, 3), np.uint8))
+        assert node.set_parameters([Parameter("instruction", value=worker.instruction)])[0].successful
+        assert not pairer.retired(50.0)  # the same text: no change
+        assert node.set_parameters([Parameter("instruction", value="stack the cubes")])[0].successful
+        assert worker.instruction == "stack the cubes" and pairer.retired(50.0)
+        assert not pairer.retired(50.04)  # the next camera frame
+        assert node.trigger_cleanup() == TransitionCallbackReturn.SUCCESS
+    finally:
+        node.destroy_node()

@@ -100,3 +100,37 @@ def test_reset_after_clock_jump_pairs_again():
     p.add_image(0, 10.0, "img", None)
     p.add_state(10.01, "s2", None)
     assert p.newest_pair().images == ("img",)
+
+
+def test_retire_never_pairs_what_was_received_before():
+    """After a new instruction: frames received before it are neither paired nor run (a pair
+    made from them already is `retired`), the next one is; a clock jump (reset) clears it."""
+    p = Pairer(1, tolerance_s=0.05)
+    p.add_state(1.00, "s1")
+    p.add_image(0, 1.00, "made")
+    made = p.newest_pair()  # in the mailbox when the instruction changes
+    p.add_image(0, 1.03, "waiting")  # received, not paired yet (its state is late)
+    assert not p.retired(made.stamp)
+    p.retire()
+    assert p.retired(made.stamp) and p.retired(1.03)
+    p.add_state(1.03, "s2")
+    assert p.newest_pair() is None  # "waiting" is never paired
+    p.add_image(0, 1.06, "next")
+    p.add_state(1.06, "s3")
+    pair = p.newest_pair()
+    assert pair.images == ("next",) and not p.retired(pair.stamp)
+    p.retire()  # nothing new received since: the pair made from "next" is retired too
+    assert p.retired(1.06)
+    p.reset()  # the clock jumped back: new stamps are smaller, and must pair
+    p.add_image(0, 0.5, "after jump")
+    p.add_state(0.5, "s4")
+    assert p.newest_pair().images == ("after jump",) and not p.retired(0.5)
+
+
+def test_retire_with_nothing_received_retires_nothing():
+    p = Pairer(1)
+    p.retire()
+    assert not p.retired(-1e9)
+    p.add_image(0, 2.0, "i")
+    p.add_state(2.0, "s")
+    assert p.newest_pair().images == ("i",)

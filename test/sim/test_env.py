@@ -55,6 +55,44 @@ def test_task_table_has_distinct_instructions_and_captions():
         assert len(t.captions) == len(t.stages) + 1 and len(set(t.captions)) == len(t.captions)
 
 
+def test_door_lock_pushes_only_with_the_gripper_on_the_lock():
+    """The expert's x-y switch comes with the hand 21 cm over the lock: not yet pushing."""
+    task = get_task("door-lock")
+    lock = np.array([0.05, 0.7, 0.22])
+    point = lock + np.array([-0.02, -0.02, 0.0])  # where the expert's gripper pushes
+    obs = np.zeros(39)
+    obs[4:7] = lock
+    for above, stage in ((0.21, 0), (0.06, 0), (0.045, 1), (0.0, 1)):
+        obs[0:3] = point + np.array([0.01, 0.0, above])
+        assert task.stage_of(obs) == stage, f"{above * 100:.1f} cm above"
+    obs[0:3] = point + np.array([0.03, 0.0, 0.0])  # beside it, at its height
+    assert task.stage_of(obs) == 0
+
+
+@needs_sim
+def test_door_lock_push_stage_starts_as_the_lock_moves():
+    from oxygen_ros.sim import SimEnv
+
+    env = SimEnv("door-lock", image_size=32)
+    try:
+        for seed in (0, 8):  # 63 and 119 steps
+            env.reset(seed)
+            rest = env.raw_obs[6]
+            pushing = moved = None
+            for step in range(env.task.horizon):
+                info = env.step(env.expert_target())
+                if pushing is None and info.stage >= 1:
+                    pushing = step
+                if moved is None and env.raw_obs[6] < rest - 0.003:
+                    moved = step
+                if info.success:
+                    break
+            assert info.success and pushing is not None and moved is not None
+            assert 0 <= moved - pushing <= 2, (seed, pushing, moved)
+    finally:
+        env.close()
+
+
 @needs_sim
 @pytest.mark.parametrize("name", list(TASKS))
 def test_expert_through_absolute_targets_succeeds_and_layouts_follow_the_seed(name):
