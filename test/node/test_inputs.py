@@ -137,6 +137,37 @@ def test_worker_skips_a_pair_that_does_not_decode(node):
     inputs.destroy()
 
 
+def test_worker_skips_a_pair_made_before_a_new_instruction(node):
+    """A pair the inputs retired when the instruction changed is never run under the new one (the
+    sim's task switch once had a pressed button described as "the window is open")."""
+    from oxygen_ros.robot.pairing import Mailbox, Pair, Pairer
+
+    pairer = Pairer(1)
+    decoded: list[tuple[float, str]] = []
+    worker = None
+
+    def decode(pair: Pair):
+        decoded.append((pair.stamp, worker.instruction))
+        return None  # stops the frame before the engine (there is none here)
+
+    worker = InferenceWorker(None, lambda: None, None, Mailbox(), None, None, ["a"], "press the button",
+                             "f", lambda *a: None, node, decode=decode, retired=pairer.retired)
+    pairer.add_state(5.0, np.zeros(4, np.float32))
+    pairer.add_image(0, 5.0, "old scene")
+    old = pairer.newest_pair()
+    worker.frame(old)  # nothing retired: it runs
+    assert decoded == [(5.0, "press the button")] and worker.retired_pairs == 0
+
+    pairer.retire()  # what the node's instruction applier does first
+    worker.instruction = "slide the window open"
+    worker.frame(old)  # the old scene's pair, still in the mailbox
+    assert worker.retired_pairs == 1 and len(decoded) == 1
+    pairer.add_image(0, 5.04, "new scene")
+    pairer.add_state(5.04, np.zeros(4, np.float32))
+    worker.frame(pairer.newest_pair())
+    assert decoded[-1] == (5.04, "slide the window open") and worker.retired_pairs == 1
+
+
 # -- what the inputs lose: rates of the current window, stamp gaps, skew, size and depth bounds ----
 def _stamp_at(t: float):
     return conv.sec_to_stamp(t)
