@@ -27,7 +27,7 @@ expert's successful episodes alone teach that "the hand came down / pushed past 
 means success, and a policy whose hand did that beside the object then claimed a success that
 had not happened (docs/simulation.md, "Memory that never claims what has not happened").
 `--high-miss-episodes H` adds H more per task whose expert hovers beside and above the object
-(high_miss_offset), after the missing ones (tried, not used by the committed checkpoint).
+(high_miss_offset), after the missing ones (the committed checkpoint's recording has 50).
 """
 from __future__ import annotations
 
