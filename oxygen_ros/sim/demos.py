@@ -28,6 +28,14 @@ means success, and a policy whose hand did that beside the object then claimed a
 had not happened (docs/simulation.md, "Memory that never claims what has not happened").
 `--high-miss-episodes H` adds H more per task whose expert hovers beside and above the object
 (high_miss_offset), after the missing ones (the committed checkpoint's recording has 50).
+
+`--policy-episodes P --policy CKPT` adds P caption-only episodes per task driven by a trained
+policy, served as the node serves it (offline_eval.load_policy), each new chunk played after
+0..`--policy-delay` control steps of the previous one (the node's inference latency; episodes
+cycle through the delays). Their frames are labelled with the stage they show, like the missing
+episodes'. Why: where a policy's own hand goes when it fails is where its memory was wrong (the
+door-unlock turn made in the air, 7.6 cm past and 7.8 cm above the lock), and the expert's
+misses only approximate those pictures. Layout seeds from episode 8000 on (POLICY_SEED_OFFSET).
 """
 from __future__ import annotations
 
@@ -35,19 +43,24 @@ import argparse
 import json
 import time
 from pathlib import Path
-from typing import Callable, Protocol
+from typing import TYPE_CHECKING, Callable, Protocol
 
 import numpy as np
 
 from .dataset import Demos
 from .policy import IMAGE_SIZE
 
+if TYPE_CHECKING:
+    from ..robot.build import BuiltEngine
+
 RECORDER_VERSION = 3  # 2: caption-only missing episodes (caption_only), success_step; 3: memory_caption
 MISS_SEED_OFFSET = 5000  # layout seeds of the missing episodes: never the successful ones'
+POLICY_SEED_OFFSET = 8000  # layout seeds of the policy-driven episodes: after the missing ones'
+SEEDS_PER_TASK = 10_000  # layout_seed's task stride
 
 
 def layout_seed(seed: int, task_index: int, episode: int) -> int:
-    return seed * 1_000_000 + task_index * 10_000 + episode
+    return seed * 1_000_000 + task_index * SEEDS_PER_TASK + episode
 
 
 def _around(rng: np.random.Generator, dist: tuple[float, float], up: tuple[float, float]) -> np.ndarray:
@@ -115,14 +128,66 @@ def record_episode(env, seed: int, frame_stride: int = 1, after: int = 8,
             "success": success_at is not None, "success_step": success_at, "steps": step}
 
 
+def record_policy_episode(env, built: "BuiltEngine", seed: int, frame_stride: int = 1, after: int = 8,
+                          delay: int = 0) -> dict:
+    """One episode driven by a trained policy (`built`: offline_eval.load_policy), recorded as
+    record_episode records (the expert's target beside each frame, the caption the stage the
+    image shows). Each chunk is computed on the newest picture; `delay` control steps of the
+    previous chunk's next target play first (the time the node takes to infer), then the chunk's
+    first target, held ACTION_PERIOD_STEPS steps (the node's stream player replaces a chunk as
+    soon as the next is ready)."""
+    from .policy import ACTION_PERIOD_STEPS, policy_observation
+
+    if delay < 0:
+        raise ValueError(f"delay must be >= 0 control steps, got {delay}")
+    env.reset(seed)
+    images, states, targets, steps, captions = [], [], [], [], []
+    success_at = None
+    step = frames = 0
+    pending: list[np.ndarray] = []
+    following: np.ndarray | None = None
+    while True:
+        if not pending:
+            obs = policy_observation(built, env.render(), env.state(), env.task.instruction,
+                                     float(frames))
+            chunk = built.norm.unnormalize_actions(built.engine.step(obs).actions)
+            frames += 1
+            late = [following] * delay if following is not None else []
+            pending = late + [chunk[0]] * ACTION_PERIOD_STEPS
+            following = chunk[1] if len(chunk) > 1 else chunk[0]
+        target = pending.pop(0)
+        if step % frame_stride == 0:
+            images.append(env.render())
+            states.append(env.state().astype(np.float32))
+            targets.append(env.expert_target().astype(np.float32))
+            steps.append(step)
+            captions.append(env.task.memory_caption(env.info.caption))
+        info = env.step(np.asarray(target, dtype=np.float64))
+        step += 1
+        if info.success and success_at is None:
+            success_at = step
+        if success_at is not None and step >= success_at + after:
+            break
+        if success_at is None and info.timed_out:
+            break
+    return {"images": np.stack(images), "state": np.stack(states), "target": np.stack(targets),
+            "step": np.asarray(steps, dtype=np.int32), "captions": captions,
+            "success": success_at is not None, "success_step": success_at, "steps": step}
+
+
 def record(task_names: list[str], episodes: int, seed: int, frame_stride: int = 1,
            image_size: int = IMAGE_SIZE, camera: str | None = None, after: int = 8,
            progress: bool = True, miss_episodes: int = 0, miss_steps: int = 80,
-           high_miss_episodes: int = 0) -> tuple[Demos, dict]:
+           high_miss_episodes: int = 0, policy_episodes: int = 0,
+           policy: "BuiltEngine | None" = None, policy_delay: int = 6) -> tuple[Demos, dict]:
     """Record `episodes` expert episodes per task (successful ones kept), `miss_episodes`
-    caption-only missing episodes per task (miss_offset) and `high_miss_episodes` more hovering
+    caption-only missing episodes per task (miss_offset), `high_miss_episodes` more hovering
     beside and above the object (high_miss_offset; their layout seeds follow the missing ones', so a
-    recording without them is the same as before), all kept; returns the dataset and a summary."""
+    recording without them is the same as before) and `policy_episodes` driven by `policy`
+    (offline_eval.load_policy's BuiltEngine; record_policy_episode, delays 0..`policy_delay`
+    in turn), all kept; returns the dataset and a summary."""
+    if policy_episodes and policy is None:
+        raise ValueError("policy_episodes needs a policy (offline_eval.load_policy)")
     from . import DEFAULT_CAMERA, SimEnv, get_task
 
     camera = camera or DEFAULT_CAMERA
@@ -137,27 +202,39 @@ def record(task_names: list[str], episodes: int, seed: int, frame_stride: int = 
     if progress:
         from tqdm import tqdm
 
-        bar = tqdm(total=(episodes + miss_episodes + high_miss_episodes) * len(tasks), desc="demos",
-                   unit="ep")
+        bar = tqdm(total=(episodes + miss_episodes + high_miss_episodes + policy_episodes) * len(tasks),
+                   desc="demos", unit="ep")
     kept = 0
     for ti, task in enumerate(tasks):
         env = SimEnv(task, image_size=image_size, camera=camera)
         ok, lengths, missed, miss_frames = 0, [], 0, 0
+        driven, driven_ok, driven_frames = 0, 0, 0
+        expert_and_miss = episodes + miss_episodes + high_miss_episodes
         try:
-            for e in range(episodes + miss_episodes + high_miss_episodes):
+            for e in range(expert_and_miss + policy_episodes):
                 miss = e >= episodes
-                lseed = layout_seed(seed, ti, MISS_SEED_OFFSET + e - episodes if miss else e)
-                aim = None
-                if miss:
-                    aim = miss_offset(lseed) if e < episodes + miss_episodes else high_miss_offset(lseed)
-                ep = record_episode(env, lseed, frame_stride, after, aim_offset=aim,
-                                    max_steps=miss_steps if miss else None)
+                if e >= expert_and_miss:
+                    p = e - expert_and_miss
+                    pseed = layout_seed(seed, ti, POLICY_SEED_OFFSET + p)
+                    ep = record_policy_episode(env, policy, pseed, frame_stride, after,
+                                               delay=p % (policy_delay + 1))
+                    driven, driven_ok = driven + 1, driven_ok + ep["success"]
+                else:
+                    lseed = layout_seed(seed, ti, MISS_SEED_OFFSET + e - episodes if miss else e)
+                    aim = None
+                    if miss:
+                        high = e >= episodes + miss_episodes
+                        aim = high_miss_offset(lseed) if high else miss_offset(lseed)
+                    ep = record_episode(env, lseed, frame_stride, after, aim_offset=aim,
+                                        max_steps=miss_steps if miss else None)
                 if bar is not None:
                     bar.update(1)
                 if not (ep["success"] or miss):
                     continue
                 n = len(ep["step"])
-                if miss:
+                if e >= expert_and_miss:
+                    driven_frames += n
+                elif miss:
                     missed += not ep["success"]
                     miss_frames += n
                 else:
@@ -178,14 +255,17 @@ def record(task_names: list[str], episodes: int, seed: int, frame_stride: int = 
         summary[task.name] = {"episodes": episodes, "successes": ok,
                               "median_steps": float(np.median(lengths)) if lengths else None,
                               "miss_episodes": miss_episodes + high_miss_episodes, "missed": missed,
-                              "miss_frames": miss_frames}
+                              "miss_frames": miss_frames, "policy_episodes": driven,
+                              "policy_successes": driven_ok, "policy_frames": driven_frames}
     if bar is not None:
         bar.close()
     meta = {"seed": seed, "frame_stride": frame_stride, "image_size": image_size, "camera": camera,
             "after_success_steps": after, "recorder_version": RECORDER_VERSION,
             "episodes_per_task": episodes, "miss_episodes_per_task": miss_episodes,
             "high_miss_episodes_per_task": high_miss_episodes,
-            "miss_steps": miss_steps, "seconds": round(time.perf_counter() - t0, 1)}
+            "miss_steps": miss_steps, "policy_episodes_per_task": policy_episodes,
+            "policy_delay_steps": policy_delay if policy_episodes else None,
+            "seconds": round(time.perf_counter() - t0, 1)}
     demos = Demos(**{k: np.concatenate(v) for k, v in parts.items()},
                   tasks=[t.name for t in tasks], instructions=[t.instruction for t in tasks],
                   captions=captions, episode_success=np.asarray(ep_success, dtype=bool),
@@ -248,6 +328,11 @@ def main(argv: list[str] | None = None) -> int:
                    help="caption-only episodes per task whose expert hovers 3-11 cm beside and 3-12 cm "
                         "above the object")
     p.add_argument("--miss-steps", type=int, default=80, help="steps of a missing episode")
+    p.add_argument("--policy-episodes", type=int, default=0,
+                   help="caption-only episodes per task driven by --policy")
+    p.add_argument("--policy", default=None, help="checkpoint folder that drives --policy-episodes")
+    p.add_argument("--policy-delay", type=int, default=6,
+                   help="most control steps (12.5 ms) a policy episode's chunk arrives late")
     p.add_argument("--out", required=True, help="dataset file (.npz)")
     p.add_argument("--relabel", default=None,
                    help="instead of recording: this dataset with today's memory labels")
@@ -267,15 +352,29 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"unknown tasks {unknown}; known: {', '.join(ALL_TASKS)}")
     if a.episodes < 1:
         p.error("--episodes must be >= 1")
+    misses = POLICY_SEED_OFFSET - MISS_SEED_OFFSET
     if (a.miss_episodes < 0 or a.high_miss_episodes < 0
-            or a.miss_episodes + a.high_miss_episodes > MISS_SEED_OFFSET or a.miss_steps < 1):
+            or a.miss_episodes + a.high_miss_episodes > misses or a.miss_steps < 1):
         p.error(f"--miss-episodes and --high-miss-episodes must be >= 0, together at most "
-                f"{MISS_SEED_OFFSET}, and --miss-steps >= 1")
+                f"{misses}, and --miss-steps >= 1")
     if a.episodes > MISS_SEED_OFFSET:
         p.error(f"--episodes must be <= {MISS_SEED_OFFSET} (the missing episodes' seeds follow)")
+    if not 0 <= a.policy_episodes <= SEEDS_PER_TASK - POLICY_SEED_OFFSET:
+        p.error(f"--policy-episodes must be in 0..{SEEDS_PER_TASK - POLICY_SEED_OFFSET}")
+    if a.policy_episodes and not a.policy:
+        p.error("--policy-episodes needs --policy CHECKPOINT")
+    if not 0 <= a.policy_delay <= 40:
+        p.error("--policy-delay must be in 0..40 control steps (0-0.5 s)")
+    policy = None
+    if a.policy_episodes:
+        from .offline_eval import load_policy
+
+        policy = load_policy(a.policy)
     demos, summary = record(names, a.episodes, a.seed, a.frame_stride, a.image_size, a.camera,
                             a.after, miss_episodes=a.miss_episodes, miss_steps=a.miss_steps,
-                            high_miss_episodes=a.high_miss_episodes)
+                            high_miss_episodes=a.high_miss_episodes,
+                            policy_episodes=a.policy_episodes, policy=policy,
+                            policy_delay=a.policy_delay)
     out = demos.save(a.out)
     print(json.dumps({"out": str(out), **summary}, indent=2))
     return 0

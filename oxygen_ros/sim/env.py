@@ -170,6 +170,7 @@ class SimEnv:
         space = self._env.sawyer_observation_space
         self._state_low, self._state_high = space.low[0:4].copy(), space.high[0:4].copy()
         self._obs: np.ndarray | None = None
+        self._start: np.ndarray | None = None
         self._steps = 0
         self._reach0 = self._place0 = 1.0
         self._stage = 0  # the furthest stage reached this episode
@@ -181,6 +182,7 @@ class SimEnv:
         self._env.seed(int(seed))
         obs, _ = self._env.reset()
         self._obs, self._steps, self._stage = obs, 0, 0
+        self._start = obs.copy()  # where the objects were: Task.moved_stage
         self._reach0 = max(self._reach(obs), 1e-6)
         self._place0 = max(self._place(obs), 1e-6)
         self._last = self._info(obs, success=False, place=self._place0)
@@ -305,7 +307,7 @@ class SimEnv:
     def _info(self, obs: np.ndarray, success: bool, place: float) -> StepInfo:
         # Stages only move forward within an episode: at a stage boundary (e.g. 2 cm above the
         # handle) the raw condition flickers, and a caption that flickers is a noisy label.
-        stage, _ = self.task.caption(obs, success)
+        stage, _ = self.task.caption(obs, success, self._start)
         self._stage = max(self._stage, stage)
         caption = self.task.captions[self._stage]
         if success:

@@ -190,6 +190,11 @@ class SimNode(SimLoopNode):
         state = env.reset(ep.seed)
         with self._lock:
             self._target = None  # a command from the previous scene is never applied here
+        # The previous scene's last image (drawn in the render thread, 15-35 ms) goes out before
+        # the new instruction: a policy node runs the frames it received before an instruction
+        # under the old one (Pairer.retire), and that image published after it was run under the
+        # new one ("the window is open", said of the last button-press episode's button).
+        self._render.wait_idle()
         if self._pub_instruction is not None:
             self._pub_instruction.publish(String(data=ep.instruction))
         late = 0

@@ -76,6 +76,15 @@ def _stage_door_lock(obs: np.ndarray) -> int:
     return 1
 
 
+# How far (m) a door lock moves from where it was at reset before it is being turned or pushed,
+# whatever the hand's place: a policy's gripper 3-4 cm off the expert's point turns it too
+# (door-lock's lock pushed 9 cm down while the hand-place rule still said "moving above the lock",
+# in 10 of 20 policy-driven episodes; benchmarks/results/sim-eval-2026-12-07-c). The scripted
+# expert's hand-place rule fires before the lock first moves 3 mm, except in 4 of 40 door-unlock
+# layouts where its hand turns the lock from 2-3 cm away. Nothing else moves the lock.
+OBJECT_MOVED = 0.003
+
+
 @dataclass(frozen=True)
 class Task:
     """One task. `stages` are the captions before success (index from `stage_of(obs)`),
@@ -97,6 +106,9 @@ class Task:
     # window); then the
     # memory's label stays the last stage the camera shows (memory_caption), never a claim
     done_visible: bool = True
+    # the stage the scene is in at least once the object has moved OBJECT_MOVED from its place at
+    # reset (None: the hand's place alone decides)
+    moved_stage: int | None = None
 
     def __post_init__(self) -> None:
         if not self.stages:
@@ -104,12 +116,20 @@ class Task:
         if not 1 <= self.horizon <= 500:
             raise ValueError(f"task {self.name}: horizon {self.horizon} must be 1..500 "
                              "(Meta-World stops an episode after 500 steps)")
+        if self.moved_stage is not None and not 0 <= self.moved_stage < len(self.stages):
+            raise ValueError(f"task {self.name}: moved_stage {self.moved_stage} is not a stage "
+                             f"(0..{len(self.stages) - 1})")
 
-    def caption(self, obs: np.ndarray, success: bool) -> tuple[int, str]:
-        """(stage index, caption) of a state; success is the last stage, len(stages)."""
+    def caption(self, obs: np.ndarray, success: bool,
+                start: np.ndarray | None = None) -> tuple[int, str]:
+        """(stage index, caption) of a state; success is the last stage, len(stages). `start`:
+        the state at reset (where the object was), for moved_stage."""
         if success:
             return len(self.stages), self.done
         i = min(max(self.stage_of(obs), 0), len(self.stages) - 1)
+        if (self.moved_stage is not None and start is not None
+                and float(np.linalg.norm(obs[4:7] - start[4:7])) > OBJECT_MOVED):
+            i = max(i, self.moved_stage)
         return i, self.stages[i]
 
     def memory_caption(self, caption: str) -> str:
@@ -142,11 +162,12 @@ TASKS: dict[str, Task] = {t.name: t for t in (
          "the window is open", _stage_window_open, contact=(-0.03, -0.03, -0.08), horizon=300),
     Task("door-unlock", "door-unlock-v3", "unlock the door",
          ("reaching the lock", "turning the lock"), "the door is unlocked",
-         _stage_door_unlock, contact=(-0.04, -0.02, -0.03), horizon=240, done_visible=False),
+         _stage_door_unlock, contact=(-0.04, -0.02, -0.03), horizon=240, done_visible=False,
+         moved_stage=1),
     Task("door-lock", "door-lock-v3", "lock the door",
          ("moving above the lock", "pushing the lock down"),
          "the door is locked", _stage_door_lock, contact=(-0.02, -0.02, 0.0), horizon=300,
-         done_visible=False),
+         done_visible=False, moved_stage=1),
 )}
 
 

@@ -81,15 +81,17 @@ def test_high_missing_episodes_hover_beside_and_above_the_object_and_follow_the_
     task = get_task("door-unlock")
     e = SimEnv(task)
     try:
-        ep = record_episode(e, seed=3, frame_stride=2, aim_offset=np.array([0.075, 0.0, 0.06]),
+        # 10 cm up: the fingers clear the lock (aimed 6-8 cm up they turn it 1-1.6 cm, and those
+        # frames are "turning the lock": Task.moved_stage)
+        ep = record_episode(e, seed=3, frame_stride=2, aim_offset=np.array([0.075, 0.0, 0.10]),
                             max_steps=100)
         done = record_episode(e, seed=3, frame_stride=2)
     finally:
         e.close()
     assert done["success"] and not ep["success"]
     assert set(ep["captions"]) == {"reaching the lock"}
-    # the hand ends where a successful turn ends in x, higher
-    assert abs(ep["state"][-1, 0] - done["state"][-1, 0]) < 0.03
+    # the hand ends near where a successful turn ends in x, higher
+    assert abs(ep["state"][-1, 0] - done["state"][-1, 0]) < 0.05
     assert ep["state"][-1, 2] > done["state"][-1, 2] + 0.02
 
     plain, _ = record(["button-press-topdown"], 1, seed=0, frame_stride=4, progress=False,
@@ -151,3 +153,98 @@ def test_relabel_maps_only_unseen_successes_to_the_last_stage():
                                                       tasks[1].stages[0], tasks[1].stages[-1]]
     assert changed == {"button-press-topdown": 0, "door-lock": 1}
     assert out.meta["relabelled"] == changed and demos.caption[3] == captions.index(tasks[1].done)
+
+
+class _Chunk:
+    def __init__(self, actions: np.ndarray) -> None:
+        self.actions = actions
+
+
+class _Norm:
+    def normalize_state(self, s: np.ndarray) -> np.ndarray:
+        return s
+
+    def unnormalize_actions(self, a: np.ndarray) -> np.ndarray:
+        return a
+
+
+class _TaggedPolicy:
+    """Stands for offline_eval.load_policy's BuiltEngine: call k's chunk holds the hand where it
+    started, row r tagged in the gripper as (10 k + r) / 1000, so the played order shows."""
+
+    def __init__(self, hand: np.ndarray, horizon: int = 8) -> None:
+        self.hand, self.horizon, self.calls, self.norm = hand, horizon, 0, _Norm()
+        self.engine = self
+
+    def step(self, obs) -> _Chunk:
+        rows = np.array([[*self.hand, (10 * self.calls + r) / 1000] for r in range(self.horizon)])
+        self.calls += 1
+        return _Chunk(rows)
+
+
+class _Spy:
+    """The env, with the targets it was stepped to."""
+
+    def __init__(self, env) -> None:
+        self.env, self.played = env, []
+
+    def __getattr__(self, name: str):
+        return getattr(self.env, name)
+
+    def step(self, target: np.ndarray):
+        self.played.append(float(target[3]))
+        return self.env.step(target)
+
+
+def test_policy_episode_plays_each_chunk_late_and_labels_what_the_image_shows(env):
+    """A policy-driven caption episode: the previous chunk's next target plays for `delay` steps
+    before each new chunk (the node's inference time), the chunk's first target for one target
+    period; the frames carry the stage the scene is in and the expert's target there."""
+    from oxygen_ros.sim.demos import record_policy_episode
+    from oxygen_ros.sim.policy import ACTION_PERIOD_STEPS
+
+    task = get_task("button-press-topdown")
+    start = env.reset(5)
+    expert0 = env.expert_target()
+    spy = _Spy(env)
+    policy = _TaggedPolicy(start[:3])
+    ep = record_policy_episode(spy, policy, seed=5, frame_stride=3, delay=3)
+    tag = lambda call, row: (10 * call + row) / 1000  # noqa: E731
+    want = [tag(0, 0)] * ACTION_PERIOD_STEPS
+    for k in range(1, 4):
+        want += [tag(k - 1, 1)] * 3 + [tag(k, 0)] * ACTION_PERIOD_STEPS
+    np.testing.assert_allclose(spy.played[:len(want)], want)
+    # the hand held still: no success, the episode ran to the task's horizon, always reaching
+    assert not ep["success"] and ep["steps"] == task.horizon
+    assert set(ep["captions"]) == {task.stages[0]}
+    np.testing.assert_array_equal(ep["step"], np.arange(0, task.horizon, 3))
+    np.testing.assert_allclose(ep["target"][0], expert0, atol=1e-6)
+    with pytest.raises(ValueError, match="delay"):
+        record_policy_episode(env, policy, seed=5, delay=-1)
+
+
+def test_policy_episodes_follow_the_others_caption_only_on_their_own_layouts():
+    from oxygen_ros.sim import SimEnv
+    from oxygen_ros.sim.demos import POLICY_SEED_OFFSET, layout_seed, main, record
+
+    plain, _ = record(["button-press-topdown"], 1, seed=0, frame_stride=4, progress=False)
+    e = SimEnv("button-press-topdown")
+    try:
+        hand = e.reset(layout_seed(0, 0, POLICY_SEED_OFFSET))[:3]
+        first_image = e.render()
+    finally:
+        e.close()
+    more, summary = record(["button-press-topdown"], 1, seed=0, frame_stride=4, progress=False,
+                           policy_episodes=2, policy=_TaggedPolicy(hand), policy_delay=1)
+    n = len(plain)
+    np.testing.assert_array_equal(more.images[:n], plain.images)
+    assert not more.caption_only[:n].any() and more.caption_only[n:].all()
+    np.testing.assert_array_equal(more.images[n], first_image)  # its own layout seed
+    s = summary["button-press-topdown"]
+    assert s["successes"] == 1 and s["policy_episodes"] == 2 and s["policy_successes"] == 0
+    assert s["policy_frames"] == len(more) - n
+    assert more.meta["policy_episodes_per_task"] == 2 and more.meta["policy_delay_steps"] == 1
+    with pytest.raises(ValueError, match="needs a policy"):
+        record(["button-press-topdown"], 1, seed=0, progress=False, policy_episodes=1)
+    with pytest.raises(SystemExit):
+        main(["--policy-episodes", "1", "--out", "/tmp/never.npz"])  # no --policy

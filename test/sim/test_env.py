@@ -93,6 +93,61 @@ def test_door_lock_push_stage_starts_as_the_lock_moves():
         env.close()
 
 
+@pytest.mark.parametrize("name", ["door-unlock", "door-lock"])
+def test_a_door_lock_that_has_moved_is_being_turned_wherever_the_hand_is(name):
+    """A policy's gripper 3-4 cm off the expert's point turns the lock too: once the lock has
+    moved OBJECT_MOVED from its place at reset, the scene is in the turning stage."""
+    from oxygen_ros.sim.tasks import OBJECT_MOVED
+
+    task = get_task(name)
+    start = np.zeros(39)
+    start[4:7] = [0.05, 0.7, 0.12]
+    obs = start.copy()
+    obs[0:3] = start[4:7] + np.array([0.0, -0.15, 0.2])  # the hand far away
+    assert task.caption(obs, False, start)[0] == 0
+    obs[4] += 0.6 * OBJECT_MOVED
+    assert task.caption(obs, False, start)[0] == 0  # settling, not a turn
+    obs[4] += OBJECT_MOVED
+    assert task.caption(obs, False, start) == (1, task.stages[1])
+    assert task.caption(obs, False)[0] == 0  # without the reset state: the hand's place alone
+    assert task.caption(obs, True, start) == (2, task.done)
+    # the other tasks: the hand's place alone
+    button = get_task("button-press-topdown")
+    assert button.moved_stage is None and button.caption(obs, False, start)[0] == 0
+    with pytest.raises(ValueError, match="moved_stage"):
+        type(task)("x", "x-v3", "do x", ("a",), "done", lambda o: 0, moved_stage=1)
+
+
+@needs_sim
+@pytest.mark.parametrize("name,seed", [("door-lock", 0), ("door-unlock", 11)])
+def test_a_lock_turned_from_off_the_expert_point_is_labelled_turning(name, seed):
+    """door-lock: the expert aiming 4.3 cm behind the lock in x (where a policy's hand pushed it)
+    still locks the door; door-unlock seed 11: the expert's own hand turns the lock from 2-3 cm
+    away. The stage starts the step the lock has moved 3 mm, where the hand-place rule says the
+    first stage."""
+    from oxygen_ros.sim import SimEnv
+    from oxygen_ros.sim.tasks import OBJECT_MOVED
+
+    aim = np.array([-0.043, 0.0, 0.0]) if name == "door-lock" else None
+    env = SimEnv(name, image_size=32)
+    try:
+        env.reset(seed)
+        rest = env.raw_obs[4:7].copy()
+        moved = None
+        for step in range(env.task.horizon):
+            info = env.step(env.expert_target(aim))
+            if info.success:
+                break
+            turned = np.linalg.norm(env.raw_obs[4:7] - rest) > OBJECT_MOVED
+            if moved is None and turned:
+                moved = step
+                assert env.task.stage_of(env.raw_obs) == 0  # the hand's place: not yet
+            assert info.stage == (1 if moved is not None else 0), step
+        assert info.success and moved is not None
+    finally:
+        env.close()
+
+
 @needs_sim
 @pytest.mark.parametrize("name", list(TASKS))
 def test_expert_through_absolute_targets_succeeds_and_layouts_follow_the_seed(name):

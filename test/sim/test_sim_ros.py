@@ -176,3 +176,49 @@ def test_joint_states_come_at_the_physics_rate_stamped_at_their_due_times(ctx):
     # never a stall (the reverted version left 5-7 s between two): on time, a few steps at most;
     # catching up, one per control period of wall time, up to max_catch_up_s of simulated time
     assert gaps.max() < (cfg.max_catch_up_s + CONTROL_PERIOD_S if st.late_steps else 0.1), gaps.max()
+
+
+class _Recorded:
+    """A publisher that also logs what it sent, in order, across threads."""
+
+    def __init__(self, pub, log: list, kind: str, clock) -> None:
+        self.pub, self.log, self.kind, self.clock = pub, log, kind, clock
+
+    def publish(self, msg) -> None:
+        if self.kind == "image":
+            self.log.append(("image", msg.header.stamp.sec * 10**9 + msg.header.stamp.nanosec))
+        else:
+            self.log.append(("instruction", self.clock.now().nanoseconds))
+        self.pub.publish(msg)
+
+
+def test_the_previous_scenes_images_go_out_before_the_next_instruction(ctx):
+    """A node runs the frames received before an instruction under the old one (Pairer.retire):
+    an image of the old scene drawn while the next episode starts must not follow the new
+    instruction (it did: "the window is open" said of the last button-press episode's button).
+    The render is slowed to 60 ms so that the last image is still being drawn at the reset."""
+    from oxygen_ros.sim.node import SimConfig, SimNode, spinning
+
+    cfg = SimConfig(tasks=("button-press-topdown", "window-open"), episodes_per_task=1,
+                    reset_hold_s=0.1, camera_rate_hz=20.0)
+    sim = SimNode(cfg, context=ctx)
+    log: list = []
+    clock = sim.get_clock()
+    sim._pub_image = _Recorded(sim._pub_image, log, "image", clock)
+    sim._pub_instruction = _Recorded(sim._pub_instruction, log, "instruction", clock)
+    deliver = sim._deliver
+
+    def slow(rgb, stamp, tag):
+        time.sleep(0.06)
+        deliver(rgb, stamp, tag)
+
+    sim._deliver = slow  # the render thread's, from start() on
+    with spinning(sim, [sim], SingleThreadedExecutor(context=ctx)):
+        sim.start()
+        assert sim.finished.wait(30.0), "episodes did not end in time"
+    at = [i for i, (kind, _) in enumerate(log) if kind == "instruction"]
+    assert len(at) == 2
+    second = log[at[1]][1]
+    old_after = [stamp for kind, stamp in log[at[1]:] if kind == "image" and stamp < second]
+    assert not old_after, f"{len(old_after)} images of the old scene after the new instruction"
+    assert any(kind == "image" for kind, _ in log[at[1]:])
