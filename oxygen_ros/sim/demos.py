@@ -128,41 +128,54 @@ def record_episode(env, seed: int, frame_stride: int = 1, after: int = 8,
             "success": success_at is not None, "success_step": success_at, "steps": step}
 
 
-def record_policy_episode(env, built: "BuiltEngine", seed: int, frame_stride: int = 1, after: int = 8,
-                          delay: int = 0) -> dict:
-    """One episode driven by a trained policy (`built`: offline_eval.load_policy), recorded as
-    record_episode records (the expert's target beside each frame, the caption the stage the
-    image shows). Each chunk is computed on the newest picture; `delay` control steps of the
-    previous chunk's next target play first (the time the node takes to infer), then the chunk's
-    first target, held ACTION_PERIOD_STEPS steps (the node's stream player replaces a chunk as
-    soon as the next is ready)."""
-    from .policy import ACTION_PERIOD_STEPS, policy_observation
+class PolicyDriver:
+    """A trained policy (`built`: offline_eval.load_policy) driving a SimEnv as the node plays
+    it, one control step at a time: each chunk is computed on the newest picture; `delay`
+    control steps of the previous chunk's next target play first (the time the node takes to
+    infer), then the chunk's first target, held ACTION_PERIOD_STEPS steps (the node's stream
+    player replaces a chunk as soon as the next is ready). New for each episode."""
 
-    if delay < 0:
-        raise ValueError(f"delay must be >= 0 control steps, got {delay}")
+    def __init__(self, built: "BuiltEngine", delay: int = 0) -> None:
+        if delay < 0:
+            raise ValueError(f"delay must be >= 0 control steps, got {delay}")
+        self.built, self.delay, self.frames = built, delay, 0
+        self._pending: list[np.ndarray] = []
+        self._following: np.ndarray | None = None
+
+    def target(self, env) -> np.ndarray:
+        """The absolute target for env's next control step."""
+        from .policy import ACTION_PERIOD_STEPS, policy_observation
+
+        if not self._pending:
+            obs = policy_observation(self.built, env.render(), env.state(), env.task.instruction,
+                                     float(self.frames))
+            chunk = self.built.norm.unnormalize_actions(self.built.engine.step(obs).actions)
+            self.frames += 1
+            late = [self._following] * self.delay if self._following is not None else []
+            self._pending = late + [chunk[0]] * ACTION_PERIOD_STEPS
+            self._following = chunk[1] if len(chunk) > 1 else chunk[0]
+        return np.asarray(self._pending.pop(0), dtype=np.float64)
+
+
+def record_policy_episode(env, built: "BuiltEngine", seed: int, frame_stride: int = 1,
+                          after: int = 8, delay: int = 0) -> dict:
+    """One episode driven by a trained policy (PolicyDriver, `delay` control steps late),
+    recorded as record_episode records (the expert's target beside each frame, the caption the
+    stage the image shows)."""
+    driver = PolicyDriver(built, delay)
     env.reset(seed)
     images, states, targets, steps, captions = [], [], [], [], []
     success_at = None
-    step = frames = 0
-    pending: list[np.ndarray] = []
-    following: np.ndarray | None = None
+    step = 0
     while True:
-        if not pending:
-            obs = policy_observation(built, env.render(), env.state(), env.task.instruction,
-                                     float(frames))
-            chunk = built.norm.unnormalize_actions(built.engine.step(obs).actions)
-            frames += 1
-            late = [following] * delay if following is not None else []
-            pending = late + [chunk[0]] * ACTION_PERIOD_STEPS
-            following = chunk[1] if len(chunk) > 1 else chunk[0]
-        target = pending.pop(0)
+        target = driver.target(env)
         if step % frame_stride == 0:
             images.append(env.render())
             states.append(env.state().astype(np.float32))
             targets.append(env.expert_target().astype(np.float32))
             steps.append(step)
             captions.append(env.task.memory_caption(env.info.caption))
-        info = env.step(np.asarray(target, dtype=np.float64))
+        info = env.step(target)
         step += 1
         if info.success and success_at is None:
             success_at = step

@@ -17,8 +17,8 @@ import argparse
 import numpy as np
 
 from oxygen_ros.sim import SimEnv, get_task
+from oxygen_ros.sim.demos import PolicyDriver
 from oxygen_ros.sim.offline_eval import load_policy
-from oxygen_ros.sim.policy import ACTION_PERIOD_STEPS, policy_observation
 from oxygen_ros.sim.tasks import OBJECT_MOVED
 
 
@@ -48,18 +48,10 @@ def policy(name: str, built, episodes: int) -> dict:
     missed, episodes_hit, wins = [], set(), 0
     for e in range(episodes):
         env.reset(7_500_000 + e)
-        rest, delay, pending, following, frames = env.raw_obs[4:7].copy(), e % 7, [], None, 0
+        rest, driver = env.raw_obs[4:7].copy(), PolicyDriver(built, delay=e % 7)
         latched = 0  # the hand-place rule's stage so far (stages only move forward)
         while True:
-            if not pending:
-                obs = policy_observation(built, env.render(), env.state(), env.task.instruction,
-                                         float(frames))
-                chunk = built.norm.unnormalize_actions(built.engine.step(obs).actions)
-                frames += 1
-                pending = ([following] * delay if following is not None else []) + \
-                    [chunk[0]] * ACTION_PERIOD_STEPS
-                following = chunk[1]
-            info = env.step(pending.pop(0))
+            info = env.step(driver.target(env))
             if info.success or info.timed_out:
                 wins += info.success
                 break
