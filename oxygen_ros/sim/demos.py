@@ -99,10 +99,13 @@ def high_miss_offset(seed: int) -> np.ndarray:
 
 
 def record_episode(env, seed: int, frame_stride: int = 1, after: int = 8,
-                   aim_offset: np.ndarray | None = None, max_steps: int | None = None) -> dict:
+                   aim_offset: np.ndarray | None = None, max_steps: int | None = None,
+                   driver: "PolicyDriver | None" = None) -> dict:
     """One expert episode -> arrays (images, state, target, step, caption text), success and
     the step whose state the simulator first reported successful. With `aim_offset` the expert
-    aims beside the object (env.expert_target); `max_steps` ends the episode early."""
+    aims beside the object (env.expert_target); `max_steps` ends the episode early. With
+    `driver` a trained policy drives the robot instead, and the expert's target is recorded
+    beside each frame."""
     env.reset(seed)
     images, states, targets, steps, captions = [], [], [], [], []
     success_at = None
@@ -115,7 +118,7 @@ def record_episode(env, seed: int, frame_stride: int = 1, after: int = 8,
             targets.append(target.astype(np.float32))
             steps.append(step)
             captions.append(env.task.memory_caption(env.info.caption))
-        info = env.step(target)
+        info = env.step(target if driver is None else driver.target(env))
         step += 1
         if info.success and success_at is None:
             success_at = step
@@ -162,30 +165,7 @@ def record_policy_episode(env, built: "BuiltEngine", seed: int, frame_stride: in
     """One episode driven by a trained policy (PolicyDriver, `delay` control steps late),
     recorded as record_episode records (the expert's target beside each frame, the caption the
     stage the image shows)."""
-    driver = PolicyDriver(built, delay)
-    env.reset(seed)
-    images, states, targets, steps, captions = [], [], [], [], []
-    success_at = None
-    step = 0
-    while True:
-        target = driver.target(env)
-        if step % frame_stride == 0:
-            images.append(env.render())
-            states.append(env.state().astype(np.float32))
-            targets.append(env.expert_target().astype(np.float32))
-            steps.append(step)
-            captions.append(env.task.memory_caption(env.info.caption))
-        info = env.step(target)
-        step += 1
-        if info.success and success_at is None:
-            success_at = step
-        if success_at is not None and step >= success_at + after:
-            break
-        if success_at is None and info.timed_out:
-            break
-    return {"images": np.stack(images), "state": np.stack(states), "target": np.stack(targets),
-            "step": np.asarray(steps, dtype=np.int32), "captions": captions,
-            "success": success_at is not None, "success_step": success_at, "steps": step}
+    return record_episode(env, seed, frame_stride, after, driver=PolicyDriver(built, delay))
 
 
 def record(task_names: list[str], episodes: int, seed: int, frame_stride: int = 1,
