@@ -77,11 +77,11 @@ def _stage_door_lock(obs: np.ndarray) -> int:
 
 
 # How far (m) a door lock moves from where it was at reset before it is being turned or pushed,
-# whatever the hand's place: a policy's gripper 3-4 cm off the expert's point turns it too
+# whatever the hand's place: a policy's gripper 2-4 cm off the expert's point turns it too
 # (door-lock's lock pushed 9 cm down while the hand-place rule still said "moving above the lock",
-# in 10 of 20 policy-driven episodes; benchmarks/results/sim-eval-2026-12-07-c). The scripted
-# expert's hand-place rule fires before the lock first moves 3 mm, except in 4 of 40 door-unlock
-# layouts where its hand turns the lock from 2-3 cm away. Nothing else moves the lock.
+# in 12 of 20 policy-driven episodes: benchmarks/results/sim-eval-2026-12-07-c/lock_moves.py).
+# The scripted expert's hand-place rule fires before the lock first moves 3 mm, except in 4 of 40
+# door-unlock layouts where its hand turns the lock from 2-3 cm away. Nothing else moves the lock.
 OBJECT_MOVED = 0.003
 
 
