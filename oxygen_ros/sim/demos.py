@@ -201,17 +201,18 @@ def record(task_names: list[str], episodes: int, seed: int, frame_stride: int = 
     for ti, task in enumerate(tasks):
         env = SimEnv(task, image_size=image_size, camera=camera)
         ok, lengths, missed, miss_frames = 0, [], 0, 0
-        driven, driven_ok, driven_frames = 0, 0, 0
+        driven_ok, driven_frames = 0, 0
         expert_and_miss = episodes + miss_episodes + high_miss_episodes
         try:
             for e in range(expert_and_miss + policy_episodes):
-                miss = e >= episodes
-                if e >= expert_and_miss:
+                miss = e >= episodes  # caption-only: a missing or a policy-driven episode
+                by_policy = e >= expert_and_miss
+                if by_policy:
                     p = e - expert_and_miss
                     pseed = layout_seed(seed, ti, POLICY_SEED_OFFSET + p)
                     ep = record_policy_episode(env, policy, pseed, frame_stride, after,
                                                delay=p % (policy_delay + 1))
-                    driven, driven_ok = driven + 1, driven_ok + ep["success"]
+                    driven_ok += ep["success"]
                 else:
                     lseed = layout_seed(seed, ti, MISS_SEED_OFFSET + e - episodes if miss else e)
                     aim = None
@@ -225,7 +226,7 @@ def record(task_names: list[str], episodes: int, seed: int, frame_stride: int = 
                 if not (ep["success"] or miss):
                     continue
                 n = len(ep["step"])
-                if e >= expert_and_miss:
+                if by_policy:
                     driven_frames += n
                 elif miss:
                     missed += not ep["success"]
@@ -248,7 +249,7 @@ def record(task_names: list[str], episodes: int, seed: int, frame_stride: int = 
         summary[task.name] = {"episodes": episodes, "successes": ok,
                               "median_steps": float(np.median(lengths)) if lengths else None,
                               "miss_episodes": miss_episodes + high_miss_episodes, "missed": missed,
-                              "miss_frames": miss_frames, "policy_episodes": driven,
+                              "miss_frames": miss_frames, "policy_episodes": policy_episodes,
                               "policy_successes": driven_ok, "policy_frames": driven_frames}
     if bar is not None:
         bar.close()
