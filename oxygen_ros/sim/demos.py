@@ -53,7 +53,10 @@ from .policy import IMAGE_SIZE
 if TYPE_CHECKING:
     from ..robot.build import BuiltEngine
 
-RECORDER_VERSION = 3  # 2: caption-only missing episodes (caption_only), success_step; 3: memory_caption
+# 2: caption-only missing episodes (caption_only), success_step; 3: memory_caption; 4: captions
+# the stage the scene shows now (tasks.SHOWN_STEPS), not the furthest of the episode
+RECORDER_VERSION = 4
+MEMORY_CAPTION_VERSION = 3  # the first version whose recorder labels as relabel() does
 MISS_SEED_OFFSET = 5000  # layout seeds of the missing episodes: never the successful ones'
 POLICY_SEED_OFFSET = 8000  # layout seeds of the policy-driven episodes: after the missing ones'
 SEEDS_PER_TASK = 10_000  # layout_seed's task stride
@@ -279,10 +282,11 @@ class LabelledTask(Protocol):
 
 
 def relabel(demos: Demos, task_of: Callable[[str], LabelledTask] | None = None,
-            version: int = RECORDER_VERSION) -> tuple[Demos, dict]:
+            version: int = MEMORY_CAPTION_VERSION) -> tuple[Demos, dict]:
     """The dataset with every frame's caption as its task's memory_caption labels it now
     (`task_of`: the simulator's task lookup, default Meta-World's; `version`: the recorder
-    version that labels so itself), and per task how many frames changed."""
+    version that labels so itself; a relabelled recording keeps its scene captions, so it is
+    not a newer recorder's), and per task how many frames changed."""
     if task_of is None:
         from . import get_task as task_of
 

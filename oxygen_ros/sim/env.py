@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import warnings
+from collections import deque
 from typing import Callable
 
 os.environ.setdefault("MUJOCO_GL", "osmesa")
@@ -29,7 +30,7 @@ from dataclasses import dataclass  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from .tasks import TASKS, Task, get_task  # noqa: E402
+from .tasks import SHOWN_STEPS, TASKS, Task, get_task  # noqa: E402
 
 JOINT_NAMES: tuple[str, ...] = ("ee_x", "ee_y", "ee_z", "gripper")
 CONTROL_PERIOD_S = 0.0125  # Meta-World: timestep 2.5 ms x frame_skip 5 per env step (80 Hz)
@@ -131,7 +132,7 @@ class StepInfo:
     success: bool
     progress: float  # 0..1: half reach (hand to the object), half object to its goal; 1 on success
     stage: int  # index into task.captions, the furthest reached this episode
-    caption: str
+    caption: str  # the stage the scene shows now (tasks.SHOWN_STEPS); success once reported
     timed_out: bool  # step >= task.horizon without success
 
 
@@ -170,10 +171,14 @@ class SimEnv:
         space = self._env.sawyer_observation_space
         self._state_low, self._state_high = space.low[0:4].copy(), space.high[0:4].copy()
         self._obs: np.ndarray | None = None
-        self._start: np.ndarray | None = None
         self._steps = 0
         self._reach0 = self._place0 = 1.0
-        self._stage = 0  # the furthest stage reached this episode
+        self._stage = 0  # the furthest stage reached this episode (progress)
+        self._done = False  # success reported this episode
+        self._recent: deque[int] = deque(maxlen=SHOWN_STEPS)  # the last steps' stages
+        # the states of the last SHOWN_STEPS steps and the one before ([0]: SHOWN_STEPS ago, or
+        # the reset state): what moved since then is being moved now (Task.moved_stage)
+        self._earlier: deque[np.ndarray] = deque(maxlen=SHOWN_STEPS + 1)
         self._last: StepInfo | None = None
 
     # -- episode ---------------------------------------------------------------------------------
@@ -181,8 +186,9 @@ class SimEnv:
         """New layout from `seed`; returns the state."""
         self._env.seed(int(seed))
         obs, _ = self._env.reset()
-        self._obs, self._steps, self._stage = obs, 0, 0
-        self._start = obs.copy()  # where the objects were: Task.moved_stage
+        self._obs, self._steps, self._stage, self._done = obs, 0, 0, False
+        self._recent.clear()
+        self._earlier.clear()
         self._reach0 = max(self._reach(obs), 1e-6)
         self._place0 = max(self._place(obs), 1e-6)
         self._last = self._info(obs, success=False, place=self._place0)
@@ -305,11 +311,15 @@ class SimEnv:
         return float(info["obj_to_target"])
 
     def _info(self, obs: np.ndarray, success: bool, place: float) -> StepInfo:
-        # Stages only move forward within an episode: at a stage boundary (e.g. 2 cm above the
-        # handle) the raw condition flickers, and a caption that flickers is a noisy label.
-        stage, _ = self.task.caption(obs, success, self._start)
+        # The caption is the stage the scene shows now (tasks.SHOWN_STEPS: the best of the last
+        # 0.2 s, so a condition flickering at a stage boundary does not flicker the label);
+        # progress and `stage` keep the furthest, and success stays once reported.
+        self._earlier.append(obs.copy())
+        stage, _ = self.task.caption(obs, success, self._earlier[0])
         self._stage = max(self._stage, stage)
-        caption = self.task.captions[self._stage]
+        self._done = self._done or success
+        self._recent.append(stage)
+        caption = self.task.captions[len(self.task.stages) if self._done else max(self._recent)]
         if success:
             progress = 1.0
         else:

@@ -59,8 +59,8 @@ class Status:
     step: int  # control steps since the episode started (after the reset hold)
     t: float  # seconds of wall time since the episode started
     progress: float
-    stage: int
-    caption: str
+    stage: int  # the furthest stage of the episode (index into the task's captions)
+    caption: str  # the stage the scene shows now
     success: bool
     done: bool  # the episode ended (success or timeout); the next status is a new episode
     timed_out: bool

@@ -76,13 +76,22 @@ def _stage_door_lock(obs: np.ndarray) -> int:
     return 1
 
 
-# How far (m) a door lock moves from where it was at reset before it is being turned or pushed,
-# whatever the hand's place: a policy's gripper 2-4 cm off the expert's point turns it too
+# How far (m) a door lock moves within SHOWN_STEPS control steps when it is being turned or
+# pushed, whatever the hand's place: a policy's gripper 2-4 cm off the expert's point turns it too
 # (door-lock's lock pushed 9 cm down while the hand-place rule still said "moving above the lock",
 # in 12 of 20 policy-driven episodes: benchmarks/results/sim-eval-2026-12-07-c/lock_moves.py).
 # The scripted expert's hand-place rule fires before the lock first moves 3 mm, except in 4 of 40
 # door-unlock layouts where its hand turns the lock from 2-3 cm away. Nothing else moves the lock.
 OBJECT_MOVED = 0.003
+
+# A caption is the stage the scene shows now: the best stage of the last SHOWN_STEPS control
+# steps (0.2 s, as the ALOHA simulator's 10 periods of 20 ms), not the furthest of the episode.
+# The window keeps a label from flickering at a stage boundary (e.g. 2 cm above the handle); a
+# longer memory would label a past: door-lock's expert, after a first push that stops short, goes
+# back up 20-30 cm and pushes again (10 of 40 layouts), and a policy's hand back 10-20 cm over a
+# half-pushed lock shows "moving above the lock" (benchmarks/results/sim-eval-2026-12-07-d/
+# label_rules.py). Success, once reported, stays the caption.
+SHOWN_STEPS = 16
 
 
 @dataclass(frozen=True)
@@ -106,8 +115,8 @@ class Task:
     # window); then the
     # memory's label stays the last stage the camera shows (memory_caption), never a claim
     done_visible: bool = True
-    # the stage the scene is in at least once the object has moved OBJECT_MOVED from its place at
-    # reset (None: the hand's place alone decides)
+    # the stage the scene is in at least while the object is being moved (OBJECT_MOVED within the
+    # last SHOWN_STEPS control steps; None: the hand's place alone decides)
     moved_stage: int | None = None
 
     def __post_init__(self) -> None:
@@ -121,14 +130,15 @@ class Task:
                              f"(0..{len(self.stages) - 1})")
 
     def caption(self, obs: np.ndarray, success: bool,
-                start: np.ndarray | None = None) -> tuple[int, str]:
-        """(stage index, caption) of a state; success is the last stage, len(stages). `start`:
-        the state at reset (where the object was), for moved_stage."""
+                before: np.ndarray | None = None) -> tuple[int, str]:
+        """(stage index, caption) of a state; success is the last stage, len(stages). `before`:
+        the state SHOWN_STEPS control steps earlier (or at reset, if sooner), for moved_stage:
+        an object that moved OBJECT_MOVED since then is being moved now."""
         if success:
             return len(self.stages), self.done
         i = min(max(self.stage_of(obs), 0), len(self.stages) - 1)
-        if (self.moved_stage is not None and start is not None
-                and float(np.linalg.norm(obs[4:7] - start[4:7])) > OBJECT_MOVED):
+        if (self.moved_stage is not None and before is not None
+                and float(np.linalg.norm(obs[4:7] - before[4:7])) > OBJECT_MOVED):
             i = max(i, self.moved_stage)
         return i, self.stages[i]
 

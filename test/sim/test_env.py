@@ -94,28 +94,67 @@ def test_door_lock_push_stage_starts_as_the_lock_moves():
 
 
 @pytest.mark.parametrize("name", ["door-unlock", "door-lock"])
-def test_a_door_lock_that_has_moved_is_being_turned_wherever_the_hand_is(name):
-    """A policy's gripper 3-4 cm off the expert's point turns the lock too: once the lock has
-    moved OBJECT_MOVED from its place at reset, the scene is in the turning stage."""
+def test_a_door_lock_being_moved_is_being_turned_wherever_the_hand_is(name):
+    """A policy's gripper 3-4 cm off the expert's point turns the lock too: while the lock moves
+    OBJECT_MOVED within SHOWN_STEPS control steps, the scene is in the turning stage; a lock
+    that moved and stopped, the hand far from it, is not being turned."""
     from oxygen_ros.sim.tasks import OBJECT_MOVED
 
     task = get_task(name)
-    start = np.zeros(39)
-    start[4:7] = [0.05, 0.7, 0.12]
-    obs = start.copy()
-    obs[0:3] = start[4:7] + np.array([0.0, -0.15, 0.2])  # the hand far away
-    assert task.caption(obs, False, start)[0] == 0
+    before = np.zeros(39)
+    before[4:7] = [0.05, 0.7, 0.12]
+    obs = before.copy()
+    obs[0:3] = before[4:7] + np.array([0.0, -0.15, 0.2])  # the hand far away
+    assert task.caption(obs, False, before)[0] == 0
     obs[4] += 0.6 * OBJECT_MOVED
-    assert task.caption(obs, False, start)[0] == 0  # settling, not a turn
+    assert task.caption(obs, False, before)[0] == 0  # settling, not a turn
     obs[4] += OBJECT_MOVED
-    assert task.caption(obs, False, start) == (1, task.stages[1])
-    assert task.caption(obs, False)[0] == 0  # without the reset state: the hand's place alone
-    assert task.caption(obs, True, start) == (2, task.done)
+    assert task.caption(obs, False, before) == (1, task.stages[1])
+    assert task.caption(obs, False, obs)[0] == 0  # moved before, still now: not being turned
+    assert task.caption(obs, False)[0] == 0  # without the earlier state: the hand's place alone
+    assert task.caption(obs, True, before) == (2, task.done)
     # the other tasks: the hand's place alone
     button = get_task("button-press-topdown")
-    assert button.moved_stage is None and button.caption(obs, False, start)[0] == 0
+    assert button.moved_stage is None and button.caption(obs, False, before)[0] == 0
     with pytest.raises(ValueError, match="moved_stage"):
         type(task)("x", "x-v3", "do x", ("a",), "done", lambda o: 0, moved_stage=1)
+
+
+@needs_sim
+def test_the_caption_is_the_stage_the_scene_shows_now():
+    """door-lock, layout 8: the expert's first push stops 8.7 cm down, short of locking; its hand
+    goes back up 20-30 cm over the lock and pushes again. The caption goes back to "moving above
+    the lock" SHOWN_STEPS control steps after the lock stopped and the hand left it (the best
+    stage of the last 0.2 s), and to "pushing" again with the second push; progress and `stage`
+    keep the furthest. The furthest stage of the episode said "pushing" for those 30 steps with
+    the hand 20-30 cm above the lock."""
+    from oxygen_ros.sim import SimEnv
+    from oxygen_ros.sim.tasks import SHOWN_STEPS
+
+    env = SimEnv("door-lock", image_size=32)
+    try:
+        env.reset(8)
+        task, states = env.task, [env.raw_obs]
+        raw, captions, stages = [], [], []
+        for _ in range(task.horizon):
+            info = env.step(env.expert_target())
+            states.append(env.raw_obs)
+            raw.append(task.caption(states[-1], info.success, states[max(0, len(states) - 1 - SHOWN_STEPS)])[0])
+            captions.append(info.caption)
+            stages.append(info.stage)
+            if info.success:
+                break
+        assert info.success and info.caption == task.done
+        assert captions == [task.captions[2 if r == 2 else max(raw[max(0, i - SHOWN_STEPS + 1):i + 1])]
+                            for i, r in enumerate(raw)]
+        runs = [c for i, c in enumerate(captions) if i == 0 or c != captions[i - 1]]
+        assert runs == [task.stages[0], task.stages[1], task.stages[0], task.stages[1], task.done]
+        back = captions.index(task.stages[0], captions.index(task.stages[1]))
+        hand_over_lock = states[back + 1][2] - states[back + 1][6]
+        assert 0.15 < hand_over_lock < 0.35, hand_over_lock
+        assert stages == sorted(stages)  # the furthest
+    finally:
+        env.close()
 
 
 @needs_sim
@@ -171,7 +210,7 @@ def test_expert_through_absolute_targets_succeeds_and_layouts_follow_the_seed(na
                 break
         assert info.success, f"{name}: expert through targets failed after {info.step} steps"
         assert info.progress == 1.0 and info.caption == env.task.done
-        assert stages == sorted(stages)  # captions only move forward
+        assert stages == sorted(stages)  # the furthest stage only moves forward
         assert set(range(len(env.task.captions))) <= set(stages) | {0}  # and pass every stage
         img = env.render()
         assert img.shape == (32, 32, 3) and img.dtype == np.uint8 and img.std() > 5
