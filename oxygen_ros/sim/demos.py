@@ -28,6 +28,11 @@ means success, and a policy whose hand did that beside the object then claimed a
 had not happened (docs/simulation.md, "Memory that never claims what has not happened").
 `--high-miss-episodes H` adds H more per task whose expert hovers beside and above the object
 (high_miss_offset), after the missing ones (the committed checkpoint's recording has 50).
+`--leave-episodes L` adds L more per task whose expert does the task part of the way (the object
+moved 0.5-2 cm: leave_point) and then leaves it and hovers as a high missing episode does, for
+`--miss-steps` steps. Why: a failing policy turned door-unlock's lock part of the way and then
+hovered 8-10 cm off it while its memory still said "turning the lock" (the scene shows the hand
+reaching again: tasks.SHOWN_STEPS), and no demonstration had that picture.
 
 `--policy-episodes P --policy CKPT` adds P caption-only episodes per task driven by a trained
 policy, served as the node serves it (offline_eval.load_policy), each new chunk played after
@@ -101,20 +106,39 @@ def high_miss_offset(seed: int) -> np.ndarray:
     return _around(np.random.default_rng(seed), (0.03, 0.11), (0.03, 0.12))
 
 
+def leave_point(seed: int) -> tuple[float, np.ndarray]:
+    """Where a leaving episode's expert stops doing the task and where it then aims, drawn from
+    the seed: once the object has moved 0.5-2 cm from its place at reset (short of success:
+    the expert's objects move 7 cm for the button, 10 cm for the locks, 3-31 for the window),
+    it aims at high_miss_offset's point, hovering 3-11 cm beside and 3-12 cm above the object."""
+    moved = float(np.random.default_rng([seed, 1]).uniform(0.005, 0.02))
+    return moved, high_miss_offset(seed)
+
+
 def record_episode(env, seed: int, frame_stride: int = 1, after: int = 8,
                    aim_offset: np.ndarray | None = None, max_steps: int | None = None,
-                   driver: "PolicyDriver | None" = None) -> dict:
+                   driver: "PolicyDriver | None" = None,
+                   leave: tuple[float, np.ndarray] | None = None) -> dict:
     """One expert episode -> arrays (images, state, target, step, caption text), success and
     the step whose state the simulator first reported successful. With `aim_offset` the expert
     aims beside the object (env.expert_target); `max_steps` ends the episode early. With
     `driver` a trained policy drives the robot instead, and the expert's target is recorded
-    beside each frame."""
+    beside each frame. With `leave` = (distance, offset) the expert does the task until the
+    object has moved `distance` (m) from its place at reset; then the hand goes to `offset` from
+    where the object is then and hovers there (the gripper as the expert commands it), and
+    `max_steps` counts from there."""
     env.reset(seed)
+    start = env.raw_obs[4:7].copy()
     images, states, targets, steps, captions = [], [], [], [], []
-    success_at = None
+    success_at = left_at = None
     step = 0
     while True:
+        if leave is not None and left_at is None and np.linalg.norm(env.raw_obs[4:7] - start) > leave[0]:
+            left_at = step
+            hover = env.raw_obs[4:7] + leave[1]
         target = env.expert_target(aim_offset)
+        if left_at is not None:  # hover at the point beside and above where the object was left
+            target = np.array([*hover, target[3]])
         if step % frame_stride == 0:
             images.append(env.render())
             states.append(env.state().astype(np.float32))
@@ -127,11 +151,15 @@ def record_episode(env, seed: int, frame_stride: int = 1, after: int = 8,
             success_at = step
         if success_at is not None and step >= success_at + after:
             break
-        if success_at is None and (info.timed_out or (max_steps is not None and step >= max_steps)):
+        budget = max_steps
+        if budget is not None and leave is not None:  # counted from leaving; unlimited before
+            budget = None if left_at is None else left_at + max_steps
+        if success_at is None and (info.timed_out or (budget is not None and step >= budget)):
             break
     return {"images": np.stack(images), "state": np.stack(states), "target": np.stack(targets),
             "step": np.asarray(steps, dtype=np.int32), "captions": captions,
-            "success": success_at is not None, "success_step": success_at, "steps": step}
+            "success": success_at is not None, "success_step": success_at, "steps": step,
+            "left_at": left_at}
 
 
 class PolicyDriver:
@@ -175,11 +203,13 @@ def record(task_names: list[str], episodes: int, seed: int, frame_stride: int = 
            image_size: int = IMAGE_SIZE, camera: str | None = None, after: int = 8,
            progress: bool = True, miss_episodes: int = 0, miss_steps: int = 80,
            high_miss_episodes: int = 0, policy_episodes: int = 0,
-           policy: "BuiltEngine | None" = None, policy_delay: int = 6) -> tuple[Demos, dict]:
+           policy: "BuiltEngine | None" = None, policy_delay: int = 6,
+           leave_episodes: int = 0) -> tuple[Demos, dict]:
     """Record `episodes` expert episodes per task (successful ones kept), `miss_episodes`
     caption-only missing episodes per task (miss_offset), `high_miss_episodes` more hovering
     beside and above the object (high_miss_offset; their layout seeds follow the missing ones', so a
-    recording without them is the same as before) and `policy_episodes` driven by `policy`
+    recording without them is the same as before), `leave_episodes` that do the task part of the
+    way and then hover (leave_point; seeds after the high missing ones') and `policy_episodes` driven by `policy`
     (offline_eval.load_policy's BuiltEngine; record_policy_episode, delays 0..`policy_delay`
     in turn), all kept; returns the dataset and a summary."""
     if policy_episodes and policy is None:
@@ -198,14 +228,16 @@ def record(task_names: list[str], episodes: int, seed: int, frame_stride: int = 
     if progress:
         from tqdm import tqdm
 
-        bar = tqdm(total=(episodes + miss_episodes + high_miss_episodes + policy_episodes) * len(tasks),
+        bar = tqdm(total=(episodes + miss_episodes + high_miss_episodes + leave_episodes
+                          + policy_episodes) * len(tasks),
                    desc="demos", unit="ep")
     kept = 0
     for ti, task in enumerate(tasks):
         env = SimEnv(task, image_size=image_size, camera=camera)
         ok, lengths, missed, miss_frames = 0, [], 0, 0
         driven_ok, driven_frames = 0, 0
-        expert_and_miss = episodes + miss_episodes + high_miss_episodes
+        expert_and_miss = episodes + miss_episodes + high_miss_episodes + leave_episodes
+        left = 0
         try:
             for e in range(expert_and_miss + policy_episodes):
                 miss = e >= episodes  # caption-only: a missing or a policy-driven episode
@@ -218,12 +250,15 @@ def record(task_names: list[str], episodes: int, seed: int, frame_stride: int = 
                     driven_ok += ep["success"]
                 else:
                     lseed = layout_seed(seed, ti, MISS_SEED_OFFSET + e - episodes if miss else e)
-                    aim = None
-                    if miss:
+                    aim = leave = None
+                    if e >= episodes + miss_episodes + high_miss_episodes:
+                        leave = leave_point(lseed)
+                    elif miss:
                         high = e >= episodes + miss_episodes
                         aim = high_miss_offset(lseed) if high else miss_offset(lseed)
                     ep = record_episode(env, lseed, frame_stride, after, aim_offset=aim,
-                                        max_steps=miss_steps if miss else None)
+                                        max_steps=miss_steps if miss else None, leave=leave)
+                    left += ep["left_at"] is not None
                 if bar is not None:
                     bar.update(1)
                 if not (ep["success"] or miss):
@@ -251,7 +286,8 @@ def record(task_names: list[str], episodes: int, seed: int, frame_stride: int = 
             env.close()
         summary[task.name] = {"episodes": episodes, "successes": ok,
                               "median_steps": float(np.median(lengths)) if lengths else None,
-                              "miss_episodes": miss_episodes + high_miss_episodes, "missed": missed,
+                              "miss_episodes": miss_episodes + high_miss_episodes + leave_episodes,
+                              "missed": missed, "leave_episodes": leave_episodes, "left": left,
                               "miss_frames": miss_frames, "policy_episodes": policy_episodes,
                               "policy_successes": driven_ok, "policy_frames": driven_frames}
     if bar is not None:
@@ -260,6 +296,7 @@ def record(task_names: list[str], episodes: int, seed: int, frame_stride: int = 
             "after_success_steps": after, "recorder_version": RECORDER_VERSION,
             "episodes_per_task": episodes, "miss_episodes_per_task": miss_episodes,
             "high_miss_episodes_per_task": high_miss_episodes,
+            "leave_episodes_per_task": leave_episodes,
             "miss_steps": miss_steps, "policy_episodes_per_task": policy_episodes,
             "policy_delay_steps": policy_delay if policy_episodes else None,
             "seconds": round(time.perf_counter() - t0, 1)}
@@ -325,7 +362,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--high-miss-episodes", type=int, default=0,
                    help="caption-only episodes per task whose expert hovers 3-11 cm beside and 3-12 cm "
                         "above the object")
-    p.add_argument("--miss-steps", type=int, default=80, help="steps of a missing episode")
+    p.add_argument("--leave-episodes", type=int, default=0,
+                   help="caption-only episodes per task whose expert moves the object 0.5-2 cm and "
+                        "then leaves it, hovering as --high-miss-episodes do")
+    p.add_argument("--miss-steps", type=int, default=80,
+                   help="steps of a missing episode (of a leaving one: after it leaves)")
     p.add_argument("--policy-episodes", type=int, default=0,
                    help="caption-only episodes per task driven by --policy")
     p.add_argument("--policy", default=None, help="checkpoint folder that drives --policy-episodes")
@@ -351,10 +392,10 @@ def main(argv: list[str] | None = None) -> int:
     if a.episodes < 1:
         p.error("--episodes must be >= 1")
     misses = POLICY_SEED_OFFSET - MISS_SEED_OFFSET
-    if (a.miss_episodes < 0 or a.high_miss_episodes < 0
-            or a.miss_episodes + a.high_miss_episodes > misses or a.miss_steps < 1):
-        p.error(f"--miss-episodes and --high-miss-episodes must be >= 0, together at most "
-                f"{misses}, and --miss-steps >= 1")
+    if (min(a.miss_episodes, a.high_miss_episodes, a.leave_episodes) < 0
+            or a.miss_episodes + a.high_miss_episodes + a.leave_episodes > misses or a.miss_steps < 1):
+        p.error(f"--miss-episodes, --high-miss-episodes and --leave-episodes must be >= 0, "
+                f"together at most {misses}, and --miss-steps >= 1")
     if a.episodes > MISS_SEED_OFFSET:
         p.error(f"--episodes must be <= {MISS_SEED_OFFSET} (the missing episodes' seeds follow)")
     if not 0 <= a.policy_episodes <= SEEDS_PER_TASK - POLICY_SEED_OFFSET:
@@ -372,7 +413,7 @@ def main(argv: list[str] | None = None) -> int:
                             a.after, miss_episodes=a.miss_episodes, miss_steps=a.miss_steps,
                             high_miss_episodes=a.high_miss_episodes,
                             policy_episodes=a.policy_episodes, policy=policy,
-                            policy_delay=a.policy_delay)
+                            policy_delay=a.policy_delay, leave_episodes=a.leave_episodes)
     out = demos.save(a.out)
     print(json.dumps({"out": str(out), **summary}, indent=2))
     return 0

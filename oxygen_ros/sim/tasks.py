@@ -90,7 +90,8 @@ OBJECT_MOVED = 0.003
 # longer memory would label a past: door-lock's expert, after a first push that stops short, goes
 # back up 20-30 cm and pushes again (10 of 40 layouts), and a policy's hand back 10-20 cm over a
 # half-pushed lock shows "moving above the lock" (benchmarks/results/sim-eval-2026-12-07-d/
-# label_rules.py). Success, once reported, stays the caption.
+# label_rules.py). Success, once reported, stays the caption. A moving object (moved_stage) is
+# judged over the same window, so its stage lasts up to 2 x SHOWN_STEPS (0.4 s) after it stops.
 SHOWN_STEPS = 16
 
 

@@ -106,6 +106,49 @@ def test_high_missing_episodes_hover_beside_and_above_the_object_and_follow_the_
     assert more.meta["high_miss_episodes_per_task"] == 1
 
 
+def test_leaving_episodes_move_the_object_part_of_the_way_then_hover_labelled_as_they_show():
+    """door-lock: the expert pushes the lock down 1 cm, then its hand rises to hover beside and
+    above it; the frames say "pushing" while the lock moves and "moving above the lock" once the
+    lock has stopped and the hand has been away (what a failing policy's hovering hand over a
+    half-pushed lock shows); the episode ends `max_steps` after leaving. The leaving episodes'
+    layout seeds follow the high missing ones', and a recording without them is unchanged."""
+    from oxygen_ros.sim import SimEnv
+    from oxygen_ros.sim.demos import high_miss_offset, leave_point, main, record, record_episode
+    from oxygen_ros.sim.tasks import SHOWN_STEPS
+
+    points = [leave_point(s) for s in range(50)]
+    assert all(0.005 <= d <= 0.02 for d, _ in points)
+    np.testing.assert_array_equal(points[7][1], high_miss_offset(7))
+    task = get_task("door-lock")
+    e = SimEnv(task)
+    try:
+        ep = record_episode(e, seed=0, frame_stride=1, max_steps=60,
+                            leave=(0.01, np.array([0.06, 0.0, 0.10])))
+    finally:
+        e.close()
+    left = ep["left_at"]
+    assert left is not None and not ep["success"] and ep["steps"] == left + 60
+    caps = ep["captions"]
+    assert "pushing the lock down" in caps[:left + 1]
+    # the lock stops within 5 steps of leaving; it "moved 3 mm within SHOWN_STEPS steps" for
+    # SHOWN_STEPS more, and the caption keeps the best of SHOWN_STEPS: at most 0.4 s in all
+    tail = left + 5 + 2 * SHOWN_STEPS
+    assert caps[left + 5] == "pushing the lock down"
+    assert caps[tail:] == [task.stages[0]] * (len(caps) - tail)
+    assert ep["state"][-1, 2] > ep["state"][left, 2] + 0.05  # the hand went up
+
+    plain, _ = record(["door-lock"], 1, seed=0, frame_stride=4, progress=False, high_miss_episodes=1,
+                      miss_steps=40)
+    more, summary = record(["door-lock"], 1, seed=0, frame_stride=4, progress=False,
+                           high_miss_episodes=1, miss_steps=40, leave_episodes=1)
+    n = len(plain)
+    np.testing.assert_array_equal(more.caption[:n], plain.caption)
+    assert len(more) > n and more.caption_only[n:].all()
+    assert summary["door-lock"]["leave_episodes"] == 1 and more.meta["leave_episodes_per_task"] == 1
+    with pytest.raises(SystemExit):
+        main(["--leave-episodes", "-1", "--out", "/tmp/never.npz"])
+
+
 def test_a_success_the_camera_does_not_show_is_labelled_with_the_last_stage():
     """door-unlock's success turns a lock of a few pixels under the gripper: the memory's label
     stays the stage the picture shows, never the claim; the button's success is labelled."""
