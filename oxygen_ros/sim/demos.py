@@ -29,8 +29,8 @@ had not happened (docs/simulation.md, "Memory that never claims what has not hap
 `--high-miss-episodes H` adds H more per task whose expert hovers beside and above the object
 (high_miss_offset), after the missing ones (the committed checkpoint's recording has 50).
 `--leave-episodes L` adds L more per task whose expert does the task part of the way (the object
-moved 0.5-2 cm: leave_point) and then leaves it and hovers as a high missing episode does, for
-`--miss-steps` steps. Why: a failing policy turned door-unlock's lock part of the way and then
+moved 0.5-2 cm: leave_point), then takes the hand to a point beside and above it as a high
+missing episode aims, and hovers there for `--miss-steps` steps. Why: a failing policy turned door-unlock's lock part of the way and then
 hovered 8-10 cm off it while its memory still said "turning the lock" (the scene shows the hand
 reaching again: tasks.SHOWN_STEPS), and no demonstration had that picture.
 
@@ -107,10 +107,11 @@ def high_miss_offset(seed: int) -> np.ndarray:
 
 
 def leave_point(seed: int) -> tuple[float, np.ndarray]:
-    """Where a leaving episode's expert stops doing the task and where it then aims, drawn from
-    the seed: once the object has moved 0.5-2 cm from its place at reset (short of success:
+    """Where a leaving episode's expert stops doing the task and where its hand then goes, drawn
+    from the seed: once the object has moved 0.5-2 cm from its place at reset (short of success:
     the expert's objects move 7 cm for the button, 10 cm for the locks, 3-31 for the window),
-    it aims at high_miss_offset's point, hovering 3-11 cm beside and 3-12 cm above the object."""
+    the hand goes to high_miss_offset's point from the object, 3-11 cm beside and 3-12 cm above
+    it, and hovers there (record_episode's `leave`)."""
     moved = float(np.random.default_rng([seed, 1]).uniform(0.005, 0.02))
     return moved, high_miss_offset(seed)
 
@@ -131,11 +132,13 @@ def record_episode(env, seed: int, frame_stride: int = 1, after: int = 8,
     start = env.raw_obs[4:7].copy()
     images, states, targets, steps, captions = [], [], [], [], []
     success_at = left_at = None
+    end = max_steps if leave is None else None  # a leaving episode's steps count from leaving
     step = 0
     while True:
         if leave is not None and left_at is None and np.linalg.norm(env.raw_obs[4:7] - start) > leave[0]:
             left_at = step
             hover = env.raw_obs[4:7] + leave[1]
+            end = None if max_steps is None else step + max_steps
         target = env.expert_target(aim_offset)
         if left_at is not None:  # hover at the point beside and above where the object was left
             target = np.array([*hover, target[3]])
@@ -151,10 +154,7 @@ def record_episode(env, seed: int, frame_stride: int = 1, after: int = 8,
             success_at = step
         if success_at is not None and step >= success_at + after:
             break
-        budget = max_steps
-        if budget is not None and leave is not None:  # counted from leaving; unlimited before
-            budget = None if left_at is None else left_at + max_steps
-        if success_at is None and (info.timed_out or (budget is not None and step >= budget)):
+        if success_at is None and (info.timed_out or (end is not None and step >= end)):
             break
     return {"images": np.stack(images), "state": np.stack(states), "target": np.stack(targets),
             "step": np.asarray(steps, dtype=np.int32), "captions": captions,

@@ -81,7 +81,8 @@ def _stage_door_lock(obs: np.ndarray) -> int:
 # (door-lock's lock pushed 9 cm down while the hand-place rule still said "moving above the lock",
 # in 12 of 20 policy-driven episodes: benchmarks/results/sim-eval-2026-12-07-c/lock_moves.py).
 # The scripted expert's hand-place rule fires before the lock first moves 3 mm, except in 4 of 40
-# door-unlock layouts where its hand turns the lock from 2-3 cm away. Nothing else moves the lock.
+# door-unlock layouts where its hand turns the lock from 2-3 cm away. A lock let go part of the
+# way can also move back a little by itself, and counts as being turned while it does.
 OBJECT_MOVED = 0.003
 
 # A caption is the stage the scene shows now: the best stage of the last SHOWN_STEPS control
