@@ -59,8 +59,10 @@ if TYPE_CHECKING:
     from ..robot.build import BuiltEngine
 
 # 2: caption-only missing episodes (caption_only), success_step; 3: memory_caption; 4: captions
-# the stage the scene shows now (tasks.SHOWN_STEPS), not the furthest of the episode
-RECORDER_VERSION = 4
+# the stage the scene shows now (tasks.SHOWN_STEPS), not the furthest of the episode; 5: a
+# moving lock is being turned only with the hand at it (tasks.MOVED_HAND_RADIUS), and
+# door-unlock's hand place needs the hand at the lock's height (tasks.DOOR_UNLOCK_TURN_HEIGHT)
+RECORDER_VERSION = 5
 MEMORY_CAPTION_VERSION = 3  # the first version whose recorder labels as relabel() does
 MISS_SEED_OFFSET = 5000  # layout seeds of the missing episodes: never the successful ones'
 POLICY_SEED_OFFSET = 8000  # layout seeds of the policy-driven episodes: after the missing ones'

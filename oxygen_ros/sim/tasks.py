@@ -37,9 +37,20 @@ def _stage_window_open(obs: np.ndarray) -> int:
     return 1 if abs(hand[2] - handle[2]) > 0.02 else 2
 
 
+# How far above door-unlock's contact point the hand may be for its place to say "turning the
+# lock": the expert's own switch (x-y within 2 cm) is blind to height, and a policy's hand 2-3 cm
+# over the lock, not touching it, was labelled "turning" (the sixth pass's second door-unlock
+# miss, the memory saying "reaching"). The scripted expert's hand is at most 1.0 cm above the
+# point (p99 of its steps in 40 layouts) while x-y within 2 cm, 0.4 cm when the switch fires:
+# benchmarks/results/sim-eval-2026-12-07-e/unlock_heights.py.
+DOOR_UNLOCK_TURN_HEIGHT = 0.02
+
+
 def _stage_door_unlock(obs: np.ndarray) -> int:
     hand, lock = obs[0:3], obs[4:7] + np.array([-0.04, -0.02, -0.03])
-    return 0 if _xy(hand, lock) > 0.02 else 1
+    if _xy(hand, lock) > 0.02 or hand[2] - lock[2] > DOOR_UNLOCK_TURN_HEIGHT:
+        return 0
+    return 1
 
 
 def _stage_handle_press(obs: np.ndarray) -> int:
@@ -77,13 +88,24 @@ def _stage_door_lock(obs: np.ndarray) -> int:
 
 
 # How far (m) a door lock moves within SHOWN_STEPS control steps when it is being turned or
-# pushed, whatever the hand's place: a policy's gripper 2-4 cm off the expert's point turns it too
+# pushed, wherever the gripper touches it: a policy's gripper 2-4 cm off the expert's point turns it too
 # (door-lock's lock pushed 9 cm down while the hand-place rule still said "moving above the lock",
 # in 12 of 20 policy-driven episodes: benchmarks/results/sim-eval-2026-12-07-c/lock_moves.py).
 # The scripted expert's hand-place rule fires before the lock first moves 3 mm, except in 4 of 40
 # door-unlock layouts where its hand turns the lock from 2-3 cm away. A lock let go part of the
-# way can also move back a little by itself, and counts as being turned while it does.
+# way can also move back by itself: that is not a turn, and MOVED_HAND_RADIUS leaves it out.
 OBJECT_MOVED = 0.003
+
+# How near (m) the hand must be to where it holds the object (Task.holds_at) for a moving object
+# to be moved by it. A lock let go part of the way swings back or on by itself while the hand is
+# 10-20 cm away: door-lock's expert rising 19 cm over a lock springing back up after a short
+# push (81 of its 833 pushing steps in 40 layouts), door-unlock's lock turning on after the hand
+# left it (385 of 1,729 steps in 40 leaving episodes). Their picture is a hand away from the lock,
+# as in the sixth pass's main door-unlock miss ("turning" said with the hand 10 cm over a
+# half-turned lock). The scripted expert's hand is within 8.7 cm of the point (door-unlock, p99;
+# the policy's within 6.2) while it turns the lock:
+# benchmarks/results/sim-eval-2026-12-07-e/hand_rules.py.
+MOVED_HAND_RADIUS = 0.08
 
 # A caption is the stage the scene shows now: the best stage of the last SHOWN_STEPS control
 # steps (0.2 s, as the ALOHA simulator's 10 periods of 20 ms), not the furthest of the episode.
@@ -92,7 +114,8 @@ OBJECT_MOVED = 0.003
 # back up 20-30 cm and pushes again (10 of 40 layouts), and a policy's hand back 10-20 cm over a
 # half-pushed lock shows "moving above the lock" (benchmarks/results/sim-eval-2026-12-07-d/
 # label_rules.py). Success, once reported, stays the caption. A moving object (moved_stage) is
-# judged over the same window, so its stage lasts up to 2 x SHOWN_STEPS (0.4 s) after it stops.
+# judged over the same window, so its stage lasts up to 2 x SHOWN_STEPS (0.4 s) after it stops
+# while the hand stays within MOVED_HAND_RADIUS of it.
 SHOWN_STEPS = 16
 
 
@@ -117,9 +140,12 @@ class Task:
     # window); then the
     # memory's label stays the last stage the camera shows (memory_caption), never a claim
     done_visible: bool = True
-    # the stage the scene is in at least while the object is being moved (OBJECT_MOVED within the
-    # last SHOWN_STEPS control steps; None: the hand's place alone decides)
+    # the stage the scene is in at least while the hand moves the object (OBJECT_MOVED within
+    # the last SHOWN_STEPS control steps, the hand within MOVED_HAND_RADIUS of holds_at; None:
+    # the hand's place alone decides)
     moved_stage: int | None = None
+    # where the hand is while it moves the object, relative to the object (None: `contact`)
+    holds_at: tuple[float, float, float] | None = None
 
     def __post_init__(self) -> None:
         if not self.stages:
@@ -135,14 +161,20 @@ class Task:
                 before: np.ndarray | None = None) -> tuple[int, str]:
         """(stage index, caption) of a state; success is the last stage, len(stages). `before`:
         the state SHOWN_STEPS control steps earlier (or at reset, if sooner), for moved_stage:
-        an object that moved OBJECT_MOVED since then is being moved now."""
+        an object that moved OBJECT_MOVED since then, the hand at it, is being moved now."""
         if success:
             return len(self.stages), self.done
         i = min(max(self.stage_of(obs), 0), len(self.stages) - 1)
         if (self.moved_stage is not None and before is not None
-                and float(np.linalg.norm(obs[4:7] - before[4:7])) > OBJECT_MOVED):
+                and float(np.linalg.norm(obs[4:7] - before[4:7])) > OBJECT_MOVED
+                and self.hand_at_object(obs)):
             i = max(i, self.moved_stage)
         return i, self.stages[i]
+
+    def hand_at_object(self, obs: np.ndarray) -> bool:
+        """Whether the hand is within MOVED_HAND_RADIUS of where it holds the object now."""
+        at = obs[4:7] + np.asarray(self.holds_at if self.holds_at is not None else self.contact)
+        return float(np.linalg.norm(obs[0:3] - at)) < MOVED_HAND_RADIUS
 
     def memory_caption(self, caption: str) -> str:
         """The memory's label for a frame whose simulator caption is `caption`: the caption,
@@ -179,7 +211,7 @@ TASKS: dict[str, Task] = {t.name: t for t in (
     Task("door-lock", "door-lock-v3", "lock the door",
          ("moving above the lock", "pushing the lock down"),
          "the door is locked", _stage_door_lock, contact=(-0.02, -0.02, 0.0), horizon=300,
-         done_visible=False, moved_stage=1),
+         done_visible=False, moved_stage=1, holds_at=(-0.02, -0.02, DOOR_LOCK_PUSH_HEIGHT)),
 )}
 
 

@@ -69,6 +69,24 @@ def test_door_lock_pushes_only_with_the_gripper_on_the_lock():
     assert task.stage_of(obs) == 0
 
 
+def test_door_unlock_turns_only_with_the_hand_at_the_locks_height():
+    """The expert's x-y switch is blind to height: a hand 2-3 cm over the lock, not touching it,
+    is still reaching it; the expert's own hand is within 1 cm of the point while it turns."""
+    from oxygen_ros.sim.tasks import DOOR_UNLOCK_TURN_HEIGHT
+
+    task = get_task("door-unlock")
+    lock = np.array([0.05, 0.7, 0.15])
+    point = lock + np.array(task.contact)  # where the expert's gripper turns it
+    obs = np.zeros(39)
+    obs[4:7] = lock
+    for above, stage in ((0.10, 0), (0.03, 0), (DOOR_UNLOCK_TURN_HEIGHT + 0.001, 0),
+                         (0.01, 1), (0.0, 1), (-0.03, 1)):
+        obs[0:3] = point + np.array([0.01, 0.0, above])
+        assert task.stage_of(obs) == stage, f"{above * 100:.1f} cm above"
+    obs[0:3] = point + np.array([0.03, 0.0, 0.0])  # beside it, at its height
+    assert task.stage_of(obs) == 0
+
+
 @needs_sim
 def test_door_lock_push_stage_starts_as_the_lock_moves():
     from oxygen_ros.sim import SimEnv
@@ -94,18 +112,21 @@ def test_door_lock_push_stage_starts_as_the_lock_moves():
 
 
 @pytest.mark.parametrize("name", ["door-unlock", "door-lock"])
-def test_a_door_lock_being_moved_is_being_turned_wherever_the_hand_is(name):
+def test_a_door_lock_is_being_turned_while_it_moves_with_the_hand_at_it(name):
     """A policy's gripper 3-4 cm off the expert's point turns the lock too: while the lock moves
-    OBJECT_MOVED within SHOWN_STEPS control steps, the scene is in the turning stage; a lock
-    that moved and stopped, the hand far from it, is not being turned."""
-    from oxygen_ros.sim.tasks import OBJECT_MOVED
+    OBJECT_MOVED within SHOWN_STEPS control steps with the hand within MOVED_HAND_RADIUS of where
+    it holds the lock, the scene is in the turning stage. A lock that moved and stopped is not
+    being turned, nor one swinging by itself with the hand away (the old rule said "turning"
+    there, wherever the hand was)."""
+    from oxygen_ros.sim.tasks import MOVED_HAND_RADIUS, OBJECT_MOVED
 
     task = get_task(name)
     before = np.zeros(39)
     before[4:7] = [0.05, 0.7, 0.12]
+    hold = np.asarray(task.holds_at if task.holds_at is not None else task.contact)
     obs = before.copy()
-    obs[0:3] = before[4:7] + np.array([0.0, -0.15, 0.2])  # the hand far away
-    assert task.caption(obs, False, before)[0] == 0
+    obs[0:3] = before[4:7] + hold + np.array([0.03, -0.03, 0.02])  # off the expert's point
+    assert task.stage_of(obs) == 0 and task.caption(obs, False, before)[0] == 0
     obs[4] += 0.6 * OBJECT_MOVED
     assert task.caption(obs, False, before)[0] == 0  # settling, not a turn
     obs[4] += OBJECT_MOVED
@@ -113,6 +134,13 @@ def test_a_door_lock_being_moved_is_being_turned_wherever_the_hand_is(name):
     assert task.caption(obs, False, obs)[0] == 0  # moved before, still now: not being turned
     assert task.caption(obs, False)[0] == 0  # without the earlier state: the hand's place alone
     assert task.caption(obs, True, before) == (2, task.done)
+    # the same moving lock with the hand 8 cm past and 10 cm above where it holds it (the
+    # sixth pass's main door-unlock miss): swinging by itself
+    away = obs.copy()
+    away[0:3] = obs[4:7] + hold + np.array([0.08, 0.0, 0.10])
+    assert not task.hand_at_object(away) and task.caption(away, False, before)[0] == 0
+    away[0:3] = obs[4:7] + hold + np.array([0.0, 0.99 * MOVED_HAND_RADIUS, 0.0])
+    assert task.stage_of(away) == 0 and task.caption(away, False, before)[0] == 1
     # the other tasks: the hand's place alone
     button = get_task("button-press-topdown")
     assert button.moved_stage is None and button.caption(obs, False, before)[0] == 0
@@ -127,9 +155,10 @@ def test_the_caption_is_the_stage_the_scene_shows_now():
     the lock" SHOWN_STEPS control steps after the lock stopped and the hand left it (the best
     stage of the last 0.2 s), and to "pushing" again with the second push; progress and `stage`
     keep the furthest. The furthest stage of the episode said "pushing" for those 30 steps with
-    the hand 20-30 cm above the lock."""
+    the hand 20-30 cm above the lock. While the hand rises, the half-pushed lock springs back
+    up by itself for 9 steps: not pushed (the hand is not at it), so not "pushing"."""
     from oxygen_ros.sim import SimEnv
-    from oxygen_ros.sim.tasks import SHOWN_STEPS
+    from oxygen_ros.sim.tasks import OBJECT_MOVED, SHOWN_STEPS
 
     env = SimEnv("door-lock", image_size=32)
     try:
@@ -152,6 +181,10 @@ def test_the_caption_is_the_stage_the_scene_shows_now():
         back = captions.index(task.stages[0], captions.index(task.stages[1]))
         hand_over_lock = states[back + 1][2] - states[back + 1][6]
         assert 0.15 < hand_over_lock < 0.35, hand_over_lock
+        by_itself = [i for i in range(len(raw)) if not task.hand_at_object(states[i + 1])
+                     and np.linalg.norm(states[i + 1][4:7] - states[max(0, i - SHOWN_STEPS)][4:7])
+                     > OBJECT_MOVED]
+        assert len(by_itself) == 9 and all(raw[i] == 0 for i in by_itself), by_itself
         assert stages == sorted(stages)  # the furthest
     finally:
         env.close()
