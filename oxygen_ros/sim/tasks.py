@@ -171,9 +171,14 @@ class Task:
             i = max(i, self.moved_stage)
         return i, self.stages[i]
 
+    @property
+    def hold_point(self) -> tuple[float, float, float]:
+        """Where the hand is while it moves the object, relative to the object."""
+        return self.holds_at if self.holds_at is not None else self.contact
+
     def hand_at_object(self, obs: np.ndarray) -> bool:
         """Whether the hand is within MOVED_HAND_RADIUS of where it holds the object now."""
-        at = obs[4:7] + np.asarray(self.holds_at if self.holds_at is not None else self.contact)
+        at = obs[4:7] + np.asarray(self.hold_point)
         return float(np.linalg.norm(obs[0:3] - at)) < MOVED_HAND_RADIUS
 
     def memory_caption(self, caption: str) -> str:

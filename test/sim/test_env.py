@@ -123,7 +123,7 @@ def test_a_door_lock_is_being_turned_while_it_moves_with_the_hand_at_it(name):
     task = get_task(name)
     before = np.zeros(39)
     before[4:7] = [0.05, 0.7, 0.12]
-    hold = np.asarray(task.holds_at if task.holds_at is not None else task.contact)
+    hold = np.asarray(task.hold_point)
     obs = before.copy()
     obs[0:3] = before[4:7] + hold + np.array([0.03, -0.03, 0.02])  # off the expert's point
     assert task.stage_of(obs) == 0 and task.caption(obs, False, before)[0] == 0

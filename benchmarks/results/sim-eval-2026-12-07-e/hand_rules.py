@@ -11,7 +11,7 @@ stage of the last SHOWN_STEPS steps:
   moving   the hand-place rule, or the lock moved OBJECT_MOVED within the last SHOWN_STEPS steps
            (tasks.Task.caption today)
   held R   the hand-place rule, or the lock moved so with the hand within R of where it holds
-           the lock (Task.holds_at, else Task.contact; measured against the lock where it is
+           the lock (Task.hold_point; measured against the lock where it is
            now): tasks.Task.caption since, with R = MOVED_HAND_RADIUS
 Prints, per rule and kind of episode: steps, steps labelled the moved stage, steps whose label
 differs from `moving`, and the hand's median offset from that point (cm) where they differ, then
@@ -75,7 +75,7 @@ def main() -> None:
     built = load_policy(a.checkpoint)  # before any SimEnv (osmesa)
     for name in ("door-unlock", "door-lock"):
         task = get_task(name)
-        contact = np.asarray(task.holds_at if task.holds_at is not None else task.contact)
+        contact = np.asarray(task.hold_point)
         env = SimEnv(task)
         kinds: dict[str, list] = {"expert": [], "miss": [], "leave": [], "policy": []}
         for s in range(40):
