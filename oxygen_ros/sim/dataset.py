@@ -10,6 +10,8 @@ File layout (every array has one row per recorded frame unless said otherwise):
   meta: a JSON string (seed, frame stride in env steps, image size, recorder version)
   caption_only bool [F] (recorder version 2; all False when absent): frames of an episode whose
   expert aimed beside the object on purpose: their caption is trained, their targets are not
+  driven bool [F] (all False when absent): frames of an episode a trained policy drove (the
+  expert's target beside each); caption-only unless recorded with --policy-actions
 A frame's action chunk is the targets of the frames `action_period_steps` env steps apart from it
 on (meta "action_period_steps", else Meta-World's ACTION_PERIOD_STEPS) (held at the episode's last target past its end: a finished task holds still).
 """
@@ -45,13 +47,21 @@ class Demos:
     episode_task: np.ndarray
     meta: dict
     caption_only: np.ndarray | None = None
+    driven: np.ndarray | None = None
 
     def __post_init__(self) -> None:
-        if self.caption_only is None:
-            self.caption_only = np.zeros(len(self.images), dtype=bool)
-        if self.caption_only.shape != (len(self.images),):
-            raise ValueError(f"caption_only has shape {self.caption_only.shape}, expected "
-                             f"({len(self.images)},)")
+        for name in ("caption_only", "driven"):
+            if getattr(self, name) is None:
+                setattr(self, name, np.zeros(len(self.images), dtype=bool))
+            shape = getattr(self, name).shape
+            if shape != (len(self.images),):
+                raise ValueError(f"{name} has shape {shape}, expected ({len(self.images)},)")
+
+    @property
+    def expert_frames(self) -> np.ndarray:
+        """[F] bool: frames the scripted expert drove, with the target it meant (not aimed
+        beside the object on purpose, not driven by a trained policy)."""
+        return ~self.caption_only & ~self.driven
 
     def __len__(self) -> int:
         return int(self.images.shape[0])
@@ -75,7 +85,7 @@ class Demos:
                  tasks=np.array(self.tasks), instructions=np.array(self.instructions),
                  captions=np.array(self.captions), episode_success=self.episode_success,
                  episode_task=self.episode_task, meta=np.array(json.dumps(self.meta)),
-                 caption_only=self.caption_only)
+                 caption_only=self.caption_only, driven=self.driven)
         return path
 
     @classmethod
@@ -86,7 +96,8 @@ class Demos:
                        captions=[str(s) for s in z["captions"]],
                        episode_success=z["episode_success"], episode_task=z["episode_task"],
                        meta=json.loads(str(z["meta"])),
-                       caption_only=z["caption_only"] if "caption_only" in z.files else None)
+                       caption_only=z["caption_only"] if "caption_only" in z.files else None,
+                       driven=z["driven"] if "driven" in z.files else None)
 
     def chunk_index(self, horizon: int) -> np.ndarray:
         """[F, horizon] frame indices of each frame's action chunk (held at the episode end)."""
@@ -109,8 +120,8 @@ class Demos:
         """Frame indices (train, held-out) by whole episodes, per task, seeded."""
         rng = np.random.default_rng(seed)
         eps = np.unique(self.episode)
-        only = np.zeros(len(self.episode_task), dtype=bool)  # caption-only episodes
-        only[np.unique(self.episode[self.caption_only])] = True
+        only = np.zeros(len(self.episode_task), dtype=bool)  # caption-only or policy-driven
+        only[np.unique(self.episode[~self.expert_frames])] = True
         held = []
         # the expert's episodes drawn exactly as before caption-only episodes existed (the same
         # layouts are held out with or without them), then the caption-only ones apart

@@ -41,6 +41,17 @@ cycle through the delays). Their frames are labelled with the stage they show, l
 episodes'. Why: where a policy's own hand goes when it fails is where its memory was wrong (the
 door-unlock turn made in the air, 7.6 cm past and 7.8 cm above the lock), and the expert's
 misses only approximate those pictures. Layout seeds from episode 8000 on (POLICY_SEED_OFFSET).
+With `--policy-actions TASKS` the driven frames of those tasks also train the action chunks on
+the expert's targets (the expert is a function of the state it sees, so it says where to go from
+wherever the policy took the hand: DAgger's labels). Why: a failing policy's hand passed 3-7 cm
+over door-unlock's lock or hovered past it, states the expert's own episodes never visit, so
+nothing taught the way back. Not for every task: whenever the hand is over 2 cm off the lock in
+x-y, door-lock's expert (Meta-World's scripted policy) backs off 10 cm and rises 10 cm, then goes
+to 30 cm above the lock and comes down again; its own episodes are never that far off, but a
+policy's hand pushed aside by the lock is, and a policy trained on those labels rose and came
+down again until time ran out (docs/simulation.md's eighth pass). With door-unlock's labels
+alone neither its success nor its memory moved beyond the runs' spread (ibid.; the committed
+checkpoint is not trained so). Driven frames carry `driven` either way.
 """
 from __future__ import annotations
 
@@ -48,7 +59,7 @@ import argparse
 import json
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Protocol
+from typing import TYPE_CHECKING, Callable, Collection, Protocol
 
 import numpy as np
 
@@ -206,14 +217,19 @@ def record(task_names: list[str], episodes: int, seed: int, frame_stride: int = 
            progress: bool = True, miss_episodes: int = 0, miss_steps: int = 80,
            high_miss_episodes: int = 0, policy_episodes: int = 0,
            policy: "BuiltEngine | None" = None, policy_delay: int = 6,
-           leave_episodes: int = 0) -> tuple[Demos, dict]:
+           leave_episodes: int = 0,
+           policy_actions: Collection[str] = ()) -> tuple[Demos, dict]:
     """Record `episodes` expert episodes per task (successful ones kept), `miss_episodes`
     caption-only missing episodes per task (miss_offset), `high_miss_episodes` more hovering
     beside and above the object (high_miss_offset; their layout seeds follow the missing ones', so a
     recording without them is the same as before), `leave_episodes` that do the task part of the
     way and then hover (leave_point; seeds after the high missing ones') and `policy_episodes` driven by `policy`
     (offline_eval.load_policy's BuiltEngine; record_policy_episode, delays 0..`policy_delay`
-    in turn), all kept; returns the dataset and a summary."""
+    in turn), all kept (the driven frames of the tasks named in `policy_actions` train the
+    expert's targets as actions, not only their captions); returns the dataset and a summary."""
+    unknown = sorted(set(policy_actions) - set(task_names))
+    if unknown:
+        raise ValueError(f"policy_actions names tasks not recorded: {unknown}")
     if policy_episodes and policy is None:
         raise ValueError("policy_episodes needs a policy (offline_eval.load_policy)")
     from . import DEFAULT_CAMERA, SimEnv, get_task
@@ -223,7 +239,7 @@ def record(task_names: list[str], episodes: int, seed: int, frame_stride: int = 
     captions = sorted({c for t in tasks for c in t.captions})
     cap_index = {c: i for i, c in enumerate(captions)}
     parts: dict[str, list] = {k: [] for k in ("images", "state", "target", "step", "episode",
-                                              "task", "caption", "caption_only")}
+                                              "task", "caption", "caption_only", "driven")}
     ep_success, ep_task, summary = [], [], {}
     t0 = time.perf_counter()
     bar = None
@@ -280,7 +296,9 @@ def record(task_names: list[str], episodes: int, seed: int, frame_stride: int = 
                 parts["task"].append(np.full(n, ti, dtype=np.int16))
                 parts["caption"].append(np.array([cap_index[c] for c in ep["captions"]],
                                                  dtype=np.int16))
-                parts["caption_only"].append(np.full(n, miss, dtype=bool))
+                acted = by_policy and task.name in policy_actions
+                parts["caption_only"].append(np.full(n, miss and not acted, dtype=bool))
+                parts["driven"].append(np.full(n, by_policy, dtype=bool))
                 ep_success.append(bool(ep["success"]))
                 ep_task.append(ti)
                 kept += 1
@@ -301,6 +319,7 @@ def record(task_names: list[str], episodes: int, seed: int, frame_stride: int = 
             "leave_episodes_per_task": leave_episodes,
             "miss_steps": miss_steps, "policy_episodes_per_task": policy_episodes,
             "policy_delay_steps": policy_delay if policy_episodes else None,
+            "policy_action_tasks": sorted(policy_actions) if policy_episodes else [],
             "seconds": round(time.perf_counter() - t0, 1)}
     demos = Demos(**{k: np.concatenate(v) for k, v in parts.items()},
                   tasks=[t.name for t in tasks], instructions=[t.instruction for t in tasks],
@@ -374,6 +393,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--policy", default=None, help="checkpoint folder that drives --policy-episodes")
     p.add_argument("--policy-delay", type=int, default=6,
                    help="most control steps (12.5 ms) a policy episode's chunk arrives late")
+    p.add_argument("--policy-actions", default="",
+                   help="comma-separated tasks (or all) whose --policy-episodes also train the "
+                        "expert's targets as actions (DAgger's labels)")
     p.add_argument("--out", required=True, help="dataset file (.npz)")
     p.add_argument("--relabel", default=None,
                    help="instead of recording: this dataset with today's memory labels")
@@ -404,6 +426,12 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"--policy-episodes must be in 0..{SEEDS_PER_TASK - POLICY_SEED_OFFSET}")
     if a.policy_episodes and not a.policy:
         p.error("--policy-episodes needs --policy CHECKPOINT")
+    acted = [t for t in a.policy_actions.split(",") if t]
+    acted = names if acted == ["all"] else acted
+    if acted and not a.policy_episodes:
+        p.error("--policy-actions needs --policy-episodes")
+    if set(acted) - set(names):
+        p.error(f"--policy-actions names tasks not recorded: {sorted(set(acted) - set(names))}")
     if not 0 <= a.policy_delay <= 40:
         p.error("--policy-delay must be in 0..40 control steps (0-0.5 s)")
     policy = None
@@ -415,7 +443,8 @@ def main(argv: list[str] | None = None) -> int:
                             a.after, miss_episodes=a.miss_episodes, miss_steps=a.miss_steps,
                             high_miss_episodes=a.high_miss_episodes,
                             policy_episodes=a.policy_episodes, policy=policy,
-                            policy_delay=a.policy_delay, leave_episodes=a.leave_episodes)
+                            policy_delay=a.policy_delay, leave_episodes=a.leave_episodes,
+                            policy_actions=acted)
     out = demos.save(a.out)
     print(json.dumps({"out": str(out), **summary}, indent=2))
     return 0

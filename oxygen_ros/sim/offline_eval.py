@@ -44,8 +44,9 @@ def open_loop(checkpoint: str | Path, data: str | Path, frames: int = 200, seed:
     demos = Demos.load(data)
     info = json.loads((Path(checkpoint) / "training.json").read_text())
     held_all = np.isin(demos.episode, info["held_out_episodes"])
-    # the expert's own frames: a caption-only (missing) frame's target is wrong on purpose
-    held = np.flatnonzero(held_all & ~demos.caption_only)
+    # the expert's own frames: a caption-only (missing) frame's target is wrong on purpose, a
+    # policy-driven one's is the expert's from where the policy took the hand
+    held = np.flatnonzero(held_all & demos.expert_frames)
     if not len(held):
         raise ValueError("the checkpoint's training.json lists no held-out episodes in this data")
     pick = held[np.linspace(0, len(held) - 1, min(frames, len(held))).astype(int)]
@@ -82,7 +83,7 @@ def open_loop(checkpoint: str | Path, data: str | Path, frames: int = 200, seed:
         "caption_accuracy": round(float(np.mean([s == c for s, c in zip(said, truth)])), 3),
         "caption_examples": [[c, s] for c, s in list(zip(truth, said))[:: max(1, len(pick) // 8)]],
         "per_task": per_task,
-        "missing": _missing_captions(built, demos, np.flatnonzero(held_all & demos.caption_only),
+        "missing": _missing_captions(built, demos, np.flatnonzero(held_all & ~demos.expert_frames),
                                      frames),
     }
 

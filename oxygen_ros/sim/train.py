@@ -95,8 +95,8 @@ def train(data: str | Path, out: str | Path, epochs: float = 8.0, batch_size: in
         model = model.train().requires_grad_(True)
     else:
         tokenizer = build_tokenizer(demos.instructions + demos.captions, config.vocab_size)
-        # statistics of the robot's real motions: a caption-only frame's target is wrong on purpose
-        stats = norm_stats(demos, train_idx[~demos.caption_only[train_idx]])
+        # statistics of the expert's motions: a caption-only frame's target is wrong on purpose
+        stats = norm_stats(demos, train_idx[demos.expert_frames[train_idx]])
         model = init_model(config, seed=seed).train().requires_grad_(True)
     codec = PromptCodec(config, tokenizer)
     batcher = Batcher(demos, codec, stats)

@@ -282,12 +282,57 @@ def test_policy_episodes_follow_the_others_caption_only_on_their_own_layouts():
     n = len(plain)
     np.testing.assert_array_equal(more.images[:n], plain.images)
     assert not more.caption_only[:n].any() and more.caption_only[n:].all()
+    assert not more.driven[:n].any() and more.driven[n:].all()
     np.testing.assert_array_equal(more.images[n], first_image)  # its own layout seed
     s = summary["button-press-topdown"]
     assert s["successes"] == 1 and s["policy_episodes"] == 2 and s["policy_successes"] == 0
     assert s["policy_frames"] == len(more) - n
     assert more.meta["policy_episodes_per_task"] == 2 and more.meta["policy_delay_steps"] == 1
+    assert more.meta["policy_action_tasks"] == []
     with pytest.raises(ValueError, match="needs a policy"):
         record(["button-press-topdown"], 1, seed=0, progress=False, policy_episodes=1)
     with pytest.raises(SystemExit):
         main(["--policy-episodes", "1", "--out", "/tmp/never.npz"])  # no --policy
+
+
+def test_policy_actions_train_the_experts_targets_where_the_policy_took_the_hand(tmp_path):
+    """--policy-actions TASKS: those tasks' driven frames keep the expert's target from the
+    state the policy left the hand in (DAgger's label) and train it as an action; the other
+    tasks' stay caption-only; the expert's own episodes are unchanged and are still the only
+    ones the held-out split and the statistics treat as his."""
+    from oxygen_ros.sim import SimEnv
+    from oxygen_ros.sim.demos import POLICY_SEED_OFFSET, layout_seed, main, record
+    from oxygen_ros.sim.dataset import Demos
+
+    e = SimEnv("button-press-topdown")
+    try:
+        hand = e.reset(layout_seed(0, 0, POLICY_SEED_OFFSET))[:3]
+    finally:
+        e.close()
+    tasks = ["button-press-topdown", "door-lock"]
+    kw = dict(frame_stride=4, progress=False, policy_episodes=1, policy_delay=1)
+    only, _ = record(tasks, 1, seed=0, policy=_TaggedPolicy(hand), **kw)
+    acted, _ = record(tasks, 1, seed=0, policy=_TaggedPolicy(hand), policy_actions=["door-lock"], **kw)
+    driven, lock = acted.driven, acted.task == 1
+    assert (driven & lock).any() and (driven & ~lock).any() and not driven.all()
+    np.testing.assert_array_equal(acted.driven, only.driven)
+    np.testing.assert_array_equal(acted.target, only.target)
+    np.testing.assert_array_equal(acted.caption_only, only.caption_only & ~(driven & lock))
+    assert only.caption_only[driven].all() and acted.caption_only[driven & ~lock].all()
+    np.testing.assert_array_equal(acted.expert_frames, ~driven)
+    assert acted.meta["policy_action_tasks"] == ["door-lock"]
+    # the policy took the hand to the button layout's start and held it there: the
+    # expert's targets there point away from that state, frame after frame, not along a
+    # trajectory of the expert's own
+    held = acted.state[driven & lock][-10:, :3]
+    np.testing.assert_allclose(held, np.broadcast_to(hand, held.shape), atol=5e-3)
+    assert np.linalg.norm(acted.target[driven & lock][-10:, :3] - held, axis=1).min() > 1e-3
+    back = Demos.load(acted.save(tmp_path / "d.npz"))
+    np.testing.assert_array_equal(back.driven, driven)
+    with pytest.raises(ValueError, match="not recorded"):
+        record(tasks[:1], 1, seed=0, policy=_TaggedPolicy(hand), policy_actions=["door-lock"], **kw)
+    for argv in (["--policy-actions", "all"],  # no policy episodes
+                 ["--tasks", "door-lock", "--policy-episodes", "1", "--policy", "x",
+                  "--policy-actions", "door-unlock"]):
+        with pytest.raises(SystemExit):
+            main([*argv, "--out", str(tmp_path / "never.npz")])

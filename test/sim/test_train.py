@@ -51,6 +51,27 @@ def test_chunks_hold_at_the_episode_end():
     assert idx[23].tolist() == [23] * 8
 
 
+def test_split_holds_out_the_experts_episodes_the_same_with_or_without_driven_ones():
+    """Policy-driven episodes (driven) are drawn apart from the expert's, as caption-only ones
+    are, whether or not they train actions: the expert's held-out layouts do not change."""
+    plain = synthetic_demos(episodes=8, frames=6)
+    ep = plain.episode
+    driven = np.concatenate([np.zeros(len(plain), bool), np.ones(len(plain), bool)])
+    fields = {k: getattr(plain, k) for k in plain.__dataclass_fields__}
+    more = Demos(**{**fields, **{k: np.concatenate([v, v]) for k, v in fields.items()
+                                 if isinstance(v, np.ndarray) and len(v) == len(plain)},
+                    "episode": np.concatenate([ep, ep + 8]),
+                    "episode_success": np.ones(16, bool),
+                    "episode_task": np.concatenate([plain.episode_task] * 2), "driven": driven})
+    _, held_plain = plain.split(0.25, seed=3)
+    _, held_more = more.split(0.25, seed=3)
+    np.testing.assert_array_equal(held_more[~driven[held_more]], held_plain)
+    assert driven[held_more].sum() == 2 * 6  # one driven episode of four per task
+    np.testing.assert_array_equal(more.expert_frames, ~driven)
+    with pytest.raises(ValueError, match="driven has shape"):
+        Demos(**{**fields, "driven": np.zeros(3, bool)})
+
+
 def test_a_training_step_lowers_the_loss():
     torch.manual_seed(0)
     d = synthetic_demos()

@@ -1,9 +1,10 @@
-"""Where the hand went in a policy's failed door-unlock episodes, from an oxygen-sim eval bag:
+"""Where the hand went in a policy's failed door-unlock episodes (or TASK's), from an oxygen-sim
+eval bag:
 
-    python failed_paths.py BAGS/isolated_crossfade
+    python failed_paths.py BAGS/isolated_crossfade [TASK]
 
 Per failed episode, every 0.25 s: the hand's offset (cm) from the contact point on the lock at
-reset (the lock plus Task.contact; the lock hardly moved in these episodes), the stage shown and
+reset (the object plus Task.contact; door-unlock's lock hardly moved in these episodes), the stage shown and
 the last memory text whose observation came before.
 """
 import bisect
@@ -16,11 +17,12 @@ from oxygen_ros.bags.reader import read_bag
 from oxygen_ros.sim import SimEnv, get_task
 from oxygen_ros.sim.episodes import Status, stamp_ns
 
+TASK = sys.argv[2] if len(sys.argv) > 2 else "door-unlock"
 b = read_bag(sys.argv[1], topics=["/sim/episode", "/oxygen/memory", "/sim/joint_states"])
 by_ep = collections.defaultdict(list)
 for _, m in b.get("/sim/episode"):
     st = Status.from_json(m.data)
-    if st.task == "door-unlock":
+    if st.task == TASK:
         by_ep[st.episode].append(st)
 failed = {ep: sts for ep, sts in by_ep.items() if not sts[-1].success}
 texts = sorted((stamp_ns(m.header.stamp), m.text.strip()) for _, m in b.get("/oxygen/memory")
@@ -28,8 +30,8 @@ texts = sorted((stamp_ns(m.header.stamp), m.text.strip()) for _, m in b.get("/ox
 tt = [t for t, _ in texts]
 joints = [(stamp_ns(m.header.stamp), np.asarray(m.position[:3])) for _, m in b.get("/sim/joint_states")]
 jt = [t for t, _ in joints]
-env = SimEnv("door-unlock")
-contact = np.asarray(get_task("door-unlock").contact)
+env = SimEnv(TASK)
+contact = np.asarray(get_task(TASK).contact)
 for ep, sts in sorted(failed.items()):
     env.reset(sts[-1].seed)
     point = env.raw_obs[4:7] + contact
