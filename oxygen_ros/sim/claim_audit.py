@@ -34,13 +34,15 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
 import numpy as np
 
 from .env import CONTROL_PERIOD_S
-from .metrics import CLAIM_SLACK_S
+from .episodes import Status, stamp_ns
+from .metrics import CLAIM_SLACK_S, MemoryCheck, Timeline, check_memory, claim_is_true
 from .policy import ACTION_PERIOD_STEPS, EVAL_SEED_BASE, policy_observation
 
 AUDIT_SEED_OFFSET = 500  # beside offline_eval's and the demo's layouts (EVAL_SEED_BASE + e)
@@ -237,49 +239,70 @@ def completion_pixels(task_name: str, seeds: list[int], threshold: int = 30) -> 
 CHECKS = ("labels", "expert", "own", "missing", "visibility")
 
 
+@dataclass(frozen=True)
+class EvalBag:
+    """What an oxygen-sim eval bag holds: the sim's statuses in time order and on a Timeline,
+    every final memory text checked against the scene of its source observation (texts whose
+    scene is unknown left out), and, when asked for, the joint states (stamp ns, position)."""
+
+    statuses: list[Status]
+    timeline: Timeline
+    memory: list[MemoryCheck]
+    joints: list[tuple[int, np.ndarray]]
+
+
+def read_eval_bag(bag: str | Path, joints: bool = False) -> EvalBag:
+    from ..bags.reader import read_bag
+
+    topics = ["/sim/episode", "/oxygen/memory"] + (["/sim/joint_states"] if joints else [])
+    b = read_bag(bag, topics=topics)
+    statuses = sorted((Status.from_json(m.data) for _, m in b.get("/sim/episode")),
+                      key=lambda x: x.stamp_ns)
+    timeline = Timeline()
+    for st in statuses:
+        timeline.add(st.stamp_ns, st.task, st.caption, st.episode, st.success)
+    memory = []
+    for _, m in b.get("/oxygen/memory"):
+        if not (m.is_final and m.kind == "memory"):
+            continue
+        stamp = stamp_ns(m.header.stamp)
+        scene = timeline.scene_at(stamp)
+        if scene is not None:
+            memory.append(check_memory(m.text, scene, stamp))
+    states = [(stamp_ns(m.header.stamp), np.asarray(m.position))
+              for _, m in (b.get("/sim/joint_states") if joints else [])]
+    return EvalBag(statuses, timeline, memory, states)
+
+
 def bag_false_claims(bag: str | Path) -> list[dict]:
     """Every false completion claim in an oxygen-sim eval bag (metrics.claim_is_true), with the
     hand's offset from the object at the claim's source observation."""
     import bisect
 
-    from ..bags.reader import read_bag
     from . import SimEnv
-    from .episodes import Status, stamp_ns
-    from .metrics import Timeline, check_memory, claim_is_true
 
-    b = read_bag(bag, topics=["/sim/episode", "/oxygen/memory", "/sim/joint_states"])
-    statuses = [Status.from_json(m.data) for _, m in b.get("/sim/episode")]
-    timeline = Timeline()
-    for st in sorted(statuses, key=lambda x: x.stamp_ns):
-        timeline.add(st.stamp_ns, st.task, st.caption, st.episode, st.success)
-    final = {st.episode: st for st in statuses if st.done}
-    success = {e: timeline.success_ns.get(e) for e in final}
-    joints = [(stamp_ns(m.header.stamp), list(m.position)) for _, m in b.get("/sim/joint_states")]
-    jt = [t for t, _ in joints]
+    eb = read_eval_bag(bag, joints=True)
+    final = {st.episode: st for st in eb.statuses if st.done}
+    success = {e: eb.timeline.success_ns.get(e) for e in final}
+    jt = [t for t, _ in eb.joints]
     envs: dict[str, SimEnv] = {}
     rows = []
     try:
-        for _, m in b.get("/oxygen/memory"):
-            if not (m.is_final and m.kind == "memory"):
-                continue
-            stamp = stamp_ns(m.header.stamp)
-            scene = timeline.scene_at(stamp)
-            if scene is None:
-                continue
-            check = check_memory(m.text, scene, stamp)
+        for check in eb.memory:
             if not check.claims_done or claim_is_true(check, success):
                 continue
-            st = final.get(scene.episode)
+            stamp = check.stamp_ns
+            st = final.get(check.episode)
             j = bisect.bisect_right(jt, stamp) - 1
-            env = envs.setdefault(scene.task, SimEnv(scene.task))
+            env = envs.setdefault(check.task, SimEnv(check.task))
             env.reset(st.seed if st else 0)
             contact = env.raw_obs[4:7] + np.asarray(env.task.contact)  # where the push starts
-            hand = np.asarray(joints[j][1][:3]) - contact if j >= 0 and st else None
-            rows.append({"task": scene.task, "episode": scene.episode, "text": m.text.strip(),
-                         "true_stage": scene.caption,
+            hand = eb.joints[j][1][:3] - contact if j >= 0 and st else None
+            rows.append({"task": check.task, "episode": check.episode, "text": check.text.strip(),
+                         "true_stage": check.caption,
                          "episode_succeeded": bool(st.success) if st else None,
-                         "before_success_s": round((success[scene.episode] - stamp) / 1e9, 2)
-                         if success.get(scene.episode) else None,
+                         "before_success_s": round((success[check.episode] - stamp) / 1e9, 2)
+                         if success.get(check.episode) else None,
                          "hand_minus_contact_m": None if hand is None else np.round(hand, 3).tolist()})
     finally:
         for env in envs.values():

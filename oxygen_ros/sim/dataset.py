@@ -124,7 +124,8 @@ class Demos:
         only[np.unique(self.episode[~self.expert_frames])] = True
         held = []
         # the expert's episodes drawn exactly as before caption-only episodes existed (the same
-        # layouts are held out with or without them), then the caption-only ones apart
+        # layouts are held out with or without them), then the caption-only and policy-driven
+        # ones apart
         for pick_only, r in ((False, rng), (True, np.random.default_rng(seed + 1))):
             for t in np.unique(self.episode_task):
                 mine = eps[(self.episode_task[eps] == t) & (only[eps] == pick_only)]

@@ -430,8 +430,9 @@ def main(argv: list[str] | None = None) -> int:
     acted = names if acted == ["all"] else acted
     if acted and not a.policy_episodes:
         p.error("--policy-actions needs --policy-episodes")
-    if set(acted) - set(names):
-        p.error(f"--policy-actions names tasks not recorded: {sorted(set(acted) - set(names))}")
+    unknown = sorted(set(acted) - set(names))
+    if unknown:
+        p.error(f"--policy-actions names tasks not recorded: {unknown}")
     if not 0 <= a.policy_delay <= 40:
         p.error("--policy-delay must be in 0..40 control steps (0-0.5 s)")
     policy = None

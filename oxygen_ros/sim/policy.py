@@ -105,9 +105,11 @@ EVAL_SEED_BASE = 9_000_000  # evaluation layouts: far from the seeds demonstrati
 
 def policy_observation(built, image: np.ndarray, state: np.ndarray, instruction: str,
                        stamp: float):
-    """One engine Observation for the policy: the camera image and the normalised state."""
+    """One engine Observation for the policy: the camera image ([S, S, 3]; several cameras:
+    [C, S, S, 3], in the policy's order) and the normalised state."""
     from ..engine import Observation
 
     norm = built.norm.normalize_state(np.asarray(state, dtype=np.float32))
-    return Observation(images=[image], state=norm.astype(np.float32), instruction=instruction,
+    images = [image] if image.ndim == 3 else list(image)
+    return Observation(images=images, state=norm.astype(np.float32), instruction=instruction,
                        stamp=stamp)

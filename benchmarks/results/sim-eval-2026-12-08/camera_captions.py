@@ -19,16 +19,8 @@ import numpy as np
 
 from oxygen_ros.bench.compare import collect_requests
 from oxygen_ros.sim.dataset import Demos
-from oxygen_ros.engine import Observation
 from oxygen_ros.sim.offline_eval import load_policy
-
-
-def _observation(built, images, state, instruction, stamp):
-    """policy_observation's, with every camera of a frame ([S, S, 3] or [C, S, S, 3])."""
-    norm = built.norm.normalize_state(np.asarray(state, dtype=np.float32))
-    return Observation(images=[images] if images.ndim == 3 else list(images),
-                       state=norm.astype(np.float32), instruction=instruction, stamp=stamp)
-
+from oxygen_ros.sim.policy import policy_observation as _observation
 
 for ckpt, data in zip(sys.argv[1::2], sys.argv[2::2]):
     demos = Demos.load(data)

@@ -1,30 +1,27 @@
-"""Door tasks' stage accuracy in successful vs failed episodes, from eval bags."""
-import collections, sys
-from oxygen_ros.bags.reader import read_bag
-from oxygen_ros.sim.episodes import Status, stamp_ns
-from oxygen_ros.sim.metrics import Timeline, check_memory
+"""Door tasks' stage accuracy in successful vs failed episodes, from oxygen-sim eval bags:
+
+    python memory_by_outcome.py BAGS/isolated_crossfade [...]
+
+Per bag, door task and episode outcome: the texts naming the stage of their source scene, and
+the most common misses (scene shown, text said).
+"""
+import collections
+import sys
+
+from oxygen_ros.sim.claim_audit import read_eval_bag
 
 for path in sys.argv[1:]:
-    b = read_bag(path, topics=["/sim/episode", "/oxygen/memory"])
-    tl = Timeline(); ok = {}
-    for _, m in b.get("/sim/episode"):
-        st = Status.from_json(m.data)
-        if st.stamp_ns:
-            tl.add(st.stamp_ns, st.task, st.caption, st.episode, st.success)
-        ok[st.episode] = ok.get(st.episode, False) or st.success
+    eb = read_eval_bag(path)
     agg = collections.defaultdict(lambda: [0, 0])
     miss = collections.Counter()
-    for _, m in b.get("/oxygen/memory"):
-        if not (m.is_final and m.kind == "memory"):
+    for c in eb.memory:
+        if not c.task.startswith("door"):
             continue
-        sc = tl.scene_at(stamp_ns(m.header.stamp))
-        if sc is None or not sc.task.startswith("door"):
-            continue
-        c = check_memory(m.text.strip(), sc, stamp_ns(m.header.stamp))
-        k = (sc.task, "ok" if ok.get(sc.episode) else "failed")
-        agg[k][0] += c.names_stage; agg[k][1] += 1
+        k = (c.task, "ok" if c.episode in eb.timeline.success_ns else "failed")
+        agg[k][0] += c.names_stage
+        agg[k][1] += 1
         if not c.names_stage:
-            miss[(k, sc.caption, m.text.strip())] += 1
+            miss[(k, c.caption, c.text.strip())] += 1
     print(path)
     for k, (a, n) in sorted(agg.items()):
         print(f"  {k}: {a}/{n} = {a/n:.3f}")

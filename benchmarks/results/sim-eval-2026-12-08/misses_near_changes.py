@@ -1,33 +1,32 @@
-"""How far each door-task memory miss is from a change of the shown stage (same episode)."""
-import bisect, collections, sys
+"""How far each door-task memory text is from a change of the shown stage (same episode), from
+oxygen-sim eval bags:
+
+    python misses_near_changes.py BAGS/isolated_crossfade [...]
+
+Per bag, door task, episode outcome and hit or miss: the share of texts whose source
+observation is within 50, 100 and 250 ms of a change of the stage shown.
+"""
+import collections
+import sys
+
 import numpy as np
-from oxygen_ros.bags.reader import read_bag
-from oxygen_ros.sim.episodes import Status, stamp_ns
-from oxygen_ros.sim.metrics import Timeline, check_memory
+
+from oxygen_ros.sim.claim_audit import read_eval_bag
 
 for path in sys.argv[1:]:
-    b = read_bag(path, topics=["/sim/episode", "/oxygen/memory"])
-    tl = Timeline(); ok = {}; changes = collections.defaultdict(list); last = {}
-    for _, m in b.get("/sim/episode"):
-        st = Status.from_json(m.data)
-        if st.stamp_ns:
-            tl.add(st.stamp_ns, st.task, st.caption, st.episode, st.success)
-            if last.get(st.episode) is not None and last[st.episode] != st.caption:
-                changes[st.episode].append(st.stamp_ns)
-            last[st.episode] = st.caption
-        ok[st.episode] = ok.get(st.episode, False) or st.success
+    eb = read_eval_bag(path)
+    changes, last = collections.defaultdict(list), {}
+    for st in eb.statuses:
+        if last.get(st.episode) is not None and last[st.episode] != st.caption:
+            changes[st.episode].append(st.stamp_ns)
+        last[st.episode] = st.caption
     dist = collections.defaultdict(list)
-    for _, m in b.get("/oxygen/memory"):
-        if not (m.is_final and m.kind == "memory"):
+    for c in eb.memory:
+        if not c.task.startswith("door"):
             continue
-        t = stamp_ns(m.header.stamp)
-        sc = tl.scene_at(t)
-        if sc is None or not sc.task.startswith("door"):
-            continue
-        c = check_memory(m.text.strip(), sc, t)
-        ch = changes.get(sc.episode, [])
-        d = min((abs(t - x) for x in ch), default=10**12) / 1e6
-        dist[(sc.task, "ok" if ok.get(sc.episode) else "failed", "hit" if c.names_stage else "miss")].append(d)
+        d = min((abs(c.stamp_ns - x) for x in changes.get(c.episode, [])), default=10**12) / 1e6
+        ok = "ok" if c.episode in eb.timeline.success_ns else "failed"
+        dist[(c.task, ok, "hit" if c.names_stage else "miss")].append(d)
     print(path)
     for k in sorted(dist):
         v = np.array(dist[k])

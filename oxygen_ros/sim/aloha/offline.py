@@ -20,9 +20,10 @@ from .node import EVAL_BASE_SEED, schedule
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ...engine import EngineConfig, Observation
+    from ...engine import EngineConfig
     from ...robot.build import ModelSource, build_engine
     from ..checkpoint import checkpoint_top_fovy
+    from ..policy import policy_observation
     from .tasks import TASKS
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -43,9 +44,7 @@ def main(argv: list[str] | None = None) -> int:
         env = AlohaEnv(ep.task, image_size=size, top_fovy=fovy)
         state, info, frames, t0 = env.reset(ep.seed), env.info, 0, time.perf_counter()
         while not (info.success or info.timed_out):
-            obs = Observation(images=list(env.render()),
-                              state=norm.normalize_state(state.astype(np.float32)).astype(np.float32),
-                              instruction=ep.instruction, stamp=float(frames))
+            obs = policy_observation(built, env.render(), state, ep.instruction, float(frames))
             chunk = norm.unnormalize_actions(engine.step(obs).actions)
             frames += 1
             for target in chunk[:a.replan]:
